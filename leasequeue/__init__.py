@@ -1,0 +1,29 @@
+"""leasequeue: a Redis-native job queue. Workers pull and lease jobs; every
+claim, renewal, reap and limiter slot is one Lua script on the server clock."""
+
+from .app import App, JobRequest
+from .backoff import exponential, fixed
+from .errors import (
+    ConfigError,
+    JobNotFound,
+    LeaseLost,
+    LeaseQueueError,
+    MalformedJob,
+    PayloadNotSerializable,
+    PayloadTooLarge,
+    PermanentError,
+    RedisUnavailable,
+    Retry,
+    TransientError,
+    UnknownJob,
+)
+from .models import EnqueuedJob, JobRecord, JobState, QueueStats
+from .registry import Defaults
+
+__all__ = [
+    "App", "ConfigError", "Defaults", "EnqueuedJob", "JobNotFound", "JobRecord", "JobRequest",
+    "JobState", "LeaseLost", "LeaseQueueError", "MalformedJob", "PayloadNotSerializable",
+    "PayloadTooLarge", "PermanentError", "QueueStats", "RedisUnavailable", "Retry",
+    "TransientError", "UnknownJob", "exponential", "fixed",
+]
+__version__ = "0.1.0"

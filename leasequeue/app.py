@@ -1,0 +1,271 @@
+"""App: the client side of leasequeue — connection, key prefix, job registry,
+enqueue, and the operator calls (get_job, cancel, replay, purge, stats).
+
+It never runs handlers (that is the worker's job)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import codec
+from .backoff import Backoff
+from .connection import connect
+from .errors import ConfigError, JobNotFound, MalformedJob, RedisUnavailable, UnknownJob
+from .keys import DEFAULT_PREFIX, QueueKeys, check_prefix, queue_keys
+from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
+from .registry import Defaults, JobDefinition, Registry
+from .scripts import Scripts, StoreSettings, decode_record, text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+MAX_PRIORITY = 32767
+ENQUEUE_CHUNK = 500
+
+
+@dataclass(slots=True)
+class JobRequest:
+    """One job for enqueue_many."""
+
+    name: str
+    payload: dict[str, Any] | None = None
+    job_id: str | None = None
+    queue: str | None = None
+    delay: float = 0.0
+    priority: int = 0
+    correlation_id: str | None = None
+    request_id: str | None = None
+    max_attempts: int | None = None
+    max_infra_attempts: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class App:
+    """Connection, prefix, registry and the producer/operator API."""
+
+    def __init__(
+        self,
+        url: str = "memory://",
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        defaults: Defaults | None = None,
+        max_payload_bytes: int = codec.DEFAULT_MAX_PAYLOAD,
+        settings: StoreSettings | None = None,
+        redis: Redis | None = None,
+    ) -> None:
+        self.url = url
+        self.prefix = check_prefix(prefix)
+        self.registry = Registry(defaults or Defaults())
+        self.max_payload_bytes = max_payload_bytes
+        self.settings = settings or StoreSettings()
+        self.redis: Redis = redis if redis is not None else connect(url)
+        self.scripts = Scripts(self.redis, url, self.settings)
+
+    # -- registry -------------------------------------------------------------
+
+    def job(
+        self,
+        fn: F | None = None,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        max_infra_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        infra_backoff: Backoff | None = None,
+        timeout: float | str | None = "default",
+        stop_grace: float | None = None,
+        retention: float | None = None,
+    ) -> Any:
+        """Register a handler: ``@app.job`` or ``@app.job(queue=..., ...)``."""
+
+        def register(func: F) -> F:
+            self.registry.register(
+                func, name=name, queue=queue, max_attempts=max_attempts,
+                max_infra_attempts=max_infra_attempts, backoff=backoff,
+                infra_backoff=infra_backoff, timeout=timeout, stop_grace=stop_grace,
+                retention=retention,
+            )
+            return func
+
+        if fn is not None:
+            return register(fn)
+        return register
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.prefix, queue)
+
+    def known_queues(self) -> list[str]:
+        return sorted({self.registry.defaults.queue, *self.registry.queues()})
+
+    # -- enqueue --------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        name: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        job_id: str | None = None,
+        queue: str | None = None,
+        delay: float = 0.0,
+        priority: int = 0,
+        correlation_id: str | None = None,
+        request_id: str | None = None,
+        max_attempts: int | None = None,
+        max_infra_attempts: int | None = None,
+    ) -> EnqueuedJob:
+        """Enqueue one job. A ``job_id`` that exists already returns that job
+        (``created=False``) instead of adding a second one."""
+        request = JobRequest(name, payload, job_id, queue, delay, priority, correlation_id,
+                             request_id, max_attempts, max_infra_attempts)
+        return (await self.enqueue_many([request]))[0]
+
+    async def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
+        """Enqueue a batch: one script call per queue and chunk of 500 jobs.
+        Every job is validated before anything is written."""
+        prepared = [self._prepare(r) for r in requests]
+        by_queue: dict[str, list[int]] = {}
+        for index, (queue, _job) in enumerate(prepared):
+            by_queue.setdefault(queue, []).append(index)
+        answers: list[EnqueuedJob | None] = [None] * len(prepared)
+        for queue, indexes in by_queue.items():
+            qk = self.keys(queue)
+            for start in range(0, len(indexes), ENQUEUE_CHUNK):
+                chunk = indexes[start:start + ENQUEUE_CHUNK]
+                replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
+                for i, (created, state) in zip(chunk, replies, strict=True):
+                    job = prepared[i][1]
+                    answers[i] = EnqueuedJob(job.id, queue, job.name, created, state)
+        return [a for a in answers if a is not None]
+
+    def _prepare(self, r: JobRequest) -> tuple[str, NewJob]:
+        definition = self.registry.find(r.name)
+        queue = self._queue_for(r.name, r.queue, definition)
+        if not -MAX_PRIORITY <= r.priority <= MAX_PRIORITY:
+            raise ConfigError(f"priority must be within ±{MAX_PRIORITY}, got {r.priority}")
+        if r.delay < 0:
+            raise ConfigError(f"delay must be >= 0 seconds, got {r.delay}")
+        d = self.registry.defaults
+        max_attempts = r.max_attempts or (definition.max_attempts if definition
+                                          else d.max_attempts)
+        max_infra = r.max_infra_attempts or (definition.max_infra_attempts if definition
+                                             else d.max_infra_attempts)
+        job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
+        if not job_id or len(job_id) > 512:
+            raise ConfigError("job_id must be 1-512 characters")
+        return queue, NewJob(
+            id=job_id, name=r.name,
+            payload=codec.encode_payload(r.payload, self.max_payload_bytes),
+            delay_ms=int(r.delay * 1000), priority=int(r.priority),
+            max_attempts=max_attempts, max_infra=max_infra,
+            correlation_id=r.correlation_id or job_id, request_id=r.request_id or "",
+        )
+
+    def _queue_for(self, name: str, queue: str | None,
+                   definition: JobDefinition | None) -> str:
+        if queue is not None:
+            return self.keys(queue).queue
+        if definition is not None:
+            return definition.queue
+        if not self.registry.all():
+            # a producer-only App: every job goes to the default queue
+            return self.registry.defaults.queue
+        raise UnknownJob(
+            f"no job is registered under the name {name!r}; register it, or pass queue= "
+            "to enqueue a job that another service handles"
+        )
+
+    # -- operator calls ------------------------------------------------------
+
+    async def get_job(self, job_id: str, queue: str | None = None) -> JobRecord:
+        """State, counters, instants, last error, payload and result of a job."""
+        queues = [queue] if queue is not None else self.known_queues()
+        for q in queues:
+            qk = self.keys(q)
+            try:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.hget(qk.jobs, job_id)
+                    pipe.zscore(qk.leases, job_id)
+                    pipe.hget(qk.payloads, job_id)
+                    pipe.hget(qk.results, job_id)
+                    raw, lease, payload, result = await pipe.execute()
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                raise RedisUnavailable(self.url, exc) from exc
+            record = decode_record(job_id, q, raw, lease)
+            if record is not None:
+                record.payload = codec.decode_payload(payload or b"", job_id)
+                record.result = codec.decode_result(result, job_id)
+                return record
+        raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
+
+    async def cancel(self, job_id: str, queue: str | None = None) -> str:
+        """Cancel a job: 'canceled', 'cancel-requested' (it is running; its worker
+        stops it at the next heartbeat), or 'final' (it had already ended)."""
+        queues = [queue] if queue is not None else self.known_queues()
+        for q in queues:
+            status, _state = await self.scripts.cancel(self.keys(q), job_id)
+            if status == "malformed":
+                raise MalformedJob(f"job {job_id} in queue {q}: record is malformed")
+            if status != "missing":
+                return status
+        raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
+
+    async def replay(self, job_ids: Sequence[str] | None = None, *, queue: str | None = None,
+                     limit: int = 1000) -> int:
+        """Put dead jobs back in their queue with fresh counters; with no ids,
+        replay up to ``limit`` of the oldest dead jobs. Returns how many."""
+        q = queue or self.registry.defaults.queue
+        qk = self.keys(q)
+        if job_ids is None:
+            raw = await self.redis.zrange(qk.dead, 0, max(0, limit - 1))
+            job_ids = [text(x) for x in raw]
+        replayed = 0
+        for start in range(0, len(job_ids), ENQUEUE_CHUNK):
+            answers = await self.scripts.replay(qk, job_ids[start:start + ENQUEUE_CHUNK])
+            replayed += sum(1 for a in answers if a == 1)
+        return replayed
+
+    async def purge_dead(self, queue: str | None = None, batch: int = 500) -> int:
+        """Delete every dead job of a queue, in bounded batches. Returns how many."""
+        qk = self.keys(queue or self.registry.defaults.queue)
+        total = 0
+        while True:
+            n = await self.scripts.purge(qk, batch)
+            total += n
+            if n < batch:
+                return total
+
+    async def dead_letters(self, queue: str | None = None,
+                           count: int = 100) -> list[dict[str, str]]:
+        """The newest dead-letter entries (history: id, name, reason, error, counters)."""
+        qk = self.keys(queue or self.registry.defaults.queue)
+        entries: Any = await self.redis.xrevrange(qk.deadletters, count=count)
+        return [
+            {"entry": text(eid), **{text(k): text(v) for k, v in fields.items()}}
+            for eid, fields in entries
+        ]
+
+    async def stats(self, queue: str | None = None) -> QueueStats:
+        return await self.scripts.stats(self.keys(queue or self.registry.defaults.queue))
+
+    async def ping(self) -> None:
+        """Raise RedisUnavailable (naming the URL) when Redis does not answer."""
+        try:
+            await self.redis.ping()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise RedisUnavailable(self.url, exc) from exc
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> App:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

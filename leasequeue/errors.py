@@ -1,0 +1,90 @@
+"""Typed errors of leasequeue: one base class, then one class per failure.
+
+Connection errors from redis-py keep their type when they are not wrapped in
+``RedisUnavailable`` (which always names the URL)."""
+
+from __future__ import annotations
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+
+class LeaseQueueError(Exception):
+    """Base class of every error leasequeue raises on purpose."""
+
+
+class ConfigError(LeaseQueueError):
+    """A setting or a name that cannot work (bad queue name, unsafe Redis policy...)."""
+
+
+class RedisUnavailable(LeaseQueueError, RedisConnectionError):
+    """Redis could not be reached; the message names the URL. It is still a
+    redis-py ConnectionError, so code that catches that keeps working."""
+
+    def __init__(self, url: str, cause: BaseException | None = None) -> None:
+        self.url = url
+        detail = f": {cause}" if cause is not None else ""
+        super().__init__(f"Redis at {url} is unreachable{detail}")
+
+
+class PayloadError(LeaseQueueError):
+    """A payload that cannot be stored; nothing was enqueued."""
+
+
+class PayloadNotSerializable(PayloadError):
+    """msgpack cannot encode the payload."""
+
+
+class PayloadTooLarge(PayloadError):
+    """The encoded payload is over the configured size limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"payload is {size} bytes, over the limit of {limit} bytes")
+
+
+class UnknownJob(LeaseQueueError):
+    """A job name that no handler is registered under."""
+
+
+class JobNotFound(LeaseQueueError):
+    """No job with that id exists (or it expired after its retention)."""
+
+
+class MalformedJob(LeaseQueueError):
+    """A job record in Redis that cannot be decoded (edited by hand, corrupted)."""
+
+
+class ScriptError(LeaseQueueError):
+    """A Lua script reported a broken invariant; carries the operation's name."""
+
+    def __init__(self, operation: str, message: str) -> None:
+        self.operation = operation
+        super().__init__(f"{operation}: {message}")
+
+
+class LeaseLost(LeaseQueueError):
+    """The lease on a job is gone (expired and reaped, or taken by another claim)."""
+
+
+class NotOwner(LeaseLost):
+    """A fenced write carried a stale token: this worker no longer holds the job."""
+
+
+# -- raised by handlers ------------------------------------------------------
+
+
+class PermanentError(LeaseQueueError):
+    """Raised by a handler: the job can never succeed; dead-letter it at once."""
+
+
+class TransientError(LeaseQueueError):
+    """Raised by a handler: an infrastructure failure; retry under the infra budget."""
+
+
+class Retry(LeaseQueueError):
+    """Raised by a handler: retry this job after ``delay`` seconds (counts as an attempt)."""
+
+    def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
+        self.delay = delay
+        super().__init__(message)

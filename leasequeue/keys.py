@@ -1,0 +1,128 @@
+"""Builds every Redis key leasequeue uses; no key string is written anywhere else.
+
+Every key of one queue shares the hash tag ``{prefix:queue}`` so each script
+touches one slot and runs unchanged on Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+# Letters, digits and a few separators. Braces would break the hash tag,
+# whitespace and ':' would make key layouts ambiguous.
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_.\-:]{1,100}$")
+
+DEFAULT_PREFIX = "lq"
+
+
+def check_queue_name(name: str) -> str:
+    """Return ``name`` or raise ConfigError when it would break the key layout."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(
+            f"invalid queue name {name!r}: use 1-100 characters from A-Z a-z 0-9 _ . -"
+        )
+    return name
+
+
+def check_prefix(prefix: str) -> str:
+    """Return ``prefix`` or raise ConfigError when it would break the key layout."""
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise ConfigError(
+            f"invalid key prefix {prefix!r}: use 1-100 characters from A-Z a-z 0-9 _ . - :"
+        )
+    return prefix
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """The keys of one queue, all under the hash tag ``{prefix:queue}``."""
+
+    prefix: str
+    queue: str
+
+    @property
+    def tag(self) -> str:
+        return "{" + f"{self.prefix}:{self.queue}" + "}"
+
+    def _key(self, part: str) -> str:
+        return f"{self.tag}:{part}"
+
+    @property
+    def ready(self) -> str:
+        return self._key("ready")
+
+    @property
+    def scheduled(self) -> str:
+        return self._key("scheduled")
+
+    @property
+    def leases(self) -> str:
+        return self._key("leases")
+
+    @property
+    def jobs(self) -> str:
+        return self._key("jobs")
+
+    @property
+    def payloads(self) -> str:
+        return self._key("payloads")
+
+    @property
+    def results(self) -> str:
+        return self._key("results")
+
+    @property
+    def done(self) -> str:
+        return self._key("done")
+
+    @property
+    def dead(self) -> str:
+        return self._key("dead")
+
+    @property
+    def deadletters(self) -> str:
+        return self._key("deadletters")
+
+    @property
+    def events(self) -> str:
+        return self._key("events")
+
+    @property
+    def wake(self) -> str:
+        return self._key("wake")
+
+    @property
+    def stats(self) -> str:
+        return self._key("stats")
+
+    def all(self) -> list[str]:
+        """Every key of the queue (for tests and for slot checks)."""
+        return [
+            self.ready, self.scheduled, self.leases, self.jobs, self.payloads,
+            self.results, self.done, self.dead, self.deadletters, self.events,
+            self.wake, self.stats,
+        ]
+
+
+def queue_keys(prefix: str, queue: str) -> QueueKeys:
+    return QueueKeys(check_prefix(prefix), check_queue_name(queue))
+
+
+def limiter_key(limiter_prefix: str, name: str) -> str:
+    """The ZSET of one cluster-wide limit; its own slot, shared by every service
+    configured with the same ``limiter_prefix``."""
+    check_prefix(limiter_prefix)
+    return "{" + f"{limiter_prefix}:{check_queue_name(name)}" + "}"
+
+
+def default_limiter_prefix(prefix: str) -> str:
+    return f"{prefix}:limiter"
+
+
+def instance_key(prefix: str) -> str:
+    """A marker key an embedded (memory://) store writes, to tell processes apart."""
+    return f"{check_prefix(prefix)}:instance"

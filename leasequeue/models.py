@@ -1,0 +1,137 @@
+"""Plain data the public API returns: job records, enqueue results, queue stats.
+
+No Redis access and no decoding of script replies here (that is scripts.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"
+    LEASED = "leased"
+    SUCCEEDED = "succeeded"
+    SKIPPED = "skipped"
+    CANCELED = "canceled"
+    DEAD = "dead"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.SKIPPED, JobState.CANCELED, JobState.DEAD)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedJob:
+    """What enqueue answers: the id, and whether this call created the job."""
+
+    id: str
+    queue: str
+    name: str
+    created: bool
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """One job ready for the enqueue script (payload already encoded)."""
+
+    id: str
+    name: str
+    payload: bytes
+    delay_ms: int
+    priority: int
+    max_attempts: int
+    max_infra: int
+    correlation_id: str
+    request_id: str
+
+
+@dataclass(slots=True)
+class ClaimedJob:
+    """Everything a worker needs to run one leased job."""
+
+    id: str
+    queue: str
+    token: int
+    attempt: int
+    name: str
+    payload: bytes
+    correlation_id: str
+    request_id: str
+    max_attempts: int
+    max_infra: int
+    work_failures: int
+    infra_failures: int
+    enqueued_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBatch:
+    now_ms: int
+    next_due_in_ms: int  # -1: nothing scheduled
+    jobs: list[ClaimedJob]
+
+
+@dataclass(frozen=True, slots=True)
+class FailOutcome:
+    code: int  # 0 refused, 1 retry, 2 dead, 3 canceled
+    state: str
+    attempt: int
+    work_failures: int
+    infra_failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReapOutcome:
+    requeued: int
+    dead: int
+    canceled: int
+    stale: int
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A job as get_job reads it: state, counters, instants (ms, server clock)."""
+
+    id: str
+    queue: str
+    name: str
+    state: str
+    attempt: int
+    token: int
+    work_failures: int
+    infra_failures: int
+    max_attempts: int
+    max_infra_attempts: int
+    priority: int
+    correlation_id: str
+    request_id: str
+    enqueued_ms: int | None
+    ready_ms: int | None
+    due_ms: int | None
+    claimed_ms: int | None
+    finished_ms: int | None
+    lease_expires_ms: int | None
+    worker: str | None
+    cancel_requested: bool
+    reason: str | None
+    error: str | None
+    payload: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    queue: str
+    now_ms: int
+    ready: int
+    scheduled: int
+    leased: int
+    dead: int
+    retained: int
+    oldest_ready_age_ms: int | None
+    next_due_in_ms: int | None
+    counters: dict[str, int]

@@ -1,0 +1,115 @@
+"""Job definitions and the registry that maps a job name to its handler and
+effective settings. Pure data: no Redis, no running of handlers."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backoff import Backoff, exponential
+from .errors import ConfigError, UnknownJob
+from .keys import check_queue_name
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """App-wide defaults a job definition falls back on."""
+
+    queue: str = "default"
+    max_attempts: int = 3
+    max_infra_attempts: int = 10
+    backoff: Backoff = field(default_factory=lambda: exponential(1.0, 300.0, jitter=True))
+    infra_backoff: Backoff = field(default_factory=lambda: exponential(1.0, 60.0, jitter=True))
+    timeout: float | None = 600.0
+    stop_grace: float = 30.0
+    retention: float = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobDefinition:
+    name: str
+    fn: Callable[..., Any]
+    queue: str
+    max_attempts: int
+    max_infra_attempts: int
+    backoff: Backoff
+    infra_backoff: Backoff
+    timeout: float | None
+    stop_grace: float
+    retention: float
+    is_async: bool
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self.retention * 1000)
+
+    def describe(self) -> dict[str, Any]:
+        """The effective settings, for the boot log."""
+        return {
+            "job": self.name, "queue": self.queue, "max_attempts": self.max_attempts,
+            "max_infra_attempts": self.max_infra_attempts, "backoff": repr(self.backoff),
+            "infra_backoff": repr(self.infra_backoff), "timeout": self.timeout,
+            "stop_grace": self.stop_grace, "retention": self.retention,
+            "kind": "async" if self.is_async else "sync (thread)",
+        }
+
+
+class Registry:
+    def __init__(self, defaults: Defaults) -> None:
+        self.defaults = defaults
+        self._jobs: dict[str, JobDefinition] = {}
+
+    def register(self, fn: Callable[..., Any], *, name: str | None = None,
+                 queue: str | None = None, max_attempts: int | None = None,
+                 max_infra_attempts: int | None = None, backoff: Backoff | None = None,
+                 infra_backoff: Backoff | None = None, timeout: float | str | None = "default",
+                 stop_grace: float | None = None, retention: float | None = None,
+                 ) -> JobDefinition:
+        d = self.defaults
+        job_name = name or fn.__name__
+        if job_name in self._jobs:
+            raise ConfigError(f"job {job_name!r} is registered twice")
+        definition = JobDefinition(
+            name=job_name, fn=fn, queue=check_queue_name(queue or d.queue),
+            max_attempts=_positive("max_attempts", max_attempts or d.max_attempts),
+            max_infra_attempts=_positive(
+                "max_infra_attempts", max_infra_attempts or d.max_infra_attempts),
+            backoff=backoff or d.backoff, infra_backoff=infra_backoff or d.infra_backoff,
+            timeout=d.timeout if timeout == "default" else _timeout(timeout),
+            stop_grace=d.stop_grace if stop_grace is None else float(stop_grace),
+            retention=d.retention if retention is None else float(retention),
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+        self._jobs[job_name] = definition
+        return definition
+
+    def get(self, name: str) -> JobDefinition:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise UnknownJob(f"no job is registered under the name {name!r}") from None
+
+    def find(self, name: str) -> JobDefinition | None:
+        return self._jobs.get(name)
+
+    def all(self) -> list[JobDefinition]:
+        return list(self._jobs.values())
+
+    def queues(self) -> list[str]:
+        return sorted({d.queue for d in self._jobs.values()})
+
+
+def _positive(what: str, value: int) -> int:
+    if value < 1:
+        raise ConfigError(f"{what} must be >= 1, got {value}")
+    return int(value)
+
+
+def _timeout(value: float | str | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or value <= 0:
+        raise ConfigError(f"timeout must be a positive number of seconds or None, got {value!r}")
+    return float(value)

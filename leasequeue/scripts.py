@@ -1,0 +1,291 @@
+"""The only place that knows each Lua script's KEYS and ARGV order and decodes
+its reply. Scripts load once per client (EVALSHA, reloaded on NOSCRIPT by
+redis-py's registered scripts, pipelines included)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import MalformedJob, RedisUnavailable, ScriptError
+from .keys import QueueKeys
+from .models import (
+    ClaimBatch,
+    ClaimedJob,
+    FailOutcome,
+    JobRecord,
+    NewJob,
+    QueueStats,
+    ReapOutcome,
+)
+
+
+def lua_dir() -> Path:
+    """The packaged scripts (wheel) or the top-level lua/ of a source checkout."""
+    packaged = Path(__file__).parent / "lua"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).parent.parent / "lua"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptSpec:
+    """A script's contract; tests check it against the header of the .lua file."""
+
+    name: str
+    keys: tuple[str, ...]
+    argv: tuple[str, ...]
+    per_item: tuple[str, ...] = ()  # the repeated ARGV group after `argv`, if any
+
+
+SPECS: dict[str, ScriptSpec] = {
+    s.name: s
+    for s in (
+        ScriptSpec(
+            "enqueue",
+            ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events"),
+            ("events_maxlen", "audit_all", "wake_cap"),
+            ("id", "name", "payload", "delay_ms", "priority", "max_attempts", "max_infra",
+             "corr", "req"),
+        ),
+        ScriptSpec(
+            "claim",
+            ("ready", "scheduled", "leases", "jobs", "payloads", "dead", "deadletters",
+             "stats", "events"),
+            ("count", "lease_ms", "worker_id", "promote_batch", "events_maxlen", "audit_all",
+             "letters_maxlen"),
+        ),
+        ScriptSpec("renew", ("leases", "jobs", "events"), ("lease_ms", "events_maxlen"),
+                   ("id", "token")),
+        ScriptSpec(
+            "ack",
+            ("leases", "jobs", "payloads", "results", "done", "stats", "events"),
+            ("events_maxlen", "audit_all"),
+            ("id", "token", "outcome", "result", "retention_ms"),
+        ),
+        ScriptSpec(
+            "fail",
+            ("leases", "jobs", "payloads", "results", "ready", "scheduled", "done", "dead",
+             "deadletters", "stats", "wake", "events"),
+            ("id", "token", "kind", "reason", "error", "delay_ms", "events_maxlen",
+             "letters_maxlen", "retention_ms"),
+        ),
+        ScriptSpec(
+            "release",
+            ("leases", "jobs", "payloads", "results", "ready", "scheduled", "done", "stats",
+             "wake", "events"),
+            ("delay_ms", "retention_ms", "events_maxlen", "why"),
+            ("id", "token"),
+        ),
+        ScriptSpec(
+            "reap",
+            ("leases", "jobs", "payloads", "results", "ready", "scheduled", "done", "dead",
+             "deadletters", "stats", "wake", "events"),
+            ("batch", "backoff_base_ms", "backoff_cap_ms", "retention_ms", "events_maxlen",
+             "letters_maxlen"),
+        ),
+        ScriptSpec("expire", ("done", "jobs", "payloads", "results"), ("batch",)),
+        ScriptSpec(
+            "cancel",
+            ("jobs", "payloads", "results", "ready", "scheduled", "done", "stats", "events"),
+            ("id", "retention_ms", "events_maxlen"),
+        ),
+        ScriptSpec(
+            "replay",
+            ("jobs", "ready", "dead", "stats", "wake", "events"),
+            ("events_maxlen",),
+            ("id",),
+        ),
+        ScriptSpec("purge", ("dead", "jobs", "payloads", "results", "stats"), ("batch",)),
+        ScriptSpec(
+            "stats",
+            ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats"),
+            ("max_classes",),
+        ),
+    )
+}
+
+
+def script_source(name: str) -> str:
+    """The text loaded into Redis: the shared helpers, then the script."""
+    folder = lua_dir()
+    return (folder / "_lib.lua").read_text() + "\n" + (folder / f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """Knobs every script call passes along."""
+
+    events_maxlen: int = 10_000
+    audit_all: bool = False
+    letters_maxlen: int = 10_000
+    wake_cap: int = 64
+    promote_batch: int = 100
+    retention_ms: int = 24 * 3600 * 1000  # of canceled records
+
+    @property
+    def audit_flag(self) -> str:
+        return "1" if self.audit_all else "0"
+
+
+class Scripts:
+    """Registered scripts for one Redis client, with typed calls."""
+
+    def __init__(self, redis: Redis, url: str, settings: StoreSettings) -> None:
+        self._url = url
+        self.settings = settings
+        self._scripts = {name: redis.register_script(script_source(name)) for name in SPECS}
+
+    async def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
+        keys = [getattr(qk, key) for key in SPECS[name].keys]
+        try:
+            return await self._scripts[name](keys=keys, args=list(args))
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise RedisUnavailable(self._url, exc) from exc
+        except ResponseError as exc:
+            raise ScriptError(name, str(exc)) from exc
+
+    # -- one method per script ------------------------------------------------
+
+    async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
+        s = self.settings
+        args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
+        for j in jobs:
+            args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts,
+                     j.max_infra, j.correlation_id, j.request_id]
+        reply = await self.run("enqueue", qk, args)
+        return [(bool(reply[i]), text(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+    async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str) -> ClaimBatch:
+        s = self.settings
+        reply = await self.run(
+            "claim", qk,
+            [count, lease_ms, worker_id, s.promote_batch, s.events_maxlen, s.audit_flag,
+             s.letters_maxlen],
+        )
+        jobs = []
+        queue = qk.queue
+        for i in range(3, 3 + 12 * int(reply[2]), 12):
+            r = reply[i:i + 12]
+            jobs.append(ClaimedJob(
+                r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4],
+                r[5].decode(), r[6].decode(), int(r[7]), int(r[8]), int(r[9]), int(r[10]),
+                int(r[11]),
+            ))
+        return ClaimBatch(int(reply[0]), int(reply[1]), jobs)
+
+    async def renew(self, qk: QueueKeys, held: Sequence[tuple[str, int]],
+                    lease_ms: int) -> list[int]:
+        args: list[Any] = [lease_ms, self.settings.events_maxlen]
+        for job_id, token in held:
+            args += [job_id, token]
+        return [int(x) for x in await self.run("renew", qk, args)]
+
+    async def ack(self, qk: QueueKeys,
+                  items: Sequence[tuple[str, int, str, bytes, int]]) -> list[int]:
+        """items: (id, token, outcome, result bytes, retention_ms)."""
+        args: list[Any] = [self.settings.events_maxlen, self.settings.audit_flag]
+        for item in items:
+            args.extend(item)
+        return [int(x) for x in await self.run("ack", qk, args)]
+
+    async def fail(self, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
+                   error: str, delay_ms: int) -> FailOutcome:
+        s = self.settings
+        r = await self.run(
+            "fail", qk,
+            [job_id, token, kind, reason, error, delay_ms, s.events_maxlen, s.letters_maxlen,
+             s.retention_ms],
+        )
+        return FailOutcome(int(r[0]), text(r[1]), int(r[2]), int(r[3]), int(r[4]))
+
+    async def release(self, qk: QueueKeys, held: Sequence[tuple[str, int]], delay_ms: int,
+                      why: str) -> list[int]:
+        s = self.settings
+        args: list[Any] = [delay_ms, s.retention_ms, s.events_maxlen, why]
+        for job_id, token in held:
+            args += [job_id, token]
+        return [int(x) for x in await self.run("release", qk, args)]
+
+    async def reap(self, qk: QueueKeys, batch: int, backoff_base_ms: int,
+                   backoff_cap_ms: int) -> ReapOutcome:
+        s = self.settings
+        r = await self.run(
+            "reap", qk,
+            [batch, backoff_base_ms, backoff_cap_ms, s.retention_ms, s.events_maxlen,
+             s.letters_maxlen],
+        )
+        return ReapOutcome(int(r[0]), int(r[1]), int(r[2]), int(r[3]))
+
+    async def expire(self, qk: QueueKeys, batch: int) -> int:
+        return int(await self.run("expire", qk, [batch]))
+
+    async def cancel(self, qk: QueueKeys, job_id: str) -> tuple[str, str]:
+        s = self.settings
+        r = await self.run("cancel", qk, [job_id, s.retention_ms, s.events_maxlen])
+        return text(r[0]), text(r[1])
+
+    async def replay(self, qk: QueueKeys, job_ids: Sequence[str]) -> list[int]:
+        return [int(x) for x in await self.run(
+            "replay", qk, [self.settings.events_maxlen, *job_ids])]
+
+    async def purge(self, qk: QueueKeys, batch: int) -> int:
+        return int(await self.run("purge", qk, [batch]))
+
+    async def stats(self, qk: QueueKeys, max_classes: int = 32) -> QueueStats:
+        r = await self.run("stats", qk, [max_classes])
+        now = int(r[0])
+        oldest = int(r[6])
+        next_due = int(float(r[7]))
+        flat = r[8]
+        counters = {text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return QueueStats(
+            queue=qk.queue, now_ms=now, ready=int(r[1]), scheduled=int(r[2]), leased=int(r[3]),
+            dead=int(r[4]), retained=int(r[5]),
+            oldest_ready_age_ms=None if oldest < 0 else max(0, now - oldest),
+            next_due_in_ms=None if next_due < 0 else max(0, next_due - now),
+            counters=counters,
+        )
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _opt_int(meta: dict[str, Any], key: str) -> int | None:
+    value = meta.get(key)
+    return int(value) if isinstance(value, int | float) else None
+
+
+def decode_record(job_id: str, queue: str, raw: bytes | None,
+                  lease_score: float | None) -> JobRecord | None:
+    """Decode the JSON job record; raise MalformedJob when it is not one."""
+    if raw is None:
+        return None
+    try:
+        meta = json.loads(raw)
+        if not isinstance(meta, dict):
+            raise TypeError("not an object")
+        return JobRecord(
+            id=job_id, queue=queue, name=str(meta["name"]), state=str(meta["state"]),
+            attempt=int(meta["attempt"]), token=int(meta["token"]),
+            work_failures=int(meta["work_fail"]), infra_failures=int(meta["infra_fail"]),
+            max_attempts=int(meta["max_attempts"]), max_infra_attempts=int(meta["max_infra"]),
+            priority=int(meta["prio"]), correlation_id=str(meta.get("corr") or ""),
+            request_id=str(meta.get("req") or ""), enqueued_ms=_opt_int(meta, "enq_ms"),
+            ready_ms=_opt_int(meta, "ready_ms"), due_ms=_opt_int(meta, "due_ms"),
+            claimed_ms=_opt_int(meta, "claim_ms"), finished_ms=_opt_int(meta, "end_ms"),
+            lease_expires_ms=int(lease_score) if lease_score is not None else None,
+            worker=meta.get("worker"), cancel_requested=meta.get("cancel") == 1,
+            reason=meta.get("reason"), error=meta.get("error"),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MalformedJob(f"job {job_id} in queue {queue}: record is malformed ({exc})") from exc

@@ -1,0 +1,82 @@
+-- fail.lua: a leased job failed. Retry it after the delay Python computed,
+-- or bury it in the dead letters when its budget is spent; fenced by token.
+-- Work failures count against max_attempts; infrastructure failures count
+-- against max_infra and refund the attempt, so the two budgets stay apart.
+-- A job whose cancel was requested is not retried: it ends canceled.
+-- KEYS[1] leases       ZSET   leased ids
+-- KEYS[2] jobs         HASH   id -> job record
+-- KEYS[3] payloads     HASH   id -> payload
+-- KEYS[4] results      HASH   id -> result
+-- KEYS[5] ready        ZSET   claimable ids
+-- KEYS[6] scheduled    ZSET   delayed ids
+-- KEYS[7] done         ZSET   finished ids, score = expiry of the record
+-- KEYS[8] dead         ZSET   dead ids
+-- KEYS[9] deadletters  STREAM dead-letter entries
+-- KEYS[10] stats       HASH   counters
+-- KEYS[11] wake        LIST   wake-up tokens
+-- KEYS[12] events      STREAM audit trail
+-- ARGV[1] id               str
+-- ARGV[2] token            int
+-- ARGV[3] kind             str   work | infra | dead
+-- ARGV[4] reason           str   dead reason when kind = dead (permanent, unknown-job ...)
+-- ARGV[5] error            str   the error, kept as the job's last error
+-- ARGV[6] delay_ms         int   retry delay
+-- ARGV[7] events_maxlen    int   cap of the events stream, 0 = no trail
+-- ARGV[8] letters_maxlen   int   cap of the dead-letter stream
+-- ARGV[9] retention_ms     int   how long a canceled record is kept
+-- Returns: {code, state, attempt, work_fail, infra_fail}; code 0 refused
+--          (stale token or not leased), 1 retry, 2 dead, 3 canceled
+local leases_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ready_key, scheduled_key, done_key, dead_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local id, token, kind, reason = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local err, delay_ms = ARGV[5], tonumber(ARGV[6])
+local events_maxlen, letters_maxlen = tonumber(ARGV[7]), tonumber(ARGV[8])
+local retention_ms = tonumber(ARGV[9])
+
+local now = now_ms()
+local meta = load_meta(jobs_key, id)
+if not meta or meta.state ~= 'leased' or meta.token ~= token then
+  return {0, meta and meta.state or 'missing', 0, 0, 0}
+end
+redis.call('ZREM', leases_key, id)
+meta.error = err
+
+local dead_reason = nil
+if kind == 'work' then
+  meta.work_fail = meta.work_fail + 1
+  if meta.attempt >= meta.max_attempts then
+    dead_reason = 'max-attempts'
+  end
+elseif kind == 'infra' then
+  meta.infra_fail = meta.infra_fail + 1
+  meta.attempt = math.max(0, meta.attempt - 1)
+  if meta.infra_fail >= meta.max_infra then
+    dead_reason = 'max-infra-attempts'
+  end
+else
+  dead_reason = reason
+end
+local code
+if meta.cancel == 1 and not dead_reason then
+  local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+  finish(meta, id, now, 'canceled', retention_ms, k)
+  redis.call('HINCRBY', stats_key, 'canceled', 1)
+  emit(events_key, events_maxlen, id, 'canceled', 'after failure')
+  return {3, 'canceled', meta.attempt, meta.work_fail, meta.infra_fail}
+elseif dead_reason then
+  bury(meta, id, now, dead_reason, dead_key, letters_key, letters_maxlen, stats_key)
+  emit(events_key, events_maxlen, id, 'dead', dead_reason)
+  code = 2
+else
+  if delay_ms <= 0 then
+    meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
+  end
+  requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
+  redis.call('HINCRBY', stats_key, 'retried', 1)
+  emit(events_key, events_maxlen, id, 'retried', kind)
+  wake(wake_key, 1, 1)
+  code = 1
+end
+save_meta(jobs_key, id, meta)
+return {code, meta.state, meta.attempt, meta.work_fail, meta.infra_fail}

@@ -1,0 +1,27 @@
+-- purge.lua: delete the oldest dead jobs (bounded batch); the dead-letter
+-- stream keeps its entries as history until its cap trims them.
+-- KEYS[1] dead         ZSET   dead ids, score = dead ms
+-- KEYS[2] jobs         HASH   id -> job record
+-- KEYS[3] payloads     HASH   id -> payload
+-- KEYS[4] results      HASH   id -> result
+-- KEYS[5] stats        HASH   counters
+-- ARGV[1] batch            int   most jobs deleted
+-- Returns: the number of jobs deleted
+local dead_key, jobs_key, payloads_key, results_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local batch = tonumber(ARGV[1])
+
+local ids = redis.call('ZRANGE', dead_key, 0, batch - 1)
+for _, id in ipairs(ids) do
+  redis.call('ZREM', dead_key, id)
+  local meta = load_meta(jobs_key, id)
+  if not meta or meta.state == 'dead' then
+    redis.call('HDEL', jobs_key, id)
+    redis.call('HDEL', payloads_key, id)
+    redis.call('HDEL', results_key, id)
+  end
+end
+if #ids > 0 then
+  redis.call('HINCRBY', stats_key, 'dead', -#ids)
+  redis.call('HINCRBY', stats_key, 'purged', #ids)
+end
+return #ids

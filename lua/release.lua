@@ -1,0 +1,55 @@
+-- release.lua: hand leased jobs back without counting the run as an attempt
+-- (graceful shutdown, slot busy); fenced by token, idempotent. A job whose
+-- cancel was requested ends canceled instead.
+-- KEYS[1] leases       ZSET   leased ids
+-- KEYS[2] jobs         HASH   id -> job record
+-- KEYS[3] payloads     HASH   id -> payload
+-- KEYS[4] results      HASH   id -> result
+-- KEYS[5] ready        ZSET   claimable ids
+-- KEYS[6] scheduled    ZSET   delayed ids
+-- KEYS[7] done         ZSET   finished ids
+-- KEYS[8] stats        HASH   counters
+-- KEYS[9] wake         LIST   wake-up tokens
+-- KEYS[10] events      STREAM audit trail
+-- ARGV[1] delay_ms         int   0 = back in line at its old place; > 0 = scheduled
+-- ARGV[2] retention_ms     int   how long a canceled record is kept
+-- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
+-- ARGV[4] why              str   recorded in the audit trail
+-- ARGV[5..] per job, 2 values: id, token
+-- Returns: per job 1 released, 2 canceled (cancel was requested), 0 refused
+local leases_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ready_key, scheduled_key, done_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local wake_key, events_key = KEYS[9], KEYS[10]
+local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
+local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+
+local now = now_ms()
+local reply = {}
+local released = 0
+for base = 5, #ARGV, 2 do
+  local id, token = ARGV[base], tonumber(ARGV[base + 1])
+  local meta = load_meta(jobs_key, id)
+  if meta and meta.state == 'leased' and meta.token == token then
+    redis.call('ZREM', leases_key, id)
+    meta.attempt = math.max(0, meta.attempt - 1)
+    if meta.cancel == 1 then
+      finish(meta, id, now, 'canceled', retention_ms, k)
+      redis.call('HINCRBY', stats_key, 'canceled', 1)
+      emit(events_key, events_maxlen, id, 'canceled', why)
+      reply[#reply + 1] = 2
+    else
+      requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
+      save_meta(jobs_key, id, meta)
+      emit(events_key, events_maxlen, id, 'released', why)
+      released = released + 1
+      reply[#reply + 1] = 1
+    end
+  else
+    reply[#reply + 1] = 0
+  end
+end
+if released > 0 then
+  wake(wake_key, released, released)
+end
+return reply

@@ -1,0 +1,33 @@
+-- renew.lua: extend every held lease in one call; each renewal is fenced by
+-- the job's token.
+-- KEYS[1] leases       ZSET   leased ids, score = lease expiry ms
+-- KEYS[2] jobs         HASH   id -> job record
+-- KEYS[3] events       STREAM audit trail
+-- ARGV[1] lease_ms         int   new lease duration from now
+-- ARGV[2] events_maxlen    int   cap of the events stream, 0 = no trail
+-- ARGV[3..] per job, 2 values: id, token
+-- Returns: per job 1 renewed, 2 renewed but a cancel was requested, 0 lost
+--          (token stale, or the job is no longer leased)
+local leases_key, jobs_key, events_key = KEYS[1], KEYS[2], KEYS[3]
+local lease_ms = tonumber(ARGV[1])
+local events_maxlen = tonumber(ARGV[2])
+
+local now = now_ms()
+local until_ms = int(now + lease_ms)
+local reply = {}
+for base = 3, #ARGV, 2 do
+  local id, token = ARGV[base], tonumber(ARGV[base + 1])
+  local meta = load_meta(jobs_key, id)
+  if meta and meta.state == 'leased' and meta.token == token then
+    redis.call('ZADD', leases_key, until_ms, id)
+    if meta.cancel == 1 then
+      reply[#reply + 1] = 2
+    else
+      reply[#reply + 1] = 1
+    end
+  else
+    emit(events_key, events_maxlen, id, 'renew-lost', tostring(token))
+    reply[#reply + 1] = 0
+  end
+end
+return reply

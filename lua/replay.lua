@@ -1,0 +1,43 @@
+-- replay.lua: put dead jobs back in the queue with fresh counters. The
+-- fencing token is kept (it only ever grows).
+-- KEYS[1] jobs         HASH   id -> job record
+-- KEYS[2] ready        ZSET   claimable ids
+-- KEYS[3] dead         ZSET   dead ids
+-- KEYS[4] stats        HASH   counters
+-- KEYS[5] wake         LIST   wake-up tokens
+-- KEYS[6] events       STREAM audit trail
+-- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
+-- ARGV[2..] job ids
+-- Returns: per id 1 replayed, 0 not dead (or missing), -1 malformed record
+local jobs_key, ready_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local wake_key, events_key = KEYS[5], KEYS[6]
+local events_maxlen = tonumber(ARGV[1])
+
+local now = now_ms()
+local reply = {}
+local replayed = 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local meta, problem = load_meta(jobs_key, id)
+  if meta and meta.state == 'dead' then
+    redis.call('ZREM', dead_key, id)
+    meta.attempt, meta.work_fail, meta.infra_fail, meta.cancel = 0, 0, 0, 0
+    meta.reason, meta.error, meta.end_ms = nil, nil, nil
+    meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
+    requeue(meta, id, now, 0, ready_key, ready_key)
+    save_meta(jobs_key, id, meta)
+    emit(events_key, events_maxlen, id, 'replayed', '')
+    replayed = replayed + 1
+    reply[#reply + 1] = 1
+  elseif problem == 'malformed' then
+    reply[#reply + 1] = -1
+  else
+    reply[#reply + 1] = 0
+  end
+end
+if replayed > 0 then
+  redis.call('HINCRBY', stats_key, 'dead', -replayed)
+  redis.call('HINCRBY', stats_key, 'replayed', replayed)
+  wake(wake_key, replayed, replayed)
+end
+return reply

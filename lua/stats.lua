@@ -1,0 +1,41 @@
+-- stats.lua: a read-only snapshot of one queue. The oldest pending job is
+-- found by walking the priority classes of the ready set (bounded).
+-- KEYS[1] ready        ZSET   claimable ids
+-- KEYS[2] scheduled    ZSET   delayed ids
+-- KEYS[3] leases       ZSET   leased ids
+-- KEYS[4] dead         ZSET   dead ids
+-- KEYS[5] done         ZSET   finished ids within retention
+-- KEYS[6] jobs         HASH   id -> job record
+-- KEYS[7] stats        HASH   counters
+-- ARGV[1] max_classes      int   most priority classes walked
+-- Returns: {now_ms, ready, scheduled, leased, dead, done, oldest_ready_ms
+--           (-1: none), next_due_ms (-1: none), counters as a flat list}
+local ready_key, scheduled_key, leases_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local done_key, jobs_key, stats_key = KEYS[5], KEYS[6], KEYS[7]
+local max_classes = tonumber(ARGV[1])
+
+local now = now_ms()
+local oldest = -1
+local floor = '-inf'
+for _ = 1, max_classes do
+  local first = redis.call('ZRANGEBYSCORE', ready_key, floor, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #first == 0 then
+    break
+  end
+  local meta = load_meta(jobs_key, first[1])
+  if meta and meta.ready_ms and (oldest < 0 or meta.ready_ms < oldest) then
+    oldest = meta.ready_ms
+  end
+  -- the next class starts at the next multiple of SEQ_SPAN
+  local class = math.floor(tonumber(first[2]) / SEQ_SPAN)
+  floor = int((class + 1) * SEQ_SPAN)
+end
+local next_due = -1
+local first_due = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
+if #first_due > 0 then
+  next_due = first_due[2]
+end
+return {int(now), redis.call('ZCARD', ready_key), redis.call('ZCARD', scheduled_key),
+        redis.call('ZCARD', leases_key), redis.call('ZCARD', dead_key),
+        redis.call('ZCARD', done_key), int(oldest), next_due,
+        redis.call('HGETALL', stats_key)}

@@ -1,0 +1,77 @@
+"""Fixtures: a real redis-server started on a free port for the session, and
+an App per test on it or on the embedded memory:// store."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+import redis as redis_sync
+
+from leasequeue import App
+from tests.redis_proc import RedisProcess
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisProcess]:
+    server = RedisProcess()
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # redis-py's async client is asyncio-only
+    return "asyncio"
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t{next(_counter)}"
+
+
+@pytest.fixture(params=["redis", "memory"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def app(backend: str, redis_server: RedisProcess, prefix: str) -> AsyncIterator[App]:
+    """An App on the real server or on memory://, with a fresh prefix."""
+    url = redis_server.url if backend == "redis" else f"memory://{prefix}"
+    a = App(url, prefix=prefix)
+    yield a
+    await a.close()
+
+
+@pytest.fixture
+async def real_app(redis_server: RedisProcess, prefix: str) -> AsyncIterator[App]:
+    a = App(redis_server.url, prefix=prefix)
+    yield a
+    await a.close()
+
+
+@pytest.fixture
+def sync_redis(redis_server: RedisProcess) -> Iterator[redis_sync.Redis]:
+    client = redis_sync.Redis(port=redis_server.port)
+    yield client
+    client.close()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02,
+             what: str = "condition") -> Any:
+    """Poll a condition until it is truthy or the deadline passes (then fail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

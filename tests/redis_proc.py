@@ -1,0 +1,90 @@
+"""Start and stop throwaway redis-server processes on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found is None:
+        raise RuntimeError("redis-server is not installed (CI installs it with apt)")
+    return found
+
+
+@dataclass
+class RedisProcess:
+    """One redis-server on 127.0.0.1; start() again after stop() keeps port and data dir."""
+
+    extra: list[str] = field(default_factory=list)
+    port: int = field(default_factory=free_port)
+    dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="lq-redis-")))
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> None:
+        args = [
+            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+            "--logfile", str(self.dir / "redis.log"), *self.extra,
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        while True:
+            try:
+                if client.ping():
+                    client.close()
+                    return
+            except redis.exceptions.RedisError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not start "
+                                   f"(see {self.dir / 'redis.log'})")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def env_with_path() -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env

@@ -1,0 +1,333 @@
+"""Each Lua script on its own, on the real server and on memory:// (fakeredis).
+
+Time is controlled by seeding scores relative to the server's TIME."""
+
+from __future__ import annotations
+
+import pytest
+
+from leasequeue import App, JobRequest
+from leasequeue.errors import MalformedJob
+from tests.helpers import all_keys_state, expire_lease, make_due, server_ms
+
+pytestmark = pytest.mark.anyio
+
+Q = "default"
+
+
+async def claim(app: App, count: int = 1, lease_ms: int = 30_000, worker: str = "w1"):
+    return await app.scripts.claim(app.keys(Q), count, lease_ms, worker)
+
+
+async def test_enqueue_then_get_job(app: App) -> None:
+    job = await app.enqueue("add", {"a": 1}, queue=Q, correlation_id="corr-1", request_id="r1")
+    assert job.created and job.state == "queued"
+    rec = await app.get_job(job.id)
+    assert rec.state == "queued" and rec.name == "add" and rec.payload == {"a": 1}
+    assert rec.correlation_id == "corr-1" and rec.request_id == "r1"
+    assert rec.attempt == 0 and rec.token == 0
+    assert await all_keys_state(app, Q) == {
+        "ready": [job.id], "scheduled": [], "leases": [], "dead": [], "done": []}
+
+
+async def test_enqueue_dedup_returns_existing(app: App) -> None:
+    first = await app.enqueue("add", {"a": 1}, queue=Q, job_id="same")
+    second = await app.enqueue("add", {"a": 2}, queue=Q, job_id="same")
+    assert first.created and not second.created and second.state == "queued"
+    assert (await app.get_job("same")).payload == {"a": 1}
+    assert (await app.stats(Q)).ready == 1
+
+
+async def test_priority_then_exact_fifo(app: App) -> None:
+    reqs = [JobRequest("j", {"i": i}, job_id=f"p0-{i}", queue=Q) for i in range(50)]
+    reqs += [JobRequest("j", {"i": i}, job_id=f"p5-{i}", queue=Q, priority=5) for i in range(50)]
+    reqs += [JobRequest("j", job_id="neg", queue=Q, priority=-3)]
+    await app.enqueue_many(reqs)
+    batch = await claim(app, 200)
+    order = [j.id for j in batch.jobs]
+    assert order == [f"p5-{i}" for i in range(50)] + [f"p0-{i}" for i in range(50)] + ["neg"]
+
+
+async def test_claim_leases_on_server_clock(app: App) -> None:
+    job = await app.enqueue("j", queue=Q)
+    before = await server_ms(app)
+    batch = await claim(app, 5, lease_ms=7_000)
+    after = await server_ms(app)
+    assert [j.id for j in batch.jobs] == [job.id]
+    j = batch.jobs[0]
+    assert (j.token, j.attempt, j.name) == (1, 1, "j")
+    rec = await app.get_job(job.id)
+    assert rec.state == "leased" and rec.worker == "w1"
+    assert rec.lease_expires_ms is not None
+    assert before + 7_000 <= rec.lease_expires_ms <= after + 7_000
+    assert before <= batch.now_ms <= after
+    assert (await claim(app, 5)).jobs == []
+
+
+async def test_claim_is_bounded_by_count(app: App) -> None:
+    await app.enqueue_many([JobRequest("j", queue=Q) for _ in range(30)])
+    assert len((await claim(app, 10)).jobs) == 10
+    assert (await app.stats(Q)).ready == 20
+
+
+async def test_delay_goes_to_scheduled_and_promotes_when_due(app: App) -> None:
+    before = await server_ms(app)
+    job = await app.enqueue("j", queue=Q, delay=60)
+    rec = await app.get_job(job.id)
+    assert rec.state == "scheduled" and rec.due_ms is not None
+    assert before + 60_000 <= rec.due_ms <= before + 61_000
+    batch = await claim(app)
+    assert batch.jobs == [] and 59_000 <= batch.next_due_in_ms <= 60_000
+    await make_due(app, Q, job.id)
+    assert [j.id for j in (await claim(app)).jobs] == [job.id]
+
+
+async def test_renew_fenced_by_token(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a")
+    j = (await claim(app)).jobs[0]
+    assert await app.scripts.renew(qk, [("a", j.token), ("a", j.token + 1), ("zz", 1)],
+                                   60_000) == [1, 0, 0]
+    rec = await app.get_job("a")
+    assert rec.lease_expires_ms is not None and rec.lease_expires_ms > await server_ms(app) + 50_000
+    assert await app.cancel("a") == "cancel-requested"
+    assert await app.scripts.renew(qk, [("a", j.token)], 60_000) == [2]
+
+
+async def test_ack_stores_result_and_refuses_stale(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a")
+    j = (await claim(app)).jobs[0]
+    assert await app.scripts.ack(qk, [("a", j.token + 1, "succeeded", b"", 1000)]) == [0]
+    assert await app.scripts.ack(qk, [("a", j.token, "succeeded", b"\xa2ok", 60_000)]) == [1]
+    assert await app.scripts.ack(qk, [("a", j.token, "succeeded", b"", 60_000)]) == [0]
+    rec = await app.get_job("a")
+    assert rec.state == "succeeded" and rec.result == "ok" and rec.finished_ms is not None
+    assert await all_keys_state(app, Q) == {
+        "ready": [], "scheduled": [], "leases": [], "dead": [], "done": ["a"]}
+    assert (await app.stats(Q)).counters["succeeded"] == 1
+
+
+async def test_ack_with_zero_retention_deletes_record(app: App) -> None:
+    await app.enqueue("j", queue=Q, job_id="a")
+    j = (await claim(app)).jobs[0]
+    assert await app.scripts.ack(app.keys(Q), [("a", j.token, "succeeded", b"\x01", 0)]) == [1]
+    assert await app.redis.hlen(app.keys(Q).jobs) == 0
+    assert await app.redis.hlen(app.keys(Q).payloads) == 0
+
+
+async def test_expire_trims_finished_in_bounded_batches(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=f"x{i}", queue=Q) for i in range(25)])
+    jobs = (await claim(app, 25)).jobs
+    await app.scripts.ack(qk, [(j.id, j.token, "succeeded", b"", 1) for j in jobs])
+    now = await server_ms(app)
+    await app.redis.zadd(qk.done, {j.id: now - 10 for j in jobs}, xx=True)
+    assert await app.scripts.expire(qk, 10) == 10
+    assert await app.scripts.expire(qk, 10) == 10
+    assert await app.scripts.expire(qk, 10) == 5
+    assert await app.scripts.expire(qk, 10) == 0
+    assert await app.redis.hlen(qk.jobs) == 0
+
+
+async def test_fail_work_retries_with_delay_then_dies(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a", max_attempts=2)
+    j = (await claim(app)).jobs[0]
+    before = await server_ms(app)
+    out = await app.scripts.fail(qk, "a", j.token, "work", "", "boom", 5_000)
+    assert (out.code, out.state, out.attempt, out.work_failures) == (1, "scheduled", 1, 1)
+    rec = await app.get_job("a")
+    assert rec.due_ms is not None and before + 5_000 <= rec.due_ms <= before + 6_000
+    assert rec.error == "boom"
+    await make_due(app, Q, "a")
+    j2 = (await claim(app)).jobs[0]
+    assert (j2.attempt, j2.token, j2.work_failures) == (2, 2, 1)
+    out = await app.scripts.fail(qk, "a", j2.token, "work", "", "boom again", 5_000)
+    assert (out.code, out.state) == (2, "dead")
+    rec = await app.get_job("a")
+    assert rec.reason == "max-attempts" and rec.error == "boom again"
+    letters = await app.dead_letters(Q)
+    assert letters[0]["job"] == "a" and letters[0]["reason"] == "max-attempts"
+    assert letters[0]["attempt"] == "2" and letters[0]["work_fail"] == "2"
+    assert await all_keys_state(app, Q) == {
+        "ready": [], "scheduled": [], "leases": [], "dead": ["a"], "done": []}
+
+
+async def test_fail_infra_has_its_own_budget_and_refunds_attempt(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a", max_attempts=1, max_infra_attempts=3)
+    for n in (1, 2):
+        j = (await claim(app)).jobs[0]
+        assert j.attempt == 1
+        out = await app.scripts.fail(qk, "a", j.token, "infra", "", "conn reset", 0)
+        assert (out.code, out.state, out.attempt, out.infra_failures) == (1, "queued", 0, n)
+    j = (await claim(app)).jobs[0]
+    out = await app.scripts.fail(qk, "a", j.token, "infra", "", "conn reset", 0)
+    assert (out.code, out.state) == (2, "dead")
+    assert (await app.get_job("a")).reason == "max-infra-attempts"
+
+
+async def test_fail_permanent_goes_dead_at_once_and_stale_refused(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a", max_attempts=10)
+    j = (await claim(app)).jobs[0]
+    assert (await app.scripts.fail(qk, "a", j.token + 1, "dead", "permanent", "x", 0)).code == 0
+    out = await app.scripts.fail(qk, "a", j.token, "dead", "permanent", "bad input", 0)
+    assert (out.code, out.state) == (2, "dead")
+    assert (await app.get_job("a")).reason == "permanent"
+    assert (await app.scripts.fail(qk, "a", j.token, "dead", "permanent", "x", 0)).code == 0
+
+
+async def test_release_refunds_attempt_keeps_place_and_is_idempotent(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=i, queue=Q) for i in ("a", "b", "c")])
+    a = (await claim(app)).jobs[0]
+    assert a.id == "a"
+    assert await app.scripts.release(qk, [("a", a.token)], 0, "test") == [1]
+    assert await app.scripts.release(qk, [("a", a.token)], 0, "test") == [0]
+    rec = await app.get_job("a")
+    assert rec.state == "queued" and rec.attempt == 0 and rec.token == 1
+    assert [j.id for j in (await claim(app, 3)).jobs] == ["a", "b", "c"]
+
+
+async def test_reap_requeues_expired_and_is_idempotent(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a", max_attempts=3)
+    j = (await claim(app)).jobs[0]
+    assert (await app.scripts.reap(qk, 100, 0, 0)).requeued == 0  # not expired yet
+    await expire_lease(app, Q, "a")
+    out = await app.scripts.reap(qk, 100, 0, 0)
+    assert (out.requeued, out.dead) == (1, 0)
+    assert (await app.scripts.reap(qk, 100, 0, 0)).requeued == 0
+    rec = await app.get_job("a")
+    assert rec.state == "queued" and rec.attempt == 1  # the expired run was an attempt
+    # the old holder's writes are refused now
+    assert await app.scripts.ack(qk, [("a", j.token, "succeeded", b"", 1000)]) == [0]
+    assert await app.scripts.renew(qk, [("a", j.token)], 1000) == [0]
+
+
+async def test_reap_with_backoff_schedules(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a", max_attempts=3)
+    await claim(app)
+    await expire_lease(app, Q, "a")
+    before = await server_ms(app)
+    await app.scripts.reap(qk, 100, 1_000, 10_000)
+    rec = await app.get_job("a")
+    assert rec.state == "scheduled" and rec.due_ms is not None
+    assert before + 1_000 <= rec.due_ms <= before + 2_000
+
+
+async def test_reap_is_bounded(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=f"x{i}", queue=Q) for i in range(30)])
+    await claim(app, 30)
+    now = await server_ms(app)
+    await app.redis.zadd(qk.leases, {f"x{i}": now - 1 for i in range(30)}, xx=True)
+    assert (await app.scripts.reap(qk, 10, 0, 0)).requeued == 10
+    assert (await app.stats(Q)).leased == 20
+
+
+async def test_poison_job_dies_lease_expired(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("poison", queue=Q, job_id="p", max_attempts=3)
+    for _ in range(3):
+        jobs = (await claim(app)).jobs
+        assert [j.id for j in jobs] == ["p"]
+        await expire_lease(app, Q, "p")
+        await app.scripts.reap(qk, 100, 0, 0)
+    rec = await app.get_job("p")
+    assert rec.state == "dead" and rec.reason == "lease-expired" and rec.attempt == 3
+    assert (await claim(app)).jobs == []
+    assert (await app.dead_letters(Q))[0]["reason"] == "lease-expired"
+
+
+async def test_cancel_each_state_and_idempotent(app: App) -> None:
+    await app.enqueue("j", queue=Q, job_id="q")
+    await app.enqueue("j", queue=Q, job_id="s", delay=100)
+    assert await app.cancel("q") == "canceled"
+    assert await app.cancel("q") == "final"
+    assert await app.cancel("s") == "canceled"
+    await app.enqueue("j", queue=Q, job_id="l")
+    j = (await claim(app)).jobs[0]
+    assert await app.cancel("l") == "cancel-requested"
+    assert await app.cancel("l") == "cancel-requested"
+    # the holder gives it back: it ends canceled, not queued
+    assert await app.scripts.release(app.keys(Q), [("l", j.token)], 0, "t") == [2]
+    assert (await app.get_job("l")).state == "canceled"
+    assert await all_keys_state(app, Q) == {
+        "ready": [], "scheduled": [], "leases": [], "dead": [], "done": ["l", "q", "s"]}
+
+
+async def test_replay_gives_fresh_counters_and_purge(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=i, queue=Q, max_attempts=1)
+                            for i in ("a", "b")])
+    for j in (await claim(app, 2)).jobs:
+        await app.scripts.fail(qk, j.id, j.token, "work", "", "e", 0)
+    assert (await app.stats(Q)).dead == 2
+    assert await app.replay(["a"], queue=Q) == 1
+    assert await app.replay(["a"], queue=Q) == 0
+    rec = await app.get_job("a")
+    assert (rec.state, rec.attempt, rec.work_failures, rec.token) == ("queued", 0, 0, 1)
+    assert await app.purge_dead(Q) == 1
+    assert (await app.stats(Q)).dead == 0
+    assert await app.redis.hexists(qk.jobs, "b") == 0
+
+
+async def test_stats_counts_and_oldest_age(app: App) -> None:
+    await app.enqueue("j", queue=Q, job_id="old", priority=0)
+    await app.enqueue("j", queue=Q, job_id="hi", priority=9)
+    await app.enqueue("j", queue=Q, job_id="later", delay=30)
+    qk = app.keys(Q)
+    # age the low-priority job by 5 s, as if it had waited
+    raw = await app.redis.hget(qk.jobs, "old")
+    import json
+    meta = json.loads(raw)
+    meta["ready_ms"] -= 5_000
+    await app.redis.hset(qk.jobs, "old", json.dumps(meta))
+    st = await app.stats(Q)
+    assert (st.ready, st.scheduled, st.leased, st.dead) == (2, 1, 0, 0)
+    assert st.oldest_ready_age_ms is not None and 5_000 <= st.oldest_ready_age_ms < 7_000
+    assert st.next_due_in_ms is not None and 28_000 < st.next_due_in_ms <= 30_000
+    assert st.counters["enqueued"] == 3
+
+
+async def test_noscript_recovery_after_script_flush(app: App) -> None:
+    await app.enqueue("j", queue=Q)
+    await app.redis.script_flush()
+    job = await app.enqueue("j", queue=Q)
+    assert job.created
+    assert len((await claim(app, 5)).jobs) == 2
+
+
+async def test_malformed_record_is_a_typed_error_and_buried_on_claim(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="m")
+    await app.redis.hset(qk.jobs, "m", b"{not json")
+    with pytest.raises(MalformedJob):
+        await app.get_job("m")
+    await app.enqueue("j", queue=Q, job_id="ok")
+    assert [j.id for j in (await claim(app, 5)).jobs] == ["ok"]
+    assert await app.redis.hget(qk.jobs, "m") == b"{not json"  # evidence kept
+    assert (await app.dead_letters(Q))[0]["reason"] == "malformed"
+    assert await app.purge_dead(Q) == 1
+
+
+async def test_wrong_types_in_record_are_malformed(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="m")
+    await app.redis.hset(qk.jobs, "m", b'{"state": "queued", "name": "j", "token": "x"}')
+    with pytest.raises(MalformedJob):
+        await app.get_job("m")
+    assert (await claim(app)).jobs == []
+    assert (await app.stats(Q)).dead == 1
+
+
+async def test_garbage_in_ready_is_skipped_and_counted(app: App) -> None:
+    qk = app.keys(Q)
+    await app.redis.zadd(qk.ready, {"ghost": 1})
+    await app.enqueue("j", queue=Q, job_id="real")
+    assert [j.id for j in (await claim(app, 5)).jobs] == ["real"]
+    assert (await app.stats(Q)).counters["garbage"] == 1
