@@ -3,6 +3,7 @@ claim, renewal, reap and limiter slot is one Lua script on the server clock."""
 
 from .app import App, JobRequest
 from .backoff import exponential, fixed
+from .context import Context
 from .errors import (
     ConfigError,
     JobNotFound,
@@ -19,11 +20,12 @@ from .errors import (
 )
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats
 from .registry import Defaults
+from .worker import Worker
 
 __all__ = [
-    "App", "ConfigError", "Defaults", "EnqueuedJob", "JobNotFound", "JobRecord", "JobRequest",
+    "App", "ConfigError", "Context", "Defaults", "EnqueuedJob", "JobNotFound", "JobRecord", "JobRequest",
     "JobState", "LeaseLost", "LeaseQueueError", "MalformedJob", "PayloadNotSerializable",
     "PayloadTooLarge", "PermanentError", "QueueStats", "RedisUnavailable", "Retry",
-    "TransientError", "UnknownJob", "exponential", "fixed",
+    "TransientError", "UnknownJob", "Worker", "exponential", "fixed",
 ]
 __version__ = "0.1.0"

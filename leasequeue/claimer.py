@@ -1,0 +1,94 @@
+"""Claims up to the free slots in one script call per queue and hands the
+jobs to the executors; when there is nothing to claim it blocks on the
+queues' wake lists instead of polling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import RedisUnavailable, ScriptError
+from .keys import QueueKeys
+from .log import get_log
+from .models import ClaimedJob
+from .scripts import Scripts
+from .slots import Slots
+
+MAX_BATCH = 100
+BATCH_WINDOW = 0.002  # how long a partly free worker waits to claim a bigger batch
+IDLE_POLL = 1.0  # the longest an idle worker blocks before it claims anyway
+
+
+class Claimer:
+    def __init__(self, redis: Redis, scripts: Scripts, queues: Sequence[str],
+                 keys: Callable[[str], QueueKeys], slots: Slots, lease_ms: int,
+                 worker_id: str, blocking: bool = True) -> None:
+        self._redis = redis
+        self._scripts = scripts
+        self._queues = list(queues)
+        self._keys = keys
+        self._slots = slots
+        self._lease_ms = lease_ms
+        self._worker_id = worker_id
+        self._blocking = blocking  # False for memory:// (fakeredis cannot block)
+        self._wake_keys = [keys(q).wake for q in queues]
+        self._turn = 0
+        self._log = get_log("claimer", worker_id=worker_id)
+
+    async def run(self, send: MemoryObjectSendStream[ClaimedJob]) -> None:
+        backoff = 0.1
+        threshold = max(1, min(self._slots.size // 2, MAX_BATCH // 2))
+        while True:
+            await self._slots.wait_free()
+            if self._slots.free < threshold:
+                with anyio.move_on_after(BATCH_WINDOW):
+                    await self._slots.wait_free(threshold)
+            try:
+                got, next_due_ms = await self._claim_round(send)
+                if not got:
+                    await self._idle(next_due_ms)
+                backoff = 0.1
+            except (RedisUnavailable, ScriptError, RedisConnectionError, RedisTimeoutError) as exc:
+                # bounded reconnect rate: at most a few attempts per second
+                self._log.warning("claim failed; backing off", error=str(exc), retry_in=backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    async def _claim_round(self, send: MemoryObjectSendStream[ClaimedJob]) -> tuple[int, int]:
+        """One claim per queue (rotating the first one for fairness)."""
+        got = 0
+        next_due = -1
+        n = len(self._queues)
+        self._turn = (self._turn + 1) % n
+        for i in range(n):
+            free = self._slots.free
+            if free <= 0:
+                break
+            queue = self._queues[(self._turn + i) % n]
+            batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
+                                              self._lease_ms, self._worker_id)
+            if batch.next_due_in_ms >= 0 and (next_due < 0 or batch.next_due_in_ms < next_due):
+                next_due = batch.next_due_in_ms
+            if batch.jobs:
+                self._slots.take(len(batch.jobs))
+                for job in batch.jobs:
+                    send.send_nowait(job)
+                got += len(batch.jobs)
+        return got, next_due
+
+    async def _idle(self, next_due_ms: int) -> None:
+        timeout = IDLE_POLL if next_due_ms < 0 else min(IDLE_POLL, next_due_ms / 1000.0)
+        if timeout <= 0:
+            return
+        if not self._blocking:
+            await anyio.sleep(min(timeout, 0.01))
+            return
+        try:
+            await self._redis.blpop(self._wake_keys, timeout=max(timeout, 0.01))
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise RedisUnavailable("(wake list)", exc) from exc

@@ -1,0 +1,133 @@
+"""Executors: take claimed jobs from the claimer, run them, and settle the
+outcome in Redis (ack through the acker, fail, or release). Bounded by the
+worker's slots; one executor task per slot."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from .acker import Acker
+from .backoff import delay_ms
+from .errors import RedisUnavailable, ScriptError
+from .keys import QueueKeys
+from .leases import LeaseTable
+from .log import get_log
+from .models import ClaimedJob
+from .registry import Registry
+from .run import Outcome, Run
+from .scripts import Scripts
+from .slots import Slots
+
+WRITE_TRIES = 5
+
+
+class Executor:
+    def __init__(self, scripts: Scripts, registry: Registry, keys: Callable[[str], QueueKeys],
+                 table: LeaseTable, slots: Slots, acker: Acker, worker_id: str,
+                 thread_limiter: anyio.CapacityLimiter) -> None:
+        self._scripts = scripts
+        self._registry = registry
+        self._keys = keys
+        self._table = table
+        self._slots = slots
+        self._acker = acker
+        self._worker_id = worker_id
+        self._threads = thread_limiter
+        self.running: set[Run] = set()
+        self.draining = False  # set at shutdown: jobs not started yet go back at once
+        self._log = get_log("executor", worker_id=worker_id)
+
+    async def serve(self, receive: MemoryObjectReceiveStream[ClaimedJob]) -> None:
+        async with receive:
+            async for job in receive:
+                try:
+                    await self._process(job)
+                finally:
+                    self._slots.give()
+
+    async def _process(self, job: ClaimedJob) -> None:
+        definition = self._registry.find(job.name)
+        if definition is None:
+            await self._write(job, "fail", lambda: self._scripts.fail(
+                self._keys(job.queue), job.id, job.token, "dead", "unknown-job",
+                f"no handler is registered for job name {job.name!r}", 0))
+            self._log.warning("unknown job name; dead-lettered", job_id=job.id, job=job.name,
+                              queue=job.queue)
+            return
+        run = Run(job, definition, self._worker_id)
+        self._table.add(run)
+        if self.draining:
+            await self._release(run, "shutdown before start")
+            return
+        self.running.add(run)
+        try:
+            outcome = await run.execute(self._threads)
+        finally:
+            self.running.discard(run)
+        await self._settle(run, outcome)
+
+    async def _settle(self, run: Run, outcome: Outcome) -> None:
+        ending = outcome.ending
+        if outcome.abandoned:
+            run.ctx.log.warning("handler did not stop within its stop grace; abandoned",
+                                grace=run.definition.stop_grace, reason=ending)
+        if ending == "succeeded":
+            self._acker.submit(run, "succeeded", outcome.result)
+        elif ending == "canceled":
+            self._acker.submit(run, "canceled", b"")
+        elif ending == "lease-lost":
+            self._table.remove(run)
+            run.ctx.log.warning("lease lost; result discarded")
+        elif ending == "shutdown":
+            await self._release(run, "shutdown")
+        else:
+            await self._fail(run, outcome)
+
+    async def _fail(self, run: Run, outcome: Outcome) -> None:
+        job, d = run.job, run.definition
+        if outcome.ending == "infra":
+            kind, delay = "infra", delay_ms(d.infra_backoff, job.infra_failures + 1)
+        elif outcome.ending == "dead":
+            kind, delay = "dead", 0
+        else:  # work failure, explicit retry, or our own timeout
+            kind = "work"
+            delay = (int(outcome.delay * 1000) if outcome.delay is not None
+                     else delay_ms(d.backoff, job.attempt))
+        result = await self._write(job, "fail", lambda: self._scripts.fail(
+            self._keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error, delay))
+        self._table.remove(run)
+        if result is None:
+            return
+        if result.code == 0:
+            run.ctx.log.warning("failure not recorded: lease lost", error=outcome.error)
+        elif result.code == 2:
+            run.ctx.log.warning("job is dead", error=outcome.error, kind=kind,
+                                reason=result.state)
+        else:
+            run.ctx.log.warning("job failed; will retry", error=outcome.error, kind=kind,
+                                retry_in_ms=delay, state=result.state)
+
+    async def _release(self, run: Run, why: str) -> None:
+        job = run.job
+        answers = await self._write(job, "release", lambda: self._scripts.release(
+            self._keys(job.queue), [(job.id, job.token)], 0, why))
+        self._table.remove(run)
+        if answers == [1]:
+            run.ctx.log.info("returned to the queue", why=why)
+
+    async def _write(self, job: ClaimedJob, what: str,
+                     call: Callable[[], Awaitable[Any]]) -> Any:
+        """Run one settling write, retrying a Redis outage a few times. When it
+        never lands the lease lapses and the reaper hands the job back."""
+        for attempt in range(WRITE_TRIES):
+            try:
+                return await call()
+            except (RedisUnavailable, ScriptError) as exc:
+                self._log.warning(f"{what} failed", job_id=job.id, error=str(exc),
+                                  attempt=attempt + 1)
+                await anyio.sleep(0.1 * 2 ** attempt)
+        return None

@@ -1,0 +1,55 @@
+"""Renews every held lease in one script call per queue, about every lease/3.
+A lease reported lost, or a cancel request, stops that run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from .errors import RedisUnavailable, ScriptError
+from .keys import QueueKeys
+from .leases import LeaseTable
+from .log import get_log
+from .scripts import Scripts
+
+CHUNK = 500
+
+
+class Heartbeater:
+    def __init__(self, scripts: Scripts, table: LeaseTable, lease_ms: int,
+                 keys: Callable[[str], QueueKeys]) -> None:
+        self._scripts = scripts
+        self._table = table
+        self._lease_ms = lease_ms
+        self._keys = keys
+        self._log = get_log("heartbeater")
+
+    @property
+    def interval(self) -> float:
+        return self._lease_ms / 3000.0
+
+    async def run(self) -> None:
+        while True:
+            await anyio.sleep(self.interval)
+            await self.beat()
+
+    async def beat(self) -> None:
+        for queue, runs in self._table.by_queue().items():
+            for start in range(0, len(runs), CHUNK):
+                chunk = runs[start:start + CHUNK]
+                try:
+                    answers = await self._scripts.renew(
+                        self._keys(queue), [(r.job.id, r.job.token) for r in chunk],
+                        self._lease_ms)
+                except (RedisUnavailable, ScriptError) as exc:
+                    self._log.warning("lease renewal failed", queue=queue, error=str(exc))
+                    return
+                for run, answer in zip(chunk, answers, strict=True):
+                    if answer == 0:
+                        run.ctx.log.warning("lease lost; stopping the run, its result "
+                                            "will be discarded")
+                        run.stop("lease-lost")
+                    elif answer == 2:
+                        run.ctx.log.info("cancel requested; stopping the run")
+                        run.stop("canceled")

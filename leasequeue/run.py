@@ -1,0 +1,126 @@
+"""One run of one job: call the handler under its timeout and stop grace,
+and classify how it ended. It never writes to Redis (executor.py settles)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import anyio
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import codec
+from .context import Context
+from .errors import LeaseQueueError, PermanentError, Retry, TransientError
+from .models import ClaimedJob
+from .registry import JobDefinition
+
+# failures of the infrastructure around the job, retried under their own budget
+INFRA_ERRORS: tuple[type[BaseException], ...] = (
+    TransientError, ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError,
+)
+MAX_ERROR_TEXT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended. ending: succeeded | work | infra | dead | timeout |
+    lease-lost | canceled | shutdown."""
+
+    ending: str
+    result: bytes = b""
+    error: str = ""
+    reason: str = ""
+    delay: float | None = None  # explicit retry delay (Retry)
+    abandoned: bool = False
+
+
+class Run:
+    """A leased job being run; the heartbeater and shutdown call stop()."""
+
+    __slots__ = ("_hard_scope", "_scope", "ctx", "definition", "job", "started")
+
+    def __init__(self, job: ClaimedJob, definition: JobDefinition, worker_id: str) -> None:
+        self.job = job
+        self.definition = definition
+        self.started = time.monotonic()
+        timeout = definition.timeout
+        self.ctx = Context(
+            job_id=job.id, name=job.name, queue=job.queue, attempt=job.attempt, token=job.token,
+            worker_id=worker_id, correlation_id=job.correlation_id, request_id=job.request_id,
+            soft_deadline=self.started + timeout if timeout else math.inf,
+        )
+        self._scope: anyio.CancelScope | None = None
+        self._hard_scope: anyio.CancelScope | None = None
+
+    def stop(self, reason: str) -> None:
+        """Ask the run to stop: cancel an async handler now; give a sync handler
+        (a thread, which cannot be interrupted) its stop grace, then abandon it."""
+        self.ctx._request_stop(reason)
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._hard_scope is not None:
+            grace_end = anyio.current_time() + self.definition.stop_grace
+            self._hard_scope.deadline = min(self._hard_scope.deadline, grace_end)
+
+    async def execute(self, thread_limiter: anyio.CapacityLimiter) -> Outcome:
+        try:
+            kwargs = codec.decode_payload(self.job.payload, self.job.id)
+        except LeaseQueueError as exc:
+            return Outcome("dead", error=str(exc), reason="bad-payload")
+        d = self.definition
+        # the loop clock and time.monotonic() are the same clock on asyncio
+        offset = anyio.current_time() - time.monotonic()
+        timeout_at = self.started + d.timeout + offset if d.timeout else math.inf
+        try:
+            if d.is_async:
+                with anyio.CancelScope(deadline=timeout_at) as scope:
+                    self._scope = scope
+                    if self.ctx.stop_reason is not None:
+                        scope.cancel()
+                    value = await d.fn(self.ctx, **kwargs)
+                if scope.cancelled_caught:
+                    return self._stopped(abandoned=False)
+            else:
+                with anyio.CancelScope(deadline=timeout_at + d.stop_grace) as hard:
+                    self._hard_scope = hard
+                    if self.ctx.stop_reason is not None:
+                        self.stop(self.ctx.stop_reason)
+                    value = await anyio.to_thread.run_sync(
+                        partial(d.fn, self.ctx, **kwargs), abandon_on_cancel=True,
+                        limiter=thread_limiter,
+                    )
+                if hard.cancelled_caught:
+                    return self._stopped(abandoned=True)
+        except Exception as exc:  # every handler error is classified, none escapes
+            return self._failed(exc)
+        try:
+            return Outcome("succeeded", result=codec.encode_result(value))
+        except LeaseQueueError as exc:
+            self.ctx.log.warning("result cannot be stored; the run counts as succeeded",
+                                 error=str(exc))
+            return Outcome("succeeded")
+
+    def _stopped(self, abandoned: bool) -> Outcome:
+        reason = self.ctx.stop_reason or "timeout"
+        if reason == "timeout":
+            return Outcome("timeout", error=f"timed out after {self.definition.timeout}s",
+                           abandoned=abandoned)
+        return Outcome(reason, error=f"stopped: {reason}", abandoned=abandoned)
+
+    def _failed(self, exc: Exception) -> Outcome:
+        stop = self.ctx.stop_reason
+        if stop in ("lease-lost", "canceled", "shutdown"):
+            # the handler raised because it was told to stop: that is the stop
+            return Outcome(stop, error=f"stopped: {stop}")
+        text = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT]
+        if isinstance(exc, PermanentError):
+            return Outcome("dead", error=text, reason="permanent")
+        if isinstance(exc, Retry):
+            return Outcome("work", error=text, delay=exc.delay)
+        if isinstance(exc, INFRA_ERRORS):
+            return Outcome("infra", error=text)
+        return Outcome("work", error=text)

@@ -1,0 +1,198 @@
+"""Worker: composes the claimer, executors, acker, heartbeater and reaper in
+one anyio task group. It never calls Redis itself beyond the boot checks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from redis.exceptions import ResponseError
+
+from .acker import Acker
+from .app import App
+from .claimer import Claimer
+from .connection import is_memory_url
+from .errors import ConfigError
+from .executor import Executor
+from .heartbeater import Heartbeater
+from .keys import check_queue_name
+from .leases import LeaseTable
+from .log import get_log
+from .models import ClaimedJob
+from .reaper import Reaper
+from .run import Run
+from .slots import Slots
+
+# maxmemory policies that may delete our keys (leases would vanish silently)
+EVICTING = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
+            "volatile-random", "volatile-ttl"}
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        app: App,
+        queues: Sequence[str] | None = None,
+        *,
+        concurrency: int = 10,
+        worker_id: str | None = None,
+        lease: float = 30.0,
+        shutdown_timeout: float = 30.0,
+        reap_interval: float | None = None,
+        reap_backoff: tuple[float, float] = (1.0, 60.0),
+        allow_eviction: bool = False,
+        handle_signals: bool = False,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
+        if lease < 1.0:
+            raise ConfigError(f"lease must be >= 1 second, got {lease}")
+        self.app = app
+        self.queues = [check_queue_name(q) for q in (queues or app.known_queues())]
+        self.concurrency = concurrency
+        self.worker_id = worker_id or default_worker_id()
+        self.lease_ms = int(lease * 1000)
+        self.shutdown_timeout = shutdown_timeout
+        self.allow_eviction = allow_eviction
+        self.handle_signals = handle_signals
+        self._log = get_log("worker", worker_id=self.worker_id)
+        self._stop = anyio.Event()
+        self._hard_stop = False
+        self._claim_scope: anyio.CancelScope | None = None
+
+        keys = app.keys
+        self.slots = Slots(concurrency)
+        self.table = LeaseTable()
+        self.acker = Acker(app.scripts, keys, self._acked)
+        self.executor = Executor(app.scripts, app.registry, keys, self.table, self.slots,
+                                 self.acker, self.worker_id, anyio.CapacityLimiter(concurrency))
+        self.claimer = Claimer(app.redis, app.scripts, self.queues, keys, self.slots,
+                               self.lease_ms, self.worker_id,
+                               blocking=not is_memory_url(app.url))
+        self.heartbeater = Heartbeater(app.scripts, self.table, self.lease_ms, keys)
+        self.reaper = Reaper(
+            app.scripts, self.queues, keys,
+            reap_interval if reap_interval is not None else min(5.0, lease / 2),
+            int(reap_backoff[0] * 1000), int(reap_backoff[1] * 1000),
+        )
+
+    # -- control --------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Graceful stop: no more claims; running jobs get until shutdown_timeout."""
+        self._stop.set()
+
+    def _acked(self, run: Run, accepted: bool) -> None:
+        self.table.remove(run)
+        if not accepted:
+            run.ctx.log.warning("ack refused: lease lost; result discarded")
+        elif self._log.enabled(10):
+            run.ctx.log.debug("job finished")
+
+    # -- the run --------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self._boot()
+        send, receive = anyio.create_memory_object_stream[ClaimedJob](self.concurrency)
+        async with anyio.create_task_group() as services:
+            # services outlive the work: leases stay renewed and acks flush
+            # until the last run is settled
+            services.start_soon(self.heartbeater.run)
+            services.start_soon(self.reaper.run)
+            services.start_soon(self.acker.run)
+            if self.handle_signals:
+                services.start_soon(self._watch_signals)
+            async with anyio.create_task_group() as work:
+                with receive:
+                    for _ in range(self.concurrency):
+                        work.start_soon(self.executor.serve, receive.clone())
+                work.start_soon(self._claim_until_stopped, send)
+            # shutdown order: 1. claims stopped, 2. runs finished or returned
+            # to the queue, 3. acks flushed, 4. services stopped
+            self.acker.close()
+            with anyio.move_on_after(10):
+                await self.acker.finished.wait()
+            services.cancel_scope.cancel()
+        self._log.info("worker stopped", still_held=len(self.table))
+
+    async def _claim_until_stopped(self, send: anyio.abc.ObjectSendStream[ClaimedJob]) -> None:
+        async with send:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._wait_stop_then_cancel, tg.cancel_scope)
+                await self.claimer.run(send)  # type: ignore[arg-type]
+        # the stream is closed: executors finish what they hold, then return
+        self.executor.draining = True
+        self._log.info("stopping: no more claims", running=len(self.executor.running),
+                       deadline_s=self.shutdown_timeout)
+        with anyio.move_on_after(self.shutdown_timeout if not self._hard_stop else 0):
+            await self.slots.wait_empty()
+        for run in list(self.executor.running):
+            run.stop("shutdown")
+
+    async def _wait_stop_then_cancel(self, scope: anyio.CancelScope) -> None:
+        await self._stop.wait()
+        scope.cancel()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                if self._stop.is_set():
+                    self._log.warning("second signal: stopping running jobs now")
+                    self._hard_stop = True
+                    for run in list(self.executor.running):
+                        run.stop("shutdown")
+                else:
+                    self._log.info("signal received: graceful shutdown",
+                                   signal=signal.Signals(signum).name)
+                    self.stop()
+
+    # -- boot -----------------------------------------------------------------
+
+    async def _boot(self) -> None:
+        await self.app.ping()
+        if not is_memory_url(self.app.url):
+            await self._check_eviction()
+        self._log.info("worker starting", queues=self.queues, concurrency=self.concurrency,
+                       lease_s=self.lease_ms / 1000, prefix=self.app.prefix,
+                       shutdown_timeout=self.shutdown_timeout)
+        definitions = self.app.registry.all()
+        if not definitions:
+            self._log.warning("no jobs are registered: this worker can run nothing")
+        for d in definitions:
+            self._log.info("job registered", **d.describe())
+            if d.queue not in self.queues:
+                self._log.warning("job's queue is not consumed by this worker: it will never "
+                                  "run here", job=d.name, queue=d.queue, consumed=self.queues)
+
+    async def _check_eviction(self) -> None:
+        try:
+            config: Any = await self.app.redis.config_get("maxmemory-policy")
+        except ResponseError as exc:  # CONFIG disabled on managed services
+            self._log.warning("cannot read maxmemory-policy; make sure it is noeviction",
+                              error=str(exc))
+            return
+        policy = _text(config.get(b"maxmemory-policy") or config.get("maxmemory-policy"))
+        if policy in EVICTING and not self.allow_eviction:
+            raise ConfigError(
+                f"Redis maxmemory-policy is {policy!r}: it may evict leases and jobs silently. "
+                "Set it to noeviction, or pass allow_eviction=True to accept the risk."
+            )
+        if policy in EVICTING:
+            self._log.warning("maxmemory-policy may evict keys", policy=policy)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)
+
+
