@@ -23,9 +23,28 @@ from .registry import Defaults
 from .worker import Worker
 
 __all__ = [
-    "App", "ConfigError", "Context", "Defaults", "EnqueuedJob", "JobNotFound", "JobRecord", "JobRequest",
-    "JobState", "LeaseLost", "LeaseQueueError", "MalformedJob", "PayloadNotSerializable",
-    "PayloadTooLarge", "PermanentError", "QueueStats", "RedisUnavailable", "Retry",
-    "TransientError", "UnknownJob", "Worker", "exponential", "fixed",
+    "App",
+    "ConfigError",
+    "Context",
+    "Defaults",
+    "EnqueuedJob",
+    "JobNotFound",
+    "JobRecord",
+    "JobRequest",
+    "JobState",
+    "LeaseLost",
+    "LeaseQueueError",
+    "MalformedJob",
+    "PayloadNotSerializable",
+    "PayloadTooLarge",
+    "PermanentError",
+    "QueueStats",
+    "RedisUnavailable",
+    "Retry",
+    "TransientError",
+    "UnknownJob",
+    "Worker",
+    "exponential",
+    "fixed",
 ]
 __version__ = "0.1.0"

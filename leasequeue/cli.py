@@ -1,0 +1,149 @@
+"""The command line: worker, demo, stats, dead list|replay|purge, job.
+
+Only argument parsing and printing live here; the work is done by App,
+Worker and demo.py."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import anyio
+
+from . import log
+from .app import App
+from .errors import LeaseQueueError
+
+
+def load_app(target: str) -> App:
+    """Import ``module:attribute`` and return the App found there."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"expected MODULE:APP, got {target!r}")
+    sys.path.insert(0, os.getcwd())
+    app = getattr(importlib.import_module(module_name), attr)
+    if not isinstance(app, App):
+        raise SystemExit(f"{target} is a {type(app).__name__}, not a leasequeue.App")
+    return app
+
+
+def _app_from(args: argparse.Namespace) -> App:
+    if args.app:
+        return load_app(args.app)
+    return App(args.url, prefix=args.prefix)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    log.configure(args.log_level.upper())
+    try:
+        result: int = anyio.run(_dispatch, args)
+        return result
+    except LeaseQueueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "worker":
+        return await _worker(args)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return await run_demo(url=args.url, jobs=args.jobs)
+    app = _app_from(args)
+    try:
+        if args.command == "stats":
+            for queue in args.queue or app.known_queues():
+                _print(asdict(await app.stats(queue)))
+        elif args.command == "job":
+            _print(asdict(await app.get_job(args.id, args.queue)))
+        elif args.command == "dead":
+            return await _dead(app, args)
+    finally:
+        await app.close()
+    return 0
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from .worker import Worker
+
+    app = load_app(args.app)
+    worker = Worker(app, args.queue or None, concurrency=args.concurrency,
+                    worker_id=args.worker_id, lease=args.lease,
+                    shutdown_timeout=args.shutdown_timeout, handle_signals=True,
+                    allow_eviction=args.allow_eviction)
+    await worker.run()
+    await app.close()
+    return 0
+
+
+async def _dead(app: App, args: argparse.Namespace) -> int:
+    queue = args.queue or app.registry.defaults.queue
+    if args.action == "list":
+        for entry in reversed(await app.dead_letters(queue, args.count)):
+            _print(entry)
+    elif args.action == "replay":
+        n = await app.replay(args.ids or None, queue=queue, limit=args.count)
+        print(f"replayed {n} job(s) from {queue}")
+    elif args.action == "purge":
+        n = await app.purge_dead(queue)
+        print(f"purged {n} dead job(s) from {queue}")
+    return 0
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(obj, default=str))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="leasequeue", description=__doc__)
+    p.add_argument("--log-level", default="info", help="debug, info, warning (default info)")
+    sub = p.add_subparsers(dest="command")
+
+    w = sub.add_parser("worker", help="run a worker for MODULE:APP")
+    w.add_argument("app", help="MODULE:APP, e.g. myproject.tasks:app")
+    w.add_argument("--queue", "-q", action="append", help="queue to consume (repeatable)")
+    w.add_argument("--concurrency", "-c", type=int, default=10)
+    w.add_argument("--worker-id")
+    w.add_argument("--lease", type=float, default=30.0, help="lease seconds (default 30)")
+    w.add_argument("--shutdown-timeout", type=float, default=30.0)
+    w.add_argument("--allow-eviction", action="store_true",
+                   help="run even if Redis may evict keys (unsafe)")
+
+    d = sub.add_parser("demo", help="a guided demo: crash recovery and a poison job")
+    d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
+    d.add_argument("--jobs", type=int, default=300)
+
+    for name, text in (("stats", "queue statistics"), ("job", "one job's record"),
+                       ("dead", "dead letters: list, replay, purge")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("--app", help="MODULE:APP (else --url and --prefix)")
+        s.add_argument("--url", default="redis://localhost:6379/0")
+        s.add_argument("--prefix", default="lq")
+        if name == "stats":
+            s.add_argument("--queue", "-q", action="append")
+        else:
+            s.add_argument("--queue", "-q")
+        if name == "job":
+            s.add_argument("id")
+        if name == "dead":
+            s.add_argument("action", choices=["list", "replay", "purge"])
+            s.add_argument("ids", nargs="*", help="job ids to replay (default: the oldest)")
+            s.add_argument("--count", type=int, default=100)
+    return p
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""`leasequeue demo`: a few hundred jobs, three workers, one of them crashed
+mid-job, and a poison job that kills every worker that runs it. Shows the
+reaper recovering the crashed worker's jobs and the poison job landing in the
+dead letters. Runs on the embedded memory:// store unless given a URL."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+import anyio
+
+from .app import App, JobRequest
+from .context import Context
+from .worker import Worker
+
+LEASE = 2.0
+
+
+@dataclass
+class Cluster:
+    """The demo's workers; a crash cancels a worker's scope with no cleanup at
+    all (no release, no ack), exactly what SIGKILL leaves behind."""
+
+    app: App
+    scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    workers: dict[str, Worker] = field(default_factory=dict)
+    crash_requests: list[str] = field(default_factory=list)
+    started: int = 0
+
+    def new_worker(self, tg: anyio.abc.TaskGroup) -> str:
+        self.started += 1
+        worker_id = f"worker-{self.started}"
+        worker = Worker(self.app, ["demo"], concurrency=8, worker_id=worker_id, lease=LEASE,
+                        reap_interval=0.5, reap_backoff=(0.0, 0.0), shutdown_timeout=5)
+        self.workers[worker_id] = worker
+        tg.start_soon(self._run, worker_id, worker)
+        return worker_id
+
+    async def _run(self, worker_id: str, worker: Worker) -> None:
+        with anyio.CancelScope() as scope:
+            self.scopes[worker_id] = scope
+            await worker.run()
+
+    def crash(self, worker_id: str) -> list[str]:
+        held = [run.job.id for run in self.workers[worker_id].table]
+        self.scopes.pop(worker_id).cancel()
+        self.workers.pop(worker_id)
+        return held
+
+
+def _say(text: str) -> None:
+    print(f"\r{' ' * 78}\r{text}", flush=True)
+
+
+_last_bar = [""]
+
+
+def _bar(done: int, total: int, note: str) -> None:
+    width = 40
+    filled = int(width * done / max(1, total))
+    text = f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {note:<20}"
+    if text != _last_bar[0]:  # redraw only on change (keeps piped output short)
+        _last_bar[0] = text
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
+    app = App(url, prefix=f"demo{int(time.time())}")
+    cluster = Cluster(app)
+
+    @app.job(queue="demo", max_attempts=3)
+    async def resize(ctx: Context, image: int) -> int:
+        await anyio.sleep(random.uniform(0.005, 0.03))
+        return image * 2
+
+    @app.job(queue="demo", max_attempts=3)
+    async def poison(ctx: Context) -> None:
+        # stands for a job that segfaults or OOMs its worker every time
+        cluster.crash_requests.append(ctx.worker_id)
+        await anyio.sleep_forever()
+
+    print(f"leasequeue demo on {url}: {jobs} jobs, 3 workers, lease {LEASE}s\n")
+    await app.enqueue_many([JobRequest("resize", {"image": i}, job_id=f"img-{i}")
+                            for i in range(jobs)])
+    await app.enqueue("poison", job_id="poison-1")
+    total = jobs + 1
+    crashed_held: list[str] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            cluster.new_worker(tg)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+            st = await app.stats("demo")
+            done = st.counters.get("succeeded", 0) + st.dead
+            _bar(done, total, f"leased {st.leased}")
+            if not crashed_held and done >= total // 3:
+                victim = next(iter(cluster.workers))
+                crashed_held = cluster.crash(victim)
+                _say(f"** crashed {victim} while it held {len(crashed_held)} job(s): "
+                     f"{', '.join(crashed_held[:4])}{' ...' if len(crashed_held) > 4 else ''}")
+                _say(f"   their leases run out in {LEASE}s; the reaper hands them back")
+                cluster.new_worker(tg)
+            while cluster.crash_requests:
+                victim = cluster.crash_requests.pop()
+                if victim in cluster.workers:
+                    cluster.crash(victim)
+                    rec = await app.get_job("poison-1", "demo")
+                    _say(f"** poison-1 killed {victim} (attempt {rec.attempt} of "
+                         f"{rec.max_attempts}); starting a new worker")
+                    cluster.new_worker(tg)
+            if done >= total and st.leased == 0:
+                break
+        for worker in cluster.workers.values():
+            worker.stop()
+    print()
+    return await _report(app, crashed_held, jobs)
+
+
+async def _report(app: App, crashed_held: list[str], jobs: int) -> int:
+    st = await app.stats("demo")
+    poison = await app.get_job("poison-1", "demo")
+    recovered = [await app.get_job(job_id, "demo") for job_id in crashed_held]
+    print("\nrecovered from the crashed worker:")
+    for rec in recovered[:5]:
+        print(f"  {rec.id}: {rec.state} on attempt {rec.attempt} by {rec.worker}")
+    letters = await app.dead_letters("demo")
+    print("\ndead letters:")
+    for entry in letters:
+        print(f"  {entry['job']}: reason {entry['reason']} after {entry['attempt']} attempts")
+    succeeded = st.counters.get("succeeded", 0)
+    lost = jobs + 1 - succeeded - st.dead - st.ready - st.scheduled - st.leased
+    print(f"\nsucceeded {succeeded}/{jobs}, dead {st.dead}, still queued {st.ready}, "
+          f"leased {st.leased}: lost {lost}")
+    await app.close()
+    ok = succeeded == jobs and poison.state == "dead" and poison.reason == "lease-expired"
+    return 0 if ok else 1

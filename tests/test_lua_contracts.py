@@ -1,0 +1,168 @@
+"""Lua files are contracts: the header of every script (KEYS, ARGV, the
+repeated per-item group), its body, scripts.SPECS and the Python wrappers
+must agree, so that one of them cannot drift alone. Linted with luacheck when
+it is installed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leasequeue import App
+from leasequeue.keys import QueueKeys
+from leasequeue.models import NewJob
+from leasequeue.scripts import SPECS, Scripts, lua_dir, script_source
+
+LUA = Path(__file__).resolve().parent.parent / "lua"
+SCRIPTS = sorted(p.stem for p in LUA.glob("*.lua") if p.stem != "_lib")
+
+KEY_LINE = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)")
+ARGV_LINE = re.compile(r"^-- ARGV\[(\d+)\]\s+(\w+)")
+GROUP_LINE = re.compile(r"^-- ARGV\[(\d+)\.\.\]\s+(.*)")
+NEXT_ENTRY = re.compile(r"^-- (KEYS|ARGV|Returns)")
+GROUP_TEXT = re.compile(r"^per job, (\d+) values?: (.*)$")
+
+
+@dataclass
+class Header:
+    keys: list[tuple[int, str]]
+    argv: list[tuple[int, str]]
+    group_start: int | None  # the n of ARGV[n..]
+    group_text: str  # the group's description, continuation lines joined
+    body: str  # the script without its header, comments stripped
+
+
+def parse(path: Path) -> Header:
+    lines = path.read_text().splitlines()
+    n_header = next(i for i, line in enumerate(lines) if not line.startswith("--"))
+    head = Header([], [], None, "", "")
+    in_group = False
+    for line in lines[:n_header]:
+        if m := KEY_LINE.match(line):
+            head.keys.append((int(m[1]), m[2]))
+        elif m := ARGV_LINE.match(line):
+            head.argv.append((int(m[1]), m[2]))
+        elif m := GROUP_LINE.match(line):
+            head.group_start, head.group_text, in_group = int(m[1]), m[2], True
+            continue
+        if in_group and not NEXT_ENTRY.match(line):
+            head.group_text += " " + line.removeprefix("--").strip()
+        else:
+            in_group = False
+    head.body = "\n".join(re.sub(r"--.*$", "", line) for line in lines[n_header:])
+    return head
+
+
+def group_names(text: str) -> tuple[str, ...]:
+    """'per job, 2 values: id, token' -> ('id', 'token'); 'job ids' -> ('id',)."""
+    text = re.sub(r"\([^)]*\)", "", text).strip()  # drop "(bytes, '' = none)" and the like
+    if text == "job ids":
+        return ("id",)
+    m = GROUP_TEXT.match(text)
+    assert m, f"cannot read the per-item group {text!r}"
+    names = tuple(n.strip() for n in m[2].split(","))
+    assert len(names) == int(m[1]), f"{text!r}: says {m[1]} values, lists {len(names)}"
+    return names
+
+
+def test_every_script_has_a_spec_and_every_spec_a_script() -> None:
+    assert set(SCRIPTS) == set(SPECS)
+    assert lua_dir() == LUA  # a source checkout reads the top-level lua/
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_header_agrees_with_spec(name: str) -> None:
+    head, spec = parse(LUA / f"{name}.lua"), SPECS[name]
+    assert [i for i, _ in head.keys] == list(range(1, len(head.keys) + 1))
+    assert tuple(k for _, k in head.keys) == spec.keys
+    assert all(isinstance(getattr(QueueKeys, k, None), property) for k in spec.keys)
+    assert [i for i, _ in head.argv] == list(range(1, len(head.argv) + 1))
+    assert tuple(a for _, a in head.argv) == spec.argv
+    if spec.per_item:
+        assert head.group_start == len(spec.argv) + 1
+        assert group_names(head.group_text) == spec.per_item
+    else:
+        assert head.group_start is None
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_body_uses_exactly_the_declared_keys_and_argv(name: str) -> None:
+    head, spec = parse(LUA / f"{name}.lua"), SPECS[name]
+    used_keys = {int(i) for i in re.findall(r"KEYS\[(\d+)\]", head.body)}
+    assert used_keys == set(range(1, len(head.keys) + 1))
+    used_argv = {int(i) for i in re.findall(r"ARGV\[(\d+)\]", head.body)}
+    assert used_argv == set(range(1, len(spec.argv) + 1))
+    loop = re.search(r"for (\w+) = (\d+), #ARGV(?:, (\w+))? do", head.body)
+    if not spec.per_item:
+        assert loop is None and "#ARGV" not in head.body
+        return
+    # the per-item loop starts right after the fixed ARGV and steps one group
+    assert loop is not None
+    assert int(loop[2]) == len(spec.argv) + 1
+    step = loop[3] or "1"
+    if not step.isdigit():
+        const = re.search(rf"local {step} = (\d+)", head.body)
+        assert const, f"cannot resolve the loop step {step}"
+        step = const[1]
+    assert int(step) == len(spec.per_item)
+    offsets = [int(o) for o in re.findall(rf"ARGV\[{loop[1]} \+ (\d+)\]", head.body)]
+    assert max(offsets, default=0) == len(spec.per_item) - 1
+
+
+class Captured(Exception):
+    def __init__(self, name: str, args: list[Any]) -> None:
+        self.name, self.args_ = name, args
+
+
+@pytest.mark.anyio
+async def test_wrappers_pass_the_argv_count_the_spec_declares(prefix: str) -> None:
+    """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
+    async def capture(name: str, _qk: QueueKeys, args: list[Any]) -> Any:
+        raise Captured(name, list(args))
+
+    async with App(f"memory://{prefix}", prefix=prefix) as app:
+        s: Scripts = app.scripts
+        s.run = capture  # type: ignore[method-assign]
+        qk = app.keys("q")
+        job = NewJob("a", "j", b"", 0, 0, 3, 10, "c", "")
+        calls = [
+            s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w"),
+            s.renew(qk, [("a", 1), ("b", 1)], 1000),
+            s.ack(qk, [("a", 1, "succeeded", b"", 0), ("b", 1, "succeeded", b"", 0)]),
+            s.fail(qk, "a", 1, "work", "", "e", 0), s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
+            s.reap(qk, 10, 0, 0), s.expire(qk, 10), s.cancel(qk, "a"),
+            s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),
+        ]
+        seen = set()
+        for call in calls:
+            with pytest.raises(Captured) as caught:
+                await call
+            spec = SPECS[caught.value.name]
+            assert len(caught.value.args_) == len(spec.argv) + 2 * len(spec.per_item), spec.name
+            seen.add(spec.name)
+        assert seen == set(SPECS)
+
+
+def test_luacheck(tmp_path: Path) -> None:
+    """Lint each script as Redis loads it (_lib.lua prepended); the helpers a
+    script does not use are expected, every other warning is not."""
+    luacheck = shutil.which("luacheck")
+    if luacheck is None:
+        pytest.skip("luacheck is not installed")
+    lib = (LUA / "_lib.lua").read_text()
+    helpers = re.findall(r"^local (?:function )?(\w+)", lib, flags=re.MULTILINE)
+    for name in SCRIPTS:
+        (tmp_path / f"{name}.lua").write_text(script_source(name))
+    out = subprocess.run(
+        [luacheck, "--no-config", "--std", "lua51", "--read-globals", "redis", "cjson", "KEYS",
+         "ARGV", "--formatter", "plain", "--codes", "--ignore", *[f"211/{h}" for h in helpers],
+         "--", *[f"{n}.lua" for n in SCRIPTS]],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
