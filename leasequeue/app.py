@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -68,6 +68,25 @@ class App:
         self.scripts = Scripts(self.redis, url, self.settings)
 
     # -- registry -------------------------------------------------------------
+
+    @overload
+    def job(self, fn: F) -> F: ...
+
+    @overload
+    def job(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        max_infra_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        infra_backoff: Backoff | None = None,
+        timeout: float | str | None = "default",
+        stop_grace: float | None = None,
+        retention: float | None = None,
+    ) -> Callable[[F], F]: ...
 
     def job(
         self,

@@ -1,5 +1,7 @@
-"""The lease table: the runs this worker holds, keyed by (queue, job id).
-The heartbeater renews from it and stops runs whose lease is gone."""
+"""The lease table: the runs this worker holds, keyed by (queue, job id,
+token). The token is part of the key: a job reaped from under this worker
+and claimed again by it is two runs, and the stale one must still be seen
+(and stopped) by the heartbeater."""
 
 from __future__ import annotations
 
@@ -10,22 +12,17 @@ from .run import Run
 
 class LeaseTable:
     def __init__(self) -> None:
-        self._runs: dict[tuple[str, str], Run] = {}
+        self._runs: dict[tuple[str, str, int], Run] = {}
 
     def add(self, run: Run) -> None:
-        self._runs[(run.job.queue, run.job.id)] = run
+        self._runs[(run.job.queue, run.job.id, run.job.token)] = run
 
     def remove(self, run: Run) -> None:
-        key = (run.job.queue, run.job.id)
-        if self._runs.get(key) is run:
-            del self._runs[key]
-
-    def get(self, queue: str, job_id: str) -> Run | None:
-        return self._runs.get((queue, job_id))
+        self._runs.pop((run.job.queue, run.job.id, run.job.token), None)
 
     def by_queue(self) -> dict[str, list[Run]]:
         grouped: dict[str, list[Run]] = {}
-        for (queue, _), run in self._runs.items():
+        for (queue, _, _), run in self._runs.items():
             grouped.setdefault(queue, []).append(run)
         return grouped
 

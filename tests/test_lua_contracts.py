@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,14 +122,15 @@ class Captured(Exception):
 
 
 @pytest.mark.anyio
-async def test_wrappers_pass_the_argv_count_the_spec_declares(prefix: str) -> None:
+async def test_wrappers_pass_the_argv_count_the_spec_declares(
+        prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
-    async def capture(name: str, _qk: QueueKeys, args: list[Any]) -> Any:
+    async def capture(name: str, _qk: QueueKeys, args: Sequence[Any]) -> Any:
         raise Captured(name, list(args))
 
     async with App(f"memory://{prefix}", prefix=prefix) as app:
         s: Scripts = app.scripts
-        s.run = capture  # type: ignore[method-assign]
+        monkeypatch.setattr(s, "run", capture)  # every call stops at the script boundary
         qk = app.keys("q")
         job = NewJob("a", "j", b"", 0, 0, 3, 10, "c", "")
         calls = [

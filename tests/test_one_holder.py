@@ -6,13 +6,14 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
 from anyio.abc import Process
 
 from leasequeue import App, JobRequest
-from leasequeue.scripts import decode_record
+from leasequeue.scripts import decode_record, text
 from tests.redis_proc import env_with_path
 
 pytestmark = pytest.mark.anyio
@@ -72,7 +73,7 @@ async def test_each_job_claimed_exactly_once_across_processes(real_app: App, pre
             with anyio.CancelScope(shield=True):
                 await p.aclose()
 
-    claims = [entry.decode().split() for entry in await app.redis.lrange(out_key, 0, -1)]
+    claims = [text(entry).split() for entry in await app.redis.lrange(out_key, 0, -1)]
     seen = Counter(job_id for job_id, _token, _worker in claims)
     assert {i: n for i, n in seen.items() if n > 1} == {}, "claimed more than once"
     assert set(job_ids) - set(seen) == set(), "never claimed"
@@ -85,7 +86,7 @@ async def test_each_job_claimed_exactly_once_across_processes(real_app: App, pre
 
     qk = app.keys(Q)
     holder = {job_id: worker for job_id, _token, worker in claims}
-    raw = await app.redis.hgetall(qk.jobs)
+    raw = cast(dict[bytes, bytes], await app.redis.hgetall(qk.jobs))
     assert len(raw) == N_JOBS
     for key, value in raw.items():
         rec = decode_record(key.decode(), Q, value, None)
