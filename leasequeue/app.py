@@ -27,6 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 MAX_PRIORITY = 32767
 ENQUEUE_CHUNK = 500
+MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
 
 
 @dataclass(slots=True)
@@ -166,15 +167,18 @@ class App:
     def _prepare(self, r: JobRequest) -> tuple[str, NewJob]:
         definition = self.registry.find(r.name)
         queue = self._queue_for(r.name, r.queue, definition)
-        if not -MAX_PRIORITY <= r.priority <= MAX_PRIORITY:
-            raise ConfigError(f"priority must be within ±{MAX_PRIORITY}, got {r.priority}")
-        if r.delay < 0:
-            raise ConfigError(f"delay must be >= 0 seconds, got {r.delay}")
+        if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
+            raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
+                              f"got {r.priority!r}")
+        if not (isinstance(r.delay, int | float) and 0 <= r.delay < MAX_DELAY):
+            raise ConfigError(f"delay must be a number of seconds in [0, {MAX_DELAY}), "
+                              f"got {r.delay!r}")
         d = self.registry.defaults
-        max_attempts = r.max_attempts or (definition.max_attempts if definition
-                                          else d.max_attempts)
-        max_infra = r.max_infra_attempts or (definition.max_infra_attempts if definition
-                                             else d.max_infra_attempts)
+        max_attempts = _budget("max_attempts", r.max_attempts,
+                               definition.max_attempts if definition else d.max_attempts)
+        max_infra = _budget("max_infra_attempts", r.max_infra_attempts,
+                            definition.max_infra_attempts if definition
+                            else d.max_infra_attempts)
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
         if not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be 1-512 characters")
@@ -288,3 +292,11 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _budget(what: str, given: int | None, default: int) -> int:
+    if given is None:
+        return default
+    if not isinstance(given, int) or given < 1:
+        raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
+    return given

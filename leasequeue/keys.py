@@ -13,15 +13,15 @@ from .errors import ConfigError
 
 # Letters, digits and a few separators. Braces would break the hash tag,
 # whitespace and ':' would make key layouts ambiguous.
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
-_PREFIX = re.compile(r"^[A-Za-z0-9_.\-:]{1,100}$")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
+_PREFIX = re.compile(r"[A-Za-z0-9_.\-:]{1,100}")
 
 DEFAULT_PREFIX = "lq"
 
 
 def check_queue_name(name: str) -> str:
     """Return ``name`` or raise ConfigError when it would break the key layout."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
             f"invalid queue name {name!r}: use 1-100 characters from A-Z a-z 0-9 _ . -"
         )
@@ -30,7 +30,7 @@ def check_queue_name(name: str) -> str:
 
 def check_prefix(prefix: str) -> str:
     """Return ``prefix`` or raise ConfigError when it would break the key layout."""
-    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise ConfigError(
             f"invalid key prefix {prefix!r}: use 1-100 characters from A-Z a-z 0-9 _ . - :"
         )

@@ -68,13 +68,10 @@ async def test_one_bad_job_in_a_batch_writes_none(app: App, bad: JobRequest,
     assert await written(app) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: App._prepare leaves these unchecked")
 @pytest.mark.parametrize("options", [
     {"max_attempts": -1}, {"max_infra_attempts": -5}, {"delay": math.nan}, {"delay": math.inf},
 ], ids=["negative-max-attempts", "negative-max-infra", "nan-delay", "inf-delay"])
 async def test_bad_numbers_are_config_errors(prefix: str, options: dict[str, Any]) -> None:
-    # today: negative budgets are stored as given (the registry refuses them
-    # for @app.job), and NaN/inf delays escape as ValueError/OverflowError
     async with App(f"memory://{prefix}", prefix=prefix) as app:
         with pytest.raises(ConfigError):
             await app.enqueue("j", queue=Q, **options)

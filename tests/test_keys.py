@@ -58,8 +58,6 @@ def test_queue_keys_refuses_bad_queue_names(bad: str) -> None:
         queue_keys("lq", bad)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: keys._NAME/_PREFIX end in '$', which also "
-                   "matches before a trailing newline; use re.fullmatch or '\\Z'")
 @pytest.mark.parametrize("check", [
     lambda: queue_keys("lq", "default\n"),
     lambda: queue_keys("lq\n", "default"),

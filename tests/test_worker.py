@@ -33,9 +33,9 @@ async def running(app: App, **options: Any) -> AsyncIterator[Worker]:
             worker.stop()
 
 
-async def until(check: Callable[[], Any], timeout: float = 10.0, what: str = "it") -> Any:
+async def until(check: Callable[[], Any], limit: float = 10.0) -> Any:
     """Await a (possibly async) condition with a deadline."""
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(limit):
         while True:
             value = check()
             if hasattr(value, "__await__"):
@@ -201,7 +201,7 @@ async def test_renewal_keeps_a_job_five_times_longer_than_its_lease(real_app: Ap
 
     await app.enqueue("long", job_id="long")
     async with running(app, lease=1.0, reap_interval=0.2):
-        rec = await until(lambda: state_is(app, "long", "succeeded"), timeout=15)
+        rec = await until(lambda: state_is(app, "long", "succeeded"), limit=15)
     assert (rec.attempt, rec.token) == (1, 1)
 
 
@@ -228,7 +228,7 @@ async def test_stolen_lease_stops_run_and_discards_result(
         await until(lambda: runs == [1])
         await expire_lease(app, "default", "h")
         await app.scripts.reap(app.keys("default"), 10, 0, 0)  # another worker's reaper
-        rec = await until(lambda: state_is(app, "h", "succeeded"), timeout=15)
+        rec = await until(lambda: state_is(app, "h", "succeeded"), limit=15)
     assert rec.result == 2 and rec.token == 2
     await until(lambda: stopped == [1])  # the stale run was stopped, not left running
     assert any("lease lost" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,53 @@
+"""Worker processes for tests: started with the CLI, killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.redis_proc import env_with_path
+
+
+@dataclass
+class WorkerProcs:
+    url: str
+    prefix: str
+    log_dir: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, worker_id: str, *args: str, app: str = "tests.apps.worker_app:app"
+              ) -> subprocess.Popen[bytes]:
+        env = env_with_path()
+        env.update(LQ_URL=self.url, LQ_PREFIX=self.prefix)
+        log = open(self.log_dir / f"{worker_id}.log", "wb")  # noqa: SIM115 - owned by proc
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "leasequeue.cli", "worker", app, "--worker-id", worker_id,
+             *args],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        self.procs[worker_id] = proc
+        return proc
+
+    def kill(self, worker_id: str) -> None:
+        proc = self.procs.pop(worker_id)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def terminate_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+    def log(self, worker_id: str) -> str:
+        return (self.log_dir / f"{worker_id}.log").read_text(errors="replace")
