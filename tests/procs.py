@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from tests.redis_proc import env_with_path
 
@@ -18,12 +19,14 @@ class WorkerProcs:
     prefix: str
     log_dir: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
 
     def start(self, worker_id: str, *args: str, app: str = "tests.apps.worker_app:app"
               ) -> subprocess.Popen[bytes]:
         env = env_with_path()
         env.update(LQ_URL=self.url, LQ_PREFIX=self.prefix)
-        log = open(self.log_dir / f"{worker_id}.log", "wb")  # noqa: SIM115 - owned by proc
+        log = open(self.log_dir / f"{worker_id}.log", "ab")
+        self._logs.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-m", "leasequeue.cli", "worker", app, "--worker-id", worker_id,
              *args],
@@ -48,6 +51,9 @@ class WorkerProcs:
                 proc.kill()
                 proc.wait()
         self.procs.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
 
     def log(self, worker_id: str) -> str:
         return (self.log_dir / f"{worker_id}.log").read_text(errors="replace")
