@@ -7,15 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import anyio
-from anyio.streams.memory import MemoryObjectSendStream
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .dispatch import Dispatch
 from .errors import RedisUnavailable, ScriptError
 from .keys import QueueKeys
 from .log import get_log
-from .models import ClaimedJob
 from .scripts import Scripts
 from .slots import Slots
 
@@ -40,7 +39,7 @@ class Claimer:
         self._turn = 0
         self._log = get_log("claimer", worker_id=worker_id)
 
-    async def run(self, send: MemoryObjectSendStream[ClaimedJob]) -> None:
+    async def run(self, dispatch: Dispatch) -> None:
         backoff = 0.1
         threshold = max(1, min(self._slots.size // 2, MAX_BATCH // 2))
         while True:
@@ -49,7 +48,7 @@ class Claimer:
                 with anyio.move_on_after(BATCH_WINDOW):
                     await self._slots.wait_free(threshold)
             try:
-                got, next_due_ms = await self._claim_round(send)
+                got, next_due_ms = await self._claim_round(dispatch)
                 if not got:
                     await self._idle(next_due_ms)
                 backoff = 0.1
@@ -59,7 +58,7 @@ class Claimer:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
-    async def _claim_round(self, send: MemoryObjectSendStream[ClaimedJob]) -> tuple[int, int]:
+    async def _claim_round(self, dispatch: Dispatch) -> tuple[int, int]:
         """One claim per queue (rotating the first one for fairness)."""
         got = 0
         next_due = -1
@@ -76,8 +75,7 @@ class Claimer:
                 next_due = batch.next_due_in_ms
             if batch.jobs:
                 self._slots.take(len(batch.jobs))
-                for job in batch.jobs:
-                    send.send_nowait(job)
+                dispatch.put_many(batch.jobs)
                 got += len(batch.jobs)
         return got, next_due
 

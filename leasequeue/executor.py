@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .acker import Acker
 from .backoff import delay_ms
+from .dispatch import Closed, Dispatch
 from .errors import RedisUnavailable, ScriptError
 from .keys import QueueKeys
 from .leases import LeaseTable
@@ -41,13 +41,16 @@ class Executor:
         self.draining = False  # set at shutdown: jobs not started yet go back at once
         self._log = get_log("executor", worker_id=worker_id)
 
-    async def serve(self, receive: MemoryObjectReceiveStream[ClaimedJob]) -> None:
-        async with receive:
-            async for job in receive:
-                try:
-                    await self._process(job)
-                finally:
-                    self._slots.give()
+    async def serve(self, dispatch: Dispatch) -> None:
+        while True:
+            try:
+                job = await dispatch.get()
+            except Closed:
+                return
+            try:
+                await self._process(job)
+            finally:
+                self._slots.give()
 
     async def _process(self, job: ClaimedJob) -> None:
         definition = self._registry.find(job.name)
@@ -67,6 +70,7 @@ class Executor:
         try:
             outcome = await run.execute(self._threads)
         finally:
+            run.finished = True
             self.running.discard(run)
         await self._settle(run, outcome)
 

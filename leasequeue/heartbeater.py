@@ -46,6 +46,8 @@ class Heartbeater:
                     self._log.warning("lease renewal failed", queue=queue, error=str(exc))
                     return
                 for run, answer in zip(chunk, answers, strict=True):
+                    if run.finished:
+                        continue  # its ack or failure is being written
                     if answer == 0:
                         run.ctx.log.warning("lease lost; stopping the run, its result "
                                             "will be discarded")

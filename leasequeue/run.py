@@ -41,20 +41,27 @@ class Outcome:
 class Run:
     """A leased job being run; the heartbeater and shutdown call stop()."""
 
-    __slots__ = ("_hard_scope", "_scope", "ctx", "definition", "job", "started")
+    __slots__ = ("_hard_scope", "_scope", "_timed_out", "ctx", "definition", "finished", "job",
+                 "started", "timeout_at")
 
     def __init__(self, job: ClaimedJob, definition: JobDefinition, worker_id: str) -> None:
         self.job = job
         self.definition = definition
         self.started = time.monotonic()
         timeout = definition.timeout
+        # time.monotonic() is also the clock of anyio's asyncio backend
+        self.timeout_at = self.started + timeout if timeout else math.inf
+        self._timed_out = False
         self.ctx = Context(
             job_id=job.id, name=job.name, queue=job.queue, attempt=job.attempt, token=job.token,
             worker_id=worker_id, correlation_id=job.correlation_id, request_id=job.request_id,
-            soft_deadline=self.started + timeout if timeout else math.inf,
+            soft_deadline=self.timeout_at,
         )
         self._scope: anyio.CancelScope | None = None
         self._hard_scope: anyio.CancelScope | None = None
+        # set once the handler has returned: a renewal that races the ack is
+        # then no reason to stop anything (the ack's fencing check decides)
+        self.finished = False
 
     def stop(self, reason: str) -> None:
         """Ask the run to stop: cancel an async handler now; give a sync handler
@@ -66,18 +73,22 @@ class Run:
             grace_end = anyio.current_time() + self.definition.stop_grace
             self._hard_scope.deadline = min(self._hard_scope.deadline, grace_end)
 
+    def time_out(self) -> None:
+        """Called by the timeout watch once the run is past its timeout."""
+        if not self._timed_out:
+            self._timed_out = True
+            self.stop("timeout")
+
     async def execute(self, thread_limiter: anyio.CapacityLimiter) -> Outcome:
         try:
             kwargs = codec.decode_payload(self.job.payload, self.job.id)
         except LeaseQueueError as exc:
             return Outcome("dead", error=str(exc), reason="bad-payload")
         d = self.definition
-        # the loop clock and time.monotonic() are the same clock on asyncio
-        offset = anyio.current_time() - time.monotonic()
-        timeout_at = self.started + d.timeout + offset if d.timeout else math.inf
         try:
             if d.is_async:
-                with anyio.CancelScope(deadline=timeout_at) as scope:
+                # no deadline on the scope: the timeout watch stops it (cheaper)
+                with anyio.CancelScope() as scope:
                     self._scope = scope
                     if self.ctx.stop_reason is not None:
                         scope.cancel()
@@ -85,7 +96,7 @@ class Run:
                 if scope.cancelled_caught:
                     return self._stopped(abandoned=False)
             else:
-                with anyio.CancelScope(deadline=timeout_at + d.stop_grace) as hard:
+                with anyio.CancelScope(deadline=self.timeout_at + d.stop_grace) as hard:
                     self._hard_scope = hard
                     if self.ctx.stop_reason is not None:
                         self.stop(self.ctx.stop_reason)

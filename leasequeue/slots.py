@@ -11,6 +11,7 @@ class Slots:
         self.size = size
         self.in_use = 0
         self._changed = anyio.Event()
+        self._waiters = 0
 
     @property
     def free(self) -> int:
@@ -25,14 +26,22 @@ class Slots:
         self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._waiters:  # an Event per change is wasted when nobody waits
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def _wait_change(self) -> None:
+        self._waiters += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._waiters -= 1
 
     async def wait_free(self, at_least: int = 1) -> int:
         while self.free < at_least:
-            await self._changed.wait()
+            await self._wait_change()
         return self.free
 
     async def wait_empty(self) -> None:
         while self.in_use:
-            await self._changed.wait()
+            await self._wait_change()

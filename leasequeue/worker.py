@@ -17,16 +17,17 @@ from .acker import Acker
 from .app import App
 from .claimer import Claimer
 from .connection import is_memory_url
+from .dispatch import Dispatch
 from .errors import ConfigError
 from .executor import Executor
 from .heartbeater import Heartbeater
 from .keys import check_queue_name
 from .leases import LeaseTable
 from .log import get_log
-from .models import ClaimedJob
 from .reaper import Reaper
 from .run import Run
 from .slots import Slots
+from .timeouts import TimeoutWatch
 
 # maxmemory policies that may delete our keys (leases would vanish silently)
 EVICTING = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
@@ -102,20 +103,20 @@ class Worker:
 
     async def run(self) -> None:
         await self._boot()
-        send, receive = anyio.create_memory_object_stream[ClaimedJob](self.concurrency)
+        dispatch = Dispatch()
         async with anyio.create_task_group() as services:
             # services outlive the work: leases stay renewed and acks flush
             # until the last run is settled
             services.start_soon(self.heartbeater.run)
             services.start_soon(self.reaper.run)
             services.start_soon(self.acker.run)
+            services.start_soon(TimeoutWatch(self.executor.running).run)
             if self.handle_signals:
                 services.start_soon(self._watch_signals)
             async with anyio.create_task_group() as work:
-                with receive:
-                    for _ in range(self.concurrency):
-                        work.start_soon(self.executor.serve, receive.clone())
-                work.start_soon(self._claim_until_stopped, send)
+                for _ in range(self.concurrency):
+                    work.start_soon(self.executor.serve, dispatch)
+                work.start_soon(self._claim_until_stopped, dispatch)
             # shutdown order: 1. claims stopped, 2. runs finished or returned
             # to the queue, 3. acks flushed, 4. services stopped
             self.acker.close()
@@ -124,13 +125,16 @@ class Worker:
             services.cancel_scope.cancel()
         self._log.info("worker stopped", still_held=len(self.table))
 
-    async def _claim_until_stopped(self, send: anyio.abc.ObjectSendStream[ClaimedJob]) -> None:
-        async with send:
+    async def _claim_until_stopped(self, dispatch: Dispatch) -> None:
+        try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._wait_stop_then_cancel, tg.cancel_scope)
-                await self.claimer.run(send)  # type: ignore[arg-type]
-        # the stream is closed: executors finish what they hold, then return
-        self.executor.draining = True
+                await self.claimer.run(dispatch)
+        finally:
+            # executors release what was claimed but not started, finish what
+            # they run, then return
+            self.executor.draining = True
+            dispatch.close()
         self._log.info("stopping: no more claims", running=len(self.executor.running),
                        deadline_s=self.shutdown_timeout)
         with anyio.move_on_after(self.shutdown_timeout if not self._hard_stop else 0):
