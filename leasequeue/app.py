@@ -18,7 +18,7 @@ from . import codec
 from .backoff import Backoff
 from .connection import connect
 from .errors import ConfigError, JobNotFound, MalformedJob, RedisUnavailable, UnknownJob
-from .keys import DEFAULT_PREFIX, QueueKeys, check_prefix, queue_keys
+from .keys import DEFAULT_PREFIX, QueueKeys, check_job_name, check_prefix, queue_keys
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, Registry
 from .scripts import Scripts, StoreSettings, decode_record, text
@@ -180,14 +180,14 @@ class App:
                             definition.max_infra_attempts if definition
                             else d.max_infra_attempts)
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
-        if not job_id or len(job_id) > 512:
-            raise ConfigError("job_id must be 1-512 characters")
+        if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
+            raise ConfigError("job_id must be a str of 1-512 characters")
+        envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
+                                         r.request_id or "", self.max_payload_bytes)
         return queue, NewJob(
-            id=job_id, name=r.name,
-            payload=codec.encode_payload(r.payload, self.max_payload_bytes),
-            delay_ms=int(r.delay * 1000), priority=int(r.priority),
+            id=job_id, name=check_job_name(r.name), payload=envelope,
+            delay_ms=int(r.delay * 1000), priority=r.priority,
             max_attempts=max_attempts, max_infra=max_infra,
-            correlation_id=r.correlation_id or job_id, request_id=r.request_id or "",
         )
 
     def _queue_for(self, name: str, queue: str | None,
@@ -216,13 +216,13 @@ class App:
                     pipe.hget(qk.jobs, job_id)
                     pipe.zscore(qk.leases, job_id)
                     pipe.hget(qk.payloads, job_id)
+                    pipe.hget(qk.errors, job_id)
                     pipe.hget(qk.results, job_id)
-                    raw, lease, payload, result = await pipe.execute()
+                    raw, lease, envelope, error, result = await pipe.execute()
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 raise RedisUnavailable(self.url, exc) from exc
-            record = decode_record(job_id, q, raw, lease)
+            record = decode_record(job_id, q, raw, lease, envelope, error)
             if record is not None:
-                record.payload = codec.decode_payload(payload or b"", job_id)
                 record.result = codec.decode_result(result, job_id)
                 return record
         raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")

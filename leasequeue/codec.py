@@ -5,6 +5,7 @@ reaches a script."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -14,10 +15,43 @@ from .errors import MalformedJob, PayloadNotSerializable, PayloadTooLarge
 DEFAULT_MAX_PAYLOAD = 512 * 1024
 
 
-def encode_payload(payload: dict[str, Any] | None, limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
-    """Encode a job's keyword arguments; raise a PayloadError before anything is stored."""
+ENVELOPE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What a job carries that Lua never reads: its ids and keyword arguments."""
+
+    correlation_id: str
+    request_id: str
+    kwargs: dict[str, Any]
+
+
+def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request_id: str,
+                    limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
+    """The stored payload: [version, correlation id, request id, kwargs] as msgpack.
+    The size limit counts the encoded kwargs. Raises a PayloadError before
+    anything is stored."""
+    head = [ENVELOPE_VERSION, correlation_id, request_id]
+    data = _pack([*head, _kwargs(payload)], "payload")
+    # both arrays have a one-byte header, so the difference is the kwargs alone
+    size = len(data) - len(_pack(head, "payload"))
+    if size > limit:
+        raise PayloadTooLarge(size, limit)
+    return data
+
+
+def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
+    value = _unpack(data, job_id)
+    if (not isinstance(value, list) or len(value) != 4 or value[0] != ENVELOPE_VERSION
+            or not isinstance(value[3], dict)):
+        raise MalformedJob(f"job {job_id}: payload is not a leasequeue envelope")
+    return Envelope(str(value[1]), str(value[2]), value[3])
+
+
+def _kwargs(payload: dict[str, Any] | None) -> dict[str, Any]:
     if payload is None:
-        payload = {}
+        return {}
     if not isinstance(payload, dict):
         raise PayloadNotSerializable(
             f"payload must be a dict of keyword arguments, not {type(payload).__name__}"
@@ -25,10 +59,7 @@ def encode_payload(payload: dict[str, Any] | None, limit: int = DEFAULT_MAX_PAYL
     for key in payload:
         if not isinstance(key, str):
             raise PayloadNotSerializable(f"payload keys must be str, not {type(key).__name__}")
-    data = _pack(payload, "payload")
-    if len(data) > limit:
-        raise PayloadTooLarge(len(data), limit)
-    return data
+    return payload
 
 
 def encode_result(result: Any) -> bytes:
@@ -44,15 +75,6 @@ def _pack(value: Any, what: str) -> bytes:
     except (TypeError, ValueError, OverflowError) as exc:
         raise PayloadNotSerializable(f"{what} cannot be encoded with msgpack: {exc}") from exc
     return data
-
-
-def decode_payload(data: bytes, job_id: str = "?") -> dict[str, Any]:
-    if not data:
-        return {}
-    value = _unpack(data, job_id)
-    if not isinstance(value, dict):
-        raise MalformedJob(f"job {job_id}: payload is not a dict of keyword arguments")
-    return value
 
 
 def decode_result(data: bytes | None, job_id: str = "?") -> Any:

@@ -9,10 +9,11 @@ from typing import Any
 
 import anyio
 
+from . import codec
 from .acker import Acker
 from .backoff import delay_ms
 from .dispatch import Closed, Dispatch
-from .errors import RedisUnavailable, ScriptError
+from .errors import MalformedJob, RedisUnavailable, ScriptError
 from .keys import QueueKeys
 from .leases import LeaseTable
 from .log import get_log
@@ -61,7 +62,16 @@ class Executor:
             self._log.warning("unknown job name; dead-lettered", job_id=job.id, job=job.name,
                               queue=job.queue)
             return
-        run = Run(job, definition, self._worker_id)
+        try:
+            envelope = codec.decode_envelope(job.payload, job.id)
+        except MalformedJob as exc:
+            error = str(exc)
+            await self._write(job, "fail", lambda: self._scripts.fail(
+                self._keys(job.queue), job.id, job.token, "dead", "bad-payload", error, 0))
+            self._log.warning("payload cannot be decoded; dead-lettered", job_id=job.id,
+                              job=job.name, queue=job.queue, error=error)
+            return
+        run = Run(job, envelope, definition, self._worker_id)
         self._table.add(run)
         if self.draining:
             await self._release(run, "shutdown before start")

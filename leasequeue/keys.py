@@ -16,7 +16,27 @@ from .errors import ConfigError
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-:]{1,100}")
 
+# job names and worker ids are stored in the '|'-joined job record
+_TOKEN = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
+
 DEFAULT_PREFIX = "lq"
+
+
+def check_job_name(name: str) -> str:
+    """Return ``name`` or raise ConfigError (job names are stored in the job record)."""
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        raise ConfigError(
+            f"invalid job name {name!r}: use 1-200 characters from A-Z a-z 0-9 _ . : -"
+        )
+    return name
+
+
+def check_worker_id(worker_id: str) -> str:
+    if not isinstance(worker_id, str) or not _TOKEN.fullmatch(worker_id):
+        raise ConfigError(
+            f"invalid worker id {worker_id!r}: use 1-200 characters from A-Z a-z 0-9 _ . : -"
+        )
+    return worker_id
 
 
 def check_queue_name(name: str) -> str:
@@ -72,6 +92,10 @@ class QueueKeys:
         return self._key("payloads")
 
     @property
+    def errors(self) -> str:
+        return self._key("errors")
+
+    @property
     def results(self) -> str:
         return self._key("results")
 
@@ -102,7 +126,7 @@ class QueueKeys:
     def all(self) -> list[str]:
         """Every key of the queue (for tests and for slot checks)."""
         return [
-            self.ready, self.scheduled, self.leases, self.jobs, self.payloads,
+            self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
             self.wake, self.stats,
         ]

@@ -40,13 +40,11 @@ class NewJob:
 
     id: str
     name: str
-    payload: bytes
+    payload: bytes  # the msgpack envelope (ids and kwargs)
     delay_ms: int
     priority: int
     max_attempts: int
     max_infra: int
-    correlation_id: str
-    request_id: str
 
 
 @dataclass(slots=True)
@@ -58,9 +56,7 @@ class ClaimedJob:
     token: int
     attempt: int
     name: str
-    payload: bytes
-    correlation_id: str
-    request_id: str
+    payload: bytes  # the msgpack envelope; decoded by the executor
     max_attempts: int
     max_infra: int
     work_failures: int

@@ -10,7 +10,7 @@ from typing import Any
 
 from .backoff import Backoff, exponential
 from .errors import ConfigError, UnknownJob
-from .keys import check_queue_name
+from .keys import check_job_name, check_queue_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class Registry:
                  stop_grace: float | None = None, retention: float | None = None,
                  ) -> JobDefinition:
         d = self.defaults
-        job_name = name or fn.__name__
+        job_name = check_job_name(name or fn.__name__)
         if job_name in self._jobs:
             raise ConfigError(f"job {job_name!r} is registered twice")
         definition = JobDefinition(

@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
+from .codec import Envelope
 from .context import Context
 from .errors import LeaseQueueError, PermanentError, Retry, TransientError
 from .models import ClaimedJob
@@ -42,10 +43,12 @@ class Run:
     """A leased job being run; the heartbeater and shutdown call stop()."""
 
     __slots__ = ("_hard_scope", "_scope", "_timed_out", "ctx", "definition", "finished", "job",
-                 "started", "timeout_at")
+                 "kwargs", "started", "timeout_at")
 
-    def __init__(self, job: ClaimedJob, definition: JobDefinition, worker_id: str) -> None:
+    def __init__(self, job: ClaimedJob, envelope: Envelope, definition: JobDefinition,
+                 worker_id: str) -> None:
         self.job = job
+        self.kwargs = envelope.kwargs
         self.definition = definition
         self.started = time.monotonic()
         timeout = definition.timeout
@@ -54,7 +57,8 @@ class Run:
         self._timed_out = False
         self.ctx = Context(
             job_id=job.id, name=job.name, queue=job.queue, attempt=job.attempt, token=job.token,
-            worker_id=worker_id, correlation_id=job.correlation_id, request_id=job.request_id,
+            worker_id=worker_id, correlation_id=envelope.correlation_id,
+            request_id=envelope.request_id,
             soft_deadline=self.timeout_at,
         )
         self._scope: anyio.CancelScope | None = None
@@ -80,11 +84,8 @@ class Run:
             self.stop("timeout")
 
     async def execute(self, thread_limiter: anyio.CapacityLimiter) -> Outcome:
-        try:
-            kwargs = codec.decode_payload(self.job.payload, self.job.id)
-        except LeaseQueueError as exc:
-            return Outcome("dead", error=str(exc), reason="bad-payload")
         d = self.definition
+        kwargs = self.kwargs
         try:
             if d.is_async:
                 # no deadline on the scope: the timeout watch stops it (cheaper)

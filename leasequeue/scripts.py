@@ -4,7 +4,6 @@ redis-py's registered scripts, pipelines included)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import codec
 from .errors import MalformedJob, RedisUnavailable, ScriptError
 from .keys import QueueKeys
 from .models import (
@@ -53,8 +53,7 @@ SPECS: dict[str, ScriptSpec] = {
             "enqueue",
             ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events"),
             ("events_maxlen", "audit_all", "wake_cap"),
-            ("id", "name", "payload", "delay_ms", "priority", "max_attempts", "max_infra",
-             "corr", "req"),
+            ("id", "name", "payload", "delay_ms", "priority", "max_attempts", "max_infra"),
         ),
         ScriptSpec(
             "claim",
@@ -67,44 +66,46 @@ SPECS: dict[str, ScriptSpec] = {
                    ("id", "token")),
         ScriptSpec(
             "ack",
-            ("leases", "jobs", "payloads", "results", "done", "stats", "events"),
+            ("leases", "jobs", "payloads", "errors", "results", "done", "stats", "events"),
             ("events_maxlen", "audit_all"),
             ("id", "token", "outcome", "result", "retention_ms"),
         ),
         ScriptSpec(
             "fail",
-            ("leases", "jobs", "payloads", "results", "ready", "scheduled", "done", "dead",
-             "deadletters", "stats", "wake", "events"),
+            ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
+             "dead", "deadletters", "stats", "wake", "events"),
             ("id", "token", "kind", "reason", "error", "delay_ms", "events_maxlen",
              "letters_maxlen", "retention_ms"),
         ),
         ScriptSpec(
             "release",
-            ("leases", "jobs", "payloads", "results", "ready", "scheduled", "done", "stats",
-             "wake", "events"),
+            ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
+             "stats", "wake", "events"),
             ("delay_ms", "retention_ms", "events_maxlen", "why"),
             ("id", "token"),
         ),
         ScriptSpec(
             "reap",
-            ("leases", "jobs", "payloads", "results", "ready", "scheduled", "done", "dead",
-             "deadletters", "stats", "wake", "events"),
+            ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
+             "dead", "deadletters", "stats", "wake", "events"),
             ("batch", "backoff_base_ms", "backoff_cap_ms", "retention_ms", "events_maxlen",
              "letters_maxlen"),
         ),
-        ScriptSpec("expire", ("done", "jobs", "payloads", "results"), ("batch",)),
+        ScriptSpec("expire", ("done", "jobs", "payloads", "errors", "results"), ("batch",)),
         ScriptSpec(
             "cancel",
-            ("jobs", "payloads", "results", "ready", "scheduled", "done", "stats", "events"),
+            ("jobs", "payloads", "errors", "results", "ready", "scheduled", "done", "stats",
+             "events"),
             ("id", "retention_ms", "events_maxlen"),
         ),
         ScriptSpec(
             "replay",
-            ("jobs", "ready", "dead", "stats", "wake", "events"),
+            ("jobs", "errors", "ready", "dead", "stats", "wake", "events"),
             ("events_maxlen",),
             ("id",),
         ),
-        ScriptSpec("purge", ("dead", "jobs", "payloads", "results", "stats"), ("batch",)),
+        ScriptSpec("purge", ("dead", "jobs", "payloads", "errors", "results", "stats"),
+                   ("batch",)),
         ScriptSpec(
             "stats",
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats"),
@@ -160,7 +161,7 @@ class Scripts:
         args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
         for j in jobs:
             args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts,
-                     j.max_infra, j.correlation_id, j.request_id]
+                     j.max_infra]
         reply = await self.run("enqueue", qk, args)
         return [(bool(reply[i]), text(reply[i + 1])) for i in range(0, len(reply), 2)]
 
@@ -173,12 +174,11 @@ class Scripts:
         )
         jobs = []
         queue = qk.queue
-        for i in range(3, 3 + 12 * int(reply[2]), 12):
-            r = reply[i:i + 12]
+        for i in range(3, 3 + 10 * int(reply[2]), 10):
+            r = reply[i:i + 10]
             jobs.append(ClaimedJob(
-                r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4],
-                r[5].decode(), r[6].decode(), int(r[7]), int(r[8]), int(r[9]), int(r[10]),
-                int(r[11]),
+                r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4], int(r[5]),
+                int(r[6]), int(r[7]), int(r[8]), int(r[9]),
             ))
         return ClaimBatch(int(reply[0]), int(reply[1]), jobs)
 
@@ -260,32 +260,47 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _opt_int(meta: dict[str, Any], key: str) -> int | None:
-    value = meta.get(key)
-    return int(value) if isinstance(value, int | float) else None
+RECORD_FIELDS = (
+    "state", "token", "attempt", "work_fail", "infra_fail", "max_attempts", "max_infra",
+    "cancel", "prio", "seq", "enq_ms", "ready_ms", "due_ms", "claim_ms", "end_ms", "name",
+    "worker", "reason",
+)
+_NUMERIC = frozenset(RECORD_FIELDS[1:15])
 
 
-def decode_record(job_id: str, queue: str, raw: bytes | None,
-                  lease_score: float | None) -> JobRecord | None:
-    """Decode the JSON job record; raise MalformedJob when it is not one."""
+def parse_record(raw: bytes) -> dict[str, Any]:
+    """The '|'-joined job record (see lua/_lib.lua) as a dict; ValueError if malformed."""
+    parts = raw.decode().split("|")
+    if len(parts) != len(RECORD_FIELDS) + 1 or parts[0] != "1":
+        raise ValueError("not a version-1 record")
+    return {name: int(value) if name in _NUMERIC else value
+            for name, value in zip(RECORD_FIELDS, parts[1:], strict=True)}
+
+
+def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float | None,
+                  envelope: bytes | None, error: bytes | None) -> JobRecord | None:
+    """Decode a job from its record, payload envelope and last error; raise
+    MalformedJob when the record or the envelope cannot be decoded."""
     if raw is None:
         return None
     try:
-        meta = json.loads(raw)
-        if not isinstance(meta, dict):
-            raise TypeError("not an object")
-        return JobRecord(
-            id=job_id, queue=queue, name=str(meta["name"]), state=str(meta["state"]),
-            attempt=int(meta["attempt"]), token=int(meta["token"]),
-            work_failures=int(meta["work_fail"]), infra_failures=int(meta["infra_fail"]),
-            max_attempts=int(meta["max_attempts"]), max_infra_attempts=int(meta["max_infra"]),
-            priority=int(meta["prio"]), correlation_id=str(meta.get("corr") or ""),
-            request_id=str(meta.get("req") or ""), enqueued_ms=_opt_int(meta, "enq_ms"),
-            ready_ms=_opt_int(meta, "ready_ms"), due_ms=_opt_int(meta, "due_ms"),
-            claimed_ms=_opt_int(meta, "claim_ms"), finished_ms=_opt_int(meta, "end_ms"),
-            lease_expires_ms=int(lease_score) if lease_score is not None else None,
-            worker=meta.get("worker"), cancel_requested=meta.get("cancel") == 1,
-            reason=meta.get("reason"), error=meta.get("error"),
-        )
-    except (ValueError, KeyError, TypeError) as exc:
+        m = parse_record(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJob(f"job {job_id} in queue {queue}: record is malformed ({exc})") from exc
+    env = codec.decode_envelope(envelope or b"", job_id)
+
+    def instant(name: str) -> int | None:
+        return m[name] or None
+
+    return JobRecord(
+        id=job_id, queue=queue, name=m["name"], state=m["state"], attempt=m["attempt"],
+        token=m["token"], work_failures=m["work_fail"], infra_failures=m["infra_fail"],
+        max_attempts=m["max_attempts"], max_infra_attempts=m["max_infra"], priority=m["prio"],
+        correlation_id=env.correlation_id, request_id=env.request_id,
+        enqueued_ms=instant("enq_ms"), ready_ms=instant("ready_ms"), due_ms=instant("due_ms"),
+        claimed_ms=instant("claim_ms"), finished_ms=instant("end_ms"),
+        lease_expires_ms=int(lease_score) if lease_score is not None else None,
+        worker=m["worker"] or None, cancel_requested=m["cancel"] == 1,
+        reason=m["reason"] or None, error=error.decode(errors="replace") if error else None,
+        payload=env.kwargs,
+    )

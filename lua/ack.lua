@@ -3,20 +3,22 @@
 -- KEYS[1] leases       ZSET   leased ids
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] results      HASH   id -> result (msgpack)
--- KEYS[5] done         ZSET   finished ids, score = expiry of the record (ms)
--- KEYS[6] stats        HASH   counters
--- KEYS[7] events       STREAM audit trail
+-- KEYS[4] errors       HASH   id -> last error
+-- KEYS[5] results      HASH   id -> result (msgpack)
+-- KEYS[6] done         ZSET   finished ids, score = expiry of the record (ms)
+-- KEYS[7] stats        HASH   counters
+-- KEYS[8] events       STREAM audit trail
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all        0|1   also record the hot transitions (succeeded)
 -- ARGV[3..] per job, 5 values: id, token, outcome (succeeded | skipped |
 --           canceled), result (bytes, '' = none), retention_ms
 -- Returns: per job 1 finished, 0 refused (stale token or not leased)
-local leases_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7]
+local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local results_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
-local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
+           results = results_key}
 
 local now = now_ms()
 local reply = {}

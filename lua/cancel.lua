@@ -2,21 +2,24 @@
 -- a cancel request that the holder's heartbeat sees. Idempotent.
 -- KEYS[1] jobs         HASH   id -> job record
 -- KEYS[2] payloads     HASH   id -> payload
--- KEYS[3] results      HASH   id -> result
--- KEYS[4] ready        ZSET   claimable ids
--- KEYS[5] scheduled    ZSET   delayed ids
--- KEYS[6] done         ZSET   finished ids
--- KEYS[7] stats        HASH   counters
--- KEYS[8] events       STREAM audit trail
+-- KEYS[3] errors       HASH   id -> last error
+-- KEYS[4] results      HASH   id -> result
+-- KEYS[5] ready        ZSET   claimable ids
+-- KEYS[6] scheduled    ZSET   delayed ids
+-- KEYS[7] done         ZSET   finished ids
+-- KEYS[8] stats        HASH   counters
+-- KEYS[9] events       STREAM audit trail
 -- ARGV[1] id               str
 -- ARGV[2] retention_ms     int   how long the canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
 -- Returns: {status, state}; status canceled | cancel-requested | final
 --          (already in a terminal state) | missing | malformed
-local jobs_key, payloads_key, results_key, ready_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local scheduled_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7]
+local stats_key, events_key = KEYS[8], KEYS[9]
 local id, retention_ms, events_maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
+           results = results_key}
 
 local meta, problem = load_meta(jobs_key, id)
 if not meta then

@@ -17,9 +17,9 @@
 -- ARGV[5] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[6] audit_all        0|1   also record the hot transitions (claimed)
 -- ARGV[7] letters_maxlen   int   cap of the dead-letter stream
--- Returns: {now_ms, next_due_in_ms (-1: nothing scheduled), n, then per job 12
---          values: id, token, attempt, name, payload, corr, req, max_attempts,
---          max_infra, work_fail, infra_fail, enq_ms}
+-- Returns: {now_ms, next_due_in_ms (-1: nothing scheduled), n, then per job 10
+--          values: id, token, attempt, name, payload, max_attempts, max_infra,
+--          work_fail, infra_fail, enq_ms}
 local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key = KEYS[8], KEYS[9]
@@ -73,13 +73,11 @@ if count > 0 then
       jobs[j + 3] = meta.attempt
       jobs[j + 4] = meta.name
       jobs[j + 5] = redis.call('HGET', payloads_key, id) or ''
-      jobs[j + 6] = meta.corr or ''
-      jobs[j + 7] = meta.req or ''
-      jobs[j + 8] = meta.max_attempts
-      jobs[j + 9] = meta.max_infra
-      jobs[j + 10] = meta.work_fail
-      jobs[j + 11] = meta.infra_fail
-      jobs[j + 12] = int(meta.enq_ms or now)
+      jobs[j + 6] = meta.max_attempts
+      jobs[j + 7] = meta.max_infra
+      jobs[j + 8] = meta.work_fail
+      jobs[j + 9] = meta.infra_fail
+      jobs[j + 10] = int(meta.enq_ms)
     elseif problem == 'malformed' then
       bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
     else

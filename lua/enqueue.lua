@@ -10,8 +10,8 @@
 -- ARGV[1] events_maxlen   int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all       0|1   also record the hot transitions (enqueued)
 -- ARGV[3] wake_cap        int   most tokens kept in the wake list
--- ARGV[4..] per job, 9 values: id, name, payload, delay_ms, priority,
---           max_attempts, max_infra, corr, req
+-- ARGV[4..] per job, 7 values: id, name, payload, delay_ms, priority,
+--           max_attempts, max_infra
 -- Returns: per job two values: created (1 new, 0 existed) and its state
 --          ('malformed' when the existing record cannot be decoded).
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
@@ -19,7 +19,7 @@ local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6]
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local wake_cap = tonumber(ARGV[3])
-local FIELDS = 9
+local FIELDS = 7
 
 local now = now_ms()
 local reply = {}
@@ -39,7 +39,8 @@ for base = 4, #ARGV, FIELDS do
       seq = redis.call('HINCRBY', stats_key, 'seq', 1),
       attempt = 0, token = 0, work_fail = 0, infra_fail = 0,
       max_attempts = tonumber(ARGV[base + 5]), max_infra = tonumber(ARGV[base + 6]),
-      corr = ARGV[base + 7], req = ARGV[base + 8], enq_ms = now, cancel = 0,
+      cancel = 0, enq_ms = now, ready_ms = 0, due_ms = 0, claim_ms = 0, end_ms = 0,
+      worker = '', reason = '',
     }
     requeue(meta, id, now, tonumber(ARGV[base + 3]), ready_key, scheduled_key)
     save_meta(jobs_key, id, meta)

@@ -2,10 +2,12 @@
 -- KEYS[1] done         ZSET   finished ids, score = expiry of the record (ms)
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] results      HASH   id -> result
+-- KEYS[4] errors       HASH   id -> last error
+-- KEYS[5] results      HASH   id -> result
 -- ARGV[1] batch            int   most records deleted
 -- Returns: the number of records deleted
-local done_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local done_key, jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local k = {jobs = jobs_key, payloads = payloads_key, errors = errors_key, results = results_key}
 local batch = tonumber(ARGV[1])
 
 local now = now_ms()
@@ -15,9 +17,7 @@ for _, id in ipairs(ids) do
   local meta = load_meta(jobs_key, id)
   -- a record that is live again (never expected) is left alone
   if not meta or meta.state == 'succeeded' or meta.state == 'skipped' or meta.state == 'canceled' then
-    redis.call('HDEL', jobs_key, id)
-    redis.call('HDEL', payloads_key, id)
-    redis.call('HDEL', results_key, id)
+    forget(id, k)
   end
 end
 return #ids

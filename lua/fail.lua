@@ -6,15 +6,16 @@
 -- KEYS[1] leases       ZSET   leased ids
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] results      HASH   id -> result
--- KEYS[5] ready        ZSET   claimable ids
--- KEYS[6] scheduled    ZSET   delayed ids
--- KEYS[7] done         ZSET   finished ids, score = expiry of the record
--- KEYS[8] dead         ZSET   dead ids
--- KEYS[9] deadletters  STREAM dead-letter entries
--- KEYS[10] stats       HASH   counters
--- KEYS[11] wake        LIST   wake-up tokens
--- KEYS[12] events      STREAM audit trail
+-- KEYS[4] errors       HASH   id -> last error
+-- KEYS[5] results      HASH   id -> result
+-- KEYS[6] ready        ZSET   claimable ids
+-- KEYS[7] scheduled    ZSET   delayed ids
+-- KEYS[8] done         ZSET   finished ids, score = expiry of the record
+-- KEYS[9] dead         ZSET   dead ids
+-- KEYS[10] deadletters  STREAM dead-letter entries
+-- KEYS[11] stats        HASH   counters
+-- KEYS[12] wake         LIST   wake-up tokens
+-- KEYS[13] events       STREAM audit trail
 -- ARGV[1] id               str
 -- ARGV[2] token            int
 -- ARGV[3] kind             str   work | infra | dead
@@ -26,9 +27,9 @@
 -- ARGV[9] retention_ms     int   how long a canceled record is kept
 -- Returns: {code, state, attempt, work_fail, infra_fail}; code 0 refused
 --          (stale token or not leased), 1 retry, 2 dead, 3 canceled
-local leases_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local ready_key, scheduled_key, done_key, dead_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local id, token, kind, reason = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local err, delay_ms = ARGV[5], tonumber(ARGV[6])
 local events_maxlen, letters_maxlen = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -40,7 +41,7 @@ if not meta or meta.state ~= 'leased' or meta.token ~= token then
   return {0, meta and meta.state or 'missing', 0, 0, 0}
 end
 redis.call('ZREM', leases_key, id)
-meta.error = err
+redis.call('HSET', errors_key, id, err)
 
 local dead_reason = nil
 if kind == 'work' then
@@ -59,13 +60,14 @@ else
 end
 local code
 if meta.cancel == 1 and not dead_reason then
-  local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+  local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
+             results = results_key}
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
   emit(events_key, events_maxlen, id, 'canceled', 'after failure')
   return {3, 'canceled', meta.attempt, meta.work_fail, meta.infra_fail}
 elseif dead_reason then
-  bury(meta, id, now, dead_reason, dead_key, letters_key, letters_maxlen, stats_key)
+  bury(meta, id, now, dead_reason, err, dead_key, letters_key, letters_maxlen, stats_key)
   emit(events_key, events_maxlen, id, 'dead', dead_reason)
   code = 2
 else

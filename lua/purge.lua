@@ -3,11 +3,14 @@
 -- KEYS[1] dead         ZSET   dead ids, score = dead ms
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] results      HASH   id -> result
--- KEYS[5] stats        HASH   counters
+-- KEYS[4] errors       HASH   id -> last error
+-- KEYS[5] results      HASH   id -> result
+-- KEYS[6] stats        HASH   counters
 -- ARGV[1] batch            int   most jobs deleted
 -- Returns: the number of jobs deleted
-local dead_key, jobs_key, payloads_key, results_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local dead_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local results_key, stats_key = KEYS[5], KEYS[6]
+local k = {jobs = jobs_key, payloads = payloads_key, errors = errors_key, results = results_key}
 local batch = tonumber(ARGV[1])
 
 local ids = redis.call('ZRANGE', dead_key, 0, batch - 1)
@@ -15,9 +18,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', dead_key, id)
   local meta = load_meta(jobs_key, id)
   if not meta or meta.state == 'dead' then
-    redis.call('HDEL', jobs_key, id)
-    redis.call('HDEL', payloads_key, id)
-    redis.call('HDEL', results_key, id)
+    forget(id, k)
   end
 end
 if #ids > 0 then

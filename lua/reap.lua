@@ -4,15 +4,16 @@
 -- KEYS[1] leases       ZSET   leased ids, score = lease expiry ms
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] results      HASH   id -> result
--- KEYS[5] ready        ZSET   claimable ids
--- KEYS[6] scheduled    ZSET   delayed ids
--- KEYS[7] done         ZSET   finished ids
--- KEYS[8] dead         ZSET   dead ids
--- KEYS[9] deadletters  STREAM dead-letter entries
--- KEYS[10] stats       HASH   counters
--- KEYS[11] wake        LIST   wake-up tokens
--- KEYS[12] events      STREAM audit trail
+-- KEYS[4] errors       HASH   id -> last error
+-- KEYS[5] results      HASH   id -> result
+-- KEYS[6] ready        ZSET   claimable ids
+-- KEYS[7] scheduled    ZSET   delayed ids
+-- KEYS[8] done         ZSET   finished ids
+-- KEYS[9] dead         ZSET   dead ids
+-- KEYS[10] deadletters  STREAM dead-letter entries
+-- KEYS[11] stats        HASH   counters
+-- KEYS[12] wake         LIST   wake-up tokens
+-- KEYS[13] events       STREAM audit trail
 -- ARGV[1] batch            int   most leases examined
 -- ARGV[2] backoff_base_ms  int   a reaped job waits base * 2^(attempt-1) ...
 -- ARGV[3] backoff_cap_ms   int   ... capped here (0 = back in line at once)
@@ -20,12 +21,13 @@
 -- ARGV[5] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[6] letters_maxlen   int   cap of the dead-letter stream
 -- Returns: {requeued, dead, canceled, stale} counts
-local leases_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local ready_key, scheduled_key, done_key, dead_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local batch, base_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local retention_ms, events_maxlen, letters_maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
+           results = results_key}
 
 local now = now_ms()
 local requeued, buried, canceled, stale = 0, 0, 0, 0
@@ -39,13 +41,14 @@ for _, id in ipairs(expired) do
     end
     stale = stale + 1
   else
-    meta.error = 'lease expired (worker ' .. (meta.worker or '?') .. ')'
+    local err = 'lease expired (worker ' .. meta.worker .. ')'
+    redis.call('HSET', errors_key, id, err)
     if meta.cancel == 1 then
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
       canceled = canceled + 1
     elseif meta.attempt >= meta.max_attempts then
-      bury(meta, id, now, 'lease-expired', dead_key, letters_key, letters_maxlen, stats_key)
+      bury(meta, id, now, 'lease-expired', err, dead_key, letters_key, letters_maxlen, stats_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'dead', 'lease-expired')
       buried = buried + 1

@@ -4,25 +4,27 @@
 -- KEYS[1] leases       ZSET   leased ids
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] results      HASH   id -> result
--- KEYS[5] ready        ZSET   claimable ids
--- KEYS[6] scheduled    ZSET   delayed ids
--- KEYS[7] done         ZSET   finished ids
--- KEYS[8] stats        HASH   counters
--- KEYS[9] wake         LIST   wake-up tokens
--- KEYS[10] events      STREAM audit trail
+-- KEYS[4] errors       HASH   id -> last error
+-- KEYS[5] results      HASH   id -> result
+-- KEYS[6] ready        ZSET   claimable ids
+-- KEYS[7] scheduled    ZSET   delayed ids
+-- KEYS[8] done         ZSET   finished ids
+-- KEYS[9] stats        HASH   counters
+-- KEYS[10] wake         LIST   wake-up tokens
+-- KEYS[11] events       STREAM audit trail
 -- ARGV[1] delay_ms         int   0 = back in line at its old place; > 0 = scheduled
 -- ARGV[2] retention_ms     int   how long a canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[4] why              str   recorded in the audit trail
 -- ARGV[5..] per job, 2 values: id, token
 -- Returns: per job 1 released, 2 canceled (cancel was requested), 0 refused
-local leases_key, jobs_key, payloads_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local ready_key, scheduled_key, done_key, stats_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local wake_key, events_key = KEYS[9], KEYS[10]
+local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11]
 local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
-local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, results = results_key}
+local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
+           results = results_key}
 
 local now = now_ms()
 local reply = {}

@@ -1,16 +1,17 @@
 -- replay.lua: put dead jobs back in the queue with fresh counters. The
 -- fencing token is kept (it only ever grows).
 -- KEYS[1] jobs         HASH   id -> job record
--- KEYS[2] ready        ZSET   claimable ids
--- KEYS[3] dead         ZSET   dead ids
--- KEYS[4] stats        HASH   counters
--- KEYS[5] wake         LIST   wake-up tokens
--- KEYS[6] events       STREAM audit trail
+-- KEYS[2] errors       HASH   id -> last error
+-- KEYS[3] ready        ZSET   claimable ids
+-- KEYS[4] dead         ZSET   dead ids
+-- KEYS[5] stats        HASH   counters
+-- KEYS[6] wake         LIST   wake-up tokens
+-- KEYS[7] events       STREAM audit trail
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2..] job ids
 -- Returns: per id 1 replayed, 0 not dead (or missing), -1 malformed record
-local jobs_key, ready_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local wake_key, events_key = KEYS[5], KEYS[6]
+local jobs_key, errors_key, ready_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stats_key, wake_key, events_key = KEYS[5], KEYS[6], KEYS[7]
 local events_maxlen = tonumber(ARGV[1])
 
 local now = now_ms()
@@ -22,7 +23,8 @@ for i = 2, #ARGV do
   if meta and meta.state == 'dead' then
     redis.call('ZREM', dead_key, id)
     meta.attempt, meta.work_fail, meta.infra_fail, meta.cancel = 0, 0, 0, 0
-    meta.reason, meta.error, meta.end_ms = nil, nil, nil
+    meta.reason, meta.end_ms = '', 0
+    redis.call('HDEL', errors_key, id)
     meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
     requeue(meta, id, now, 0, ready_key, ready_key)
     save_meta(jobs_key, id, meta)

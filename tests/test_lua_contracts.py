@@ -132,7 +132,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         s: Scripts = app.scripts
         monkeypatch.setattr(s, "run", capture)  # every call stops at the script boundary
         qk = app.keys("q")
-        job = NewJob("a", "j", b"", 0, 0, 3, 10, "c", "")
+        job = NewJob("a", "j", b"", 0, 0, 3, 10)
         calls = [
             s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w"),
             s.renew(qk, [("a", 1), ("b", 1)], 1000),
