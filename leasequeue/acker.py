@@ -16,7 +16,7 @@ from .scripts import Scripts
 
 MAX_BATCH = 500
 
-AckItem = tuple[str, int, str, bytes, int]  # id, token, outcome, result, retention_ms
+AckItem = tuple[str, int, bytes]  # id, token, result
 
 
 class Acker:
@@ -25,7 +25,7 @@ class Acker:
         self._scripts = scripts
         self._keys = keys
         self._on_done = on_done  # (run, accepted) once the ack is written or refused
-        self._pending: list[tuple[Run, AckItem]] = []
+        self._pending: list[tuple[Run, str, AckItem]] = []
         self._wakeup = anyio.Event()
         self._closing = False
         self.finished = anyio.Event()
@@ -33,8 +33,7 @@ class Acker:
 
     def submit(self, run: Run, outcome: str, result: bytes) -> None:
         job = run.job
-        self._pending.append((run, (job.id, job.token, outcome, result,
-                                    run.definition.retention_ms)))
+        self._pending.append((run, outcome, (job.id, job.token, result)))
         self._wakeup.set()
 
     def close(self) -> None:
@@ -70,11 +69,14 @@ class Acker:
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    async def _flush(self, batch: list[tuple[Run, AckItem]]) -> None:
-        by_queue: dict[str, list[tuple[Run, AckItem]]] = {}
-        for entry in batch:
-            by_queue.setdefault(entry[0].job.queue, []).append(entry)
-        for queue, entries in by_queue.items():
-            answers = await self._scripts.ack(self._keys(queue), [item for _, item in entries])
+    async def _flush(self, batch: list[tuple[Run, str, AckItem]]) -> None:
+        # one script call per (queue, outcome, retention): usually just one
+        groups: dict[tuple[str, str, int], list[tuple[Run, AckItem]]] = {}
+        for run, outcome, item in batch:
+            group = (run.job.queue, outcome, run.definition.retention_ms)
+            groups.setdefault(group, []).append((run, item))
+        for (queue, outcome, retention_ms), entries in groups.items():
+            answers = await self._scripts.ack(self._keys(queue), outcome, retention_ms,
+                                              [item for _, item in entries])
             for (run, _item), accepted in zip(entries, answers, strict=True):
                 self._on_done(run, accepted == 1)

@@ -14,6 +14,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .dispatch import Dispatch
 from .errors import RedisUnavailable, ScriptError
 from .keys import QueueKeys
+from .leases import LeaseTable
 from .log import get_log
 from .scripts import Scripts
 from .slots import Slots
@@ -25,13 +26,14 @@ IDLE_POLL = 1.0  # the longest an idle worker blocks before it claims anyway
 
 class Claimer:
     def __init__(self, redis: Redis, scripts: Scripts, queues: Sequence[str],
-                 keys: Callable[[str], QueueKeys], slots: Slots, lease_ms: int,
-                 worker_id: str, blocking: bool = True) -> None:
+                 keys: Callable[[str], QueueKeys], slots: Slots, table: LeaseTable,
+                 lease_ms: int, worker_id: str, blocking: bool = True) -> None:
         self._redis = redis
         self._scripts = scripts
         self._queues = list(queues)
         self._keys = keys
         self._slots = slots
+        self._table = table
         self._lease_ms = lease_ms
         self._worker_id = worker_id
         self._blocking = blocking  # False for memory:// (fakeredis cannot block)
@@ -43,6 +45,7 @@ class Claimer:
         backoff = 0.1
         threshold = max(1, min(self._slots.size // 2, MAX_BATCH // 2))
         while True:
+            self._slots.refresh_ahead()
             await self._slots.wait_free()
             if self._slots.free < threshold:
                 with anyio.move_on_after(BATCH_WINDOW):
@@ -75,6 +78,7 @@ class Claimer:
                 next_due = batch.next_due_in_ms
             if batch.jobs:
                 self._slots.take(len(batch.jobs))
+                self._table.claimed(batch.jobs)  # renewed from now on, started or not
                 dispatch.put_many(batch.jobs)
                 got += len(batch.jobs)
         return got, next_due

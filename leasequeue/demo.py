@@ -45,7 +45,7 @@ class Cluster:
             await worker.run()
 
     def crash(self, worker_id: str) -> list[str]:
-        held = [run.job.id for run in self.workers[worker_id].table]
+        held = [run.job.id for run in self.workers[worker_id].table.runs()]
         self.scopes.pop(worker_id).cancel()
         self.workers.pop(worker_id)
         return held

@@ -15,11 +15,15 @@ class Closed(Exception):
     """The claimer has stopped and every claimed job has been taken."""
 
 
+YIELD_EVERY = 16
+
+
 class Dispatch:
     def __init__(self) -> None:
         self._jobs: deque[ClaimedJob] = deque()
         self._arrived = anyio.Event()
         self._closed = False
+        self._taken = 0
 
     def put_many(self, jobs: list[ClaimedJob]) -> None:
         self._jobs.extend(jobs)
@@ -32,6 +36,13 @@ class Dispatch:
     async def get(self) -> ClaimedJob:
         while True:
             if self._jobs:
+                self._taken += 1
+                if self._taken % YIELD_EVERY == 0:
+                    # let the acker and the claimer talk to Redis while the
+                    # rest of the batch runs, so both cores stay busy
+                    await anyio.lowlevel.checkpoint()
+                    if not self._jobs:
+                        continue
                 return self._jobs.popleft()
             if self._closed:
                 raise Closed

@@ -54,25 +54,10 @@ class Executor:
                 self._slots.give()
 
     async def _process(self, job: ClaimedJob) -> None:
-        definition = self._registry.find(job.name)
-        if definition is None:
-            await self._write(job, "fail", lambda: self._scripts.fail(
-                self._keys(job.queue), job.id, job.token, "dead", "unknown-job",
-                f"no handler is registered for job name {job.name!r}", 0))
-            self._log.warning("unknown job name; dead-lettered", job_id=job.id, job=job.name,
-                              queue=job.queue)
+        run = await self._prepare(job)
+        if run is None:
+            self._table.remove(job)
             return
-        try:
-            envelope = codec.decode_envelope(job.payload, job.id)
-        except MalformedJob as exc:
-            error = str(exc)
-            await self._write(job, "fail", lambda: self._scripts.fail(
-                self._keys(job.queue), job.id, job.token, "dead", "bad-payload", error, 0))
-            self._log.warning("payload cannot be decoded; dead-lettered", job_id=job.id,
-                              job=job.name, queue=job.queue, error=error)
-            return
-        run = Run(job, envelope, definition, self._worker_id)
-        self._table.add(run)
         if self.draining:
             await self._release(run, "shutdown before start")
             return
@@ -84,6 +69,31 @@ class Executor:
             self.running.discard(run)
         await self._settle(run, outcome)
 
+    async def _prepare(self, job: ClaimedJob) -> Run | None:
+        """The run for a claimed job, or None when it cannot or must not start
+        (unknown name and bad payload are dead-lettered here)."""
+        definition = self._registry.find(job.name)
+        if definition is None:
+            await self._bury(job, "unknown-job",
+                             f"no handler is registered for job name {job.name!r}")
+            return None
+        try:
+            envelope = codec.decode_envelope(job.payload, job.id)
+        except MalformedJob as exc:
+            await self._bury(job, "bad-payload", str(exc))
+            return None
+        run = Run(job, envelope, definition, self._worker_id)
+        if not self._table.started(run):
+            self._log.info("not started: its lease was lost while it waited", job_id=job.id)
+            return None
+        return run
+
+    async def _bury(self, job: ClaimedJob, reason: str, error: str) -> None:
+        await self._write(job, "fail", lambda: self._scripts.fail(
+            self._keys(job.queue), job.id, job.token, "dead", reason, error, 0))
+        self._log.warning("dead-lettered before running", job_id=job.id, job=job.name,
+                          queue=job.queue, reason=reason, error=error)
+
     async def _settle(self, run: Run, outcome: Outcome) -> None:
         ending = outcome.ending
         if outcome.abandoned:
@@ -94,7 +104,7 @@ class Executor:
         elif ending == "canceled":
             self._acker.submit(run, "canceled", b"")
         elif ending == "lease-lost":
-            self._table.remove(run)
+            self._table.remove(run.job)
             run.ctx.log.warning("lease lost; result discarded")
         elif ending == "shutdown":
             await self._release(run, "shutdown")
@@ -113,7 +123,7 @@ class Executor:
                      else delay_ms(d.backoff, job.attempt))
         result = await self._write(job, "fail", lambda: self._scripts.fail(
             self._keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error, delay))
-        self._table.remove(run)
+        self._table.remove(job)
         if result is None:
             return
         if result.code == 0:
@@ -129,7 +139,7 @@ class Executor:
         job = run.job
         answers = await self._write(job, "release", lambda: self._scripts.release(
             self._keys(job.queue), [(job.id, job.token)], 0, why))
-        self._table.remove(run)
+        self._table.remove(job)
         if answers == [1]:
             run.ctx.log.info("returned to the queue", why=why)
 

@@ -9,7 +9,7 @@ import anyio
 
 from .errors import RedisUnavailable, ScriptError
 from .keys import QueueKeys
-from .leases import LeaseTable
+from .leases import Held, LeaseTable
 from .log import get_log
 from .scripts import Scripts
 
@@ -35,23 +35,30 @@ class Heartbeater:
             await self.beat()
 
     async def beat(self) -> None:
-        for queue, runs in self._table.by_queue().items():
-            for start in range(0, len(runs), CHUNK):
-                chunk = runs[start:start + CHUNK]
+        for queue, holdings in self._table.by_queue().items():
+            for start in range(0, len(holdings), CHUNK):
+                chunk = holdings[start:start + CHUNK]
                 try:
                     answers = await self._scripts.renew(
-                        self._keys(queue), [(r.job.id, r.job.token) for r in chunk],
+                        self._keys(queue), [(h.job.id, h.job.token) for h in chunk],
                         self._lease_ms)
                 except (RedisUnavailable, ScriptError) as exc:
                     self._log.warning("lease renewal failed", queue=queue, error=str(exc))
                     return
-                for run, answer in zip(chunk, answers, strict=True):
-                    if run.finished:
-                        continue  # its ack or failure is being written
-                    if answer == 0:
-                        run.ctx.log.warning("lease lost; stopping the run, its result "
-                                            "will be discarded")
-                        run.stop("lease-lost")
-                    elif answer == 2:
-                        run.ctx.log.info("cancel requested; stopping the run")
-                        run.stop("canceled")
+                for held, answer in zip(chunk, answers, strict=True):
+                    self._apply(held, answer)
+
+    def _apply(self, held: Held, answer: int) -> None:
+        run = held.run
+        if answer == 0 and run is None:
+            held.lost = True  # claimed but not started: the executor skips it
+            self._log.warning("lease lost before the run started", job_id=held.job.id,
+                              queue=held.job.queue)
+        elif run is None or run.finished:
+            return  # not started yet, or its ack or failure is being written
+        elif answer == 0:
+            run.ctx.log.warning("lease lost; stopping the run, its result will be discarded")
+            run.stop("lease-lost")
+        elif answer == 2:
+            run.ctx.log.info("cancel requested; stopping the run")
+            run.stop("canceled")

@@ -1,33 +1,59 @@
-"""The lease table: the runs this worker holds, keyed by (queue, job id,
-token). The token is part of the key: a job reaped from under this worker
-and claimed again by it is two runs, and the stale one must still be seen
-(and stopped) by the heartbeater."""
+"""The lease table: every job this worker holds, from claim to settled,
+keyed by (queue, job id, token). The heartbeater renews from it and stops
+runs whose lease is gone. The token is part of the key: a job reaped from
+under this worker and claimed again by it is two holdings, and the stale one
+must still be seen (and stopped) by the heartbeater."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .models import ClaimedJob
 from .run import Run
+
+
+class Held:
+    """A claimed job, and its run once an executor has started it."""
+
+    __slots__ = ("job", "lost", "run")
+
+    def __init__(self, job: ClaimedJob) -> None:
+        self.job = job
+        self.run: Run | None = None
+        self.lost = False  # lease gone before the run started: do not start it
+
+
+def _key(job: ClaimedJob) -> tuple[str, str, int]:
+    return (job.queue, job.id, job.token)
 
 
 class LeaseTable:
     def __init__(self) -> None:
-        self._runs: dict[tuple[str, str, int], Run] = {}
+        self._held: dict[tuple[str, str, int], Held] = {}
 
-    def add(self, run: Run) -> None:
-        self._runs[(run.job.queue, run.job.id, run.job.token)] = run
+    def claimed(self, jobs: list[ClaimedJob]) -> None:
+        for job in jobs:
+            self._held[_key(job)] = Held(job)
 
-    def remove(self, run: Run) -> None:
-        self._runs.pop((run.job.queue, run.job.id, run.job.token), None)
+    def started(self, run: Run) -> bool:
+        """Attach a run to its holding; False when its lease was lost meanwhile."""
+        held = self._held.get(_key(run.job))
+        if held is None or held.lost:
+            return False
+        held.run = run
+        return True
 
-    def by_queue(self) -> dict[str, list[Run]]:
-        grouped: dict[str, list[Run]] = {}
-        for (queue, _, _), run in self._runs.items():
-            grouped.setdefault(queue, []).append(run)
+    def remove(self, job: ClaimedJob) -> None:
+        self._held.pop(_key(job), None)
+
+    def by_queue(self) -> dict[str, list[Held]]:
+        grouped: dict[str, list[Held]] = {}
+        for held in self._held.values():
+            grouped.setdefault(held.job.queue, []).append(held)
         return grouped
 
-    def __iter__(self) -> Iterator[Run]:
-        return iter(list(self._runs.values()))
+    def runs(self) -> Iterator[Run]:
+        return iter([h.run for h in self._held.values() if h.run is not None])
 
     def __len__(self) -> int:
-        return len(self._runs)
+        return len(self._held)

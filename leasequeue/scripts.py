@@ -67,8 +67,8 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "ack",
             ("leases", "jobs", "payloads", "errors", "results", "done", "stats", "events"),
-            ("events_maxlen", "audit_all"),
-            ("id", "token", "outcome", "result", "retention_ms"),
+            ("events_maxlen", "audit_all", "outcome", "retention_ms"),
+            ("id", "token", "result"),
         ),
         ScriptSpec(
             "fail",
@@ -189,10 +189,11 @@ class Scripts:
             args += [job_id, token]
         return [int(x) for x in await self.run("renew", qk, args)]
 
-    async def ack(self, qk: QueueKeys,
-                  items: Sequence[tuple[str, int, str, bytes, int]]) -> list[int]:
-        """items: (id, token, outcome, result bytes, retention_ms)."""
-        args: list[Any] = [self.settings.events_maxlen, self.settings.audit_flag]
+    async def ack(self, qk: QueueKeys, outcome: str, retention_ms: int,
+                  items: Sequence[tuple[str, int, bytes]]) -> list[int]:
+        """Finish a batch with one outcome and retention; items: (id, token, result)."""
+        args: list[Any] = [self.settings.events_maxlen, self.settings.audit_flag, outcome,
+                           retention_ms]
         for item in items:
             args.extend(item)
         return [int(x) for x in await self.run("ack", qk, args)]

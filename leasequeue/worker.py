@@ -77,7 +77,7 @@ class Worker:
         self.executor = Executor(app.scripts, app.registry, keys, self.table, self.slots,
                                  self.acker, self.worker_id, anyio.CapacityLimiter(concurrency))
         self.claimer = Claimer(app.redis, app.scripts, self.queues, keys, self.slots,
-                               self.lease_ms, self.worker_id,
+                               self.table, self.lease_ms, self.worker_id,
                                blocking=not is_memory_url(app.url))
         self.heartbeater = Heartbeater(app.scripts, self.table, self.lease_ms, keys)
         self.reaper = Reaper(
@@ -93,7 +93,7 @@ class Worker:
         self._stop.set()
 
     def _acked(self, run: Run, accepted: bool) -> None:
-        self.table.remove(run)
+        self.table.remove(run.job)
         if not accepted:
             run.ctx.log.warning("ack refused: lease lost; result discarded")
         elif self._log.enabled(10):

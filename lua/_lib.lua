@@ -34,13 +34,23 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
+-- a record field as stored (numbers the script computed become exact text)
+local function str(v)
+  if type(v) == 'number' then
+    return int(v)
+  end
+  return v
+end
+
 local function ready_score(meta)
-  return int((PRIO_OFFSET - meta.prio) * SEQ_SPAN + meta.seq)
+  return int((PRIO_OFFSET - tonumber(meta.prio)) * SEQ_SPAN + tonumber(meta.seq))
 end
 
 local RECORD_PATTERN = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|' ..
                        '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
 
+-- Fields stay text as parsed (tonumber and number formatting cost more than
+-- the rest of a claim); scripts call tonumber on the few they compute with.
 local function parse_meta(raw)
   local state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, prio,
         seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
@@ -49,12 +59,10 @@ local function parse_meta(raw)
     return nil
   end
   return {
-    state = state, token = tonumber(token), attempt = tonumber(attempt),
-    work_fail = tonumber(work_fail), infra_fail = tonumber(infra_fail),
-    max_attempts = tonumber(max_attempts), max_infra = tonumber(max_infra),
-    cancel = tonumber(cancel), prio = tonumber(prio), seq = tonumber(seq),
-    enq_ms = tonumber(enq_ms), ready_ms = tonumber(ready_ms), due_ms = tonumber(due_ms),
-    claim_ms = tonumber(claim_ms), end_ms = tonumber(end_ms), name = name, worker = worker,
+    state = state, token = token, attempt = attempt, work_fail = work_fail,
+    infra_fail = infra_fail, max_attempts = max_attempts, max_infra = max_infra,
+    cancel = cancel, prio = prio, seq = seq, enq_ms = enq_ms, ready_ms = ready_ms,
+    due_ms = due_ms, claim_ms = claim_ms, end_ms = end_ms, name = name, worker = worker,
     reason = reason,
   }
 end
@@ -72,13 +80,41 @@ local function load_meta(jobs_key, id)
   return meta
 end
 
-local function save_meta(jobs_key, id, m)
-  redis.call('HSET', jobs_key, id, table.concat({
-    '1', m.state, int(m.token), int(m.attempt), int(m.work_fail), int(m.infra_fail),
-    int(m.max_attempts), int(m.max_infra), int(m.cancel), int(m.prio), int(m.seq),
-    int(m.enq_ms), int(m.ready_ms), int(m.due_ms), int(m.claim_ms), int(m.end_ms),
+local function encode_meta(m)
+  return table.concat({
+    '1', m.state, str(m.token), str(m.attempt), str(m.work_fail), str(m.infra_fail),
+    str(m.max_attempts), str(m.max_infra), str(m.cancel), str(m.prio), str(m.seq),
+    str(m.enq_ms), str(m.ready_ms), str(m.due_ms), str(m.claim_ms), str(m.end_ms),
     m.name, m.worker, m.reason,
-  }, '|'))
+  }, '|')
+end
+
+local function save_meta(jobs_key, id, m)
+  redis.call('HSET', jobs_key, id, encode_meta(m))
+end
+
+-- one call for many arguments (HMGET, HSET, ZADD, ZREM ...): a redis.call
+-- costs more than the rest of a job's work, so batches are written in bulk.
+-- Chunked to stay far below Lua's C-stack limit on unpack.
+local BULK_CHUNK = 2000
+local function bulk(command, key, args)
+  local n = #args
+  if n == 0 then
+    return {}
+  end
+  if n <= BULK_CHUNK then
+    return redis.call(command, key, unpack(args))
+  end
+  local out = {}
+  for first = 1, n, BULK_CHUNK do
+    local part = redis.call(command, key, unpack(args, first, math.min(n, first + BULK_CHUNK - 1)))
+    if type(part) == 'table' then
+      for _, v in ipairs(part) do
+        out[#out + 1] = v
+      end
+    end
+  end
+  return out
 end
 
 -- append to the capped audit stream; maxlen 0 turns the trail off
@@ -111,8 +147,8 @@ local function bury(meta, id, now, reason, err, dead_key, letters_key, letters_m
   redis.call('ZADD', dead_key, int(now), id)
   redis.call('XADD', letters_key, 'MAXLEN', '~', letters_maxlen, '*',
              'job', id, 'name', meta.name, 'reason', reason, 'error', err,
-             'attempt', int(meta.attempt), 'work_fail', int(meta.work_fail),
-             'infra_fail', int(meta.infra_fail))
+             'attempt', str(meta.attempt), 'work_fail', str(meta.work_fail),
+             'infra_fail', str(meta.infra_fail))
   redis.call('HINCRBY', stats_key, 'dead', 1)
 end
 

@@ -34,7 +34,7 @@ if meta.state == 'queued' or meta.state == 'scheduled' then
   emit(events_key, events_maxlen, id, 'canceled', 'by request')
   return {'canceled', 'canceled'}
 elseif meta.state == 'leased' then
-  if meta.cancel ~= 1 then
+  if tonumber(meta.cancel) ~= 1 then
     meta.cancel = 1
     save_meta(jobs_key, id, meta)
     emit(events_key, events_maxlen, id, 'cancel-requested', meta.worker or '')

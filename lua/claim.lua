@@ -32,9 +32,11 @@ local audit_all = ARGV[6] == '1'
 local letters_maxlen = tonumber(ARGV[7])
 
 local now = now_ms()
+local now_text = int(now)
+local lease_until = int(now + lease_ms)
 
 -- 1. promote due scheduled jobs; a retry enters the line behind what is queued
-local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', int(now), 'LIMIT', 0, promote_batch)
+local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now_text, 'LIMIT', 0, promote_batch)
 for _, id in ipairs(due) do
   redis.call('ZREM', scheduled_key, id)
   local meta, problem = load_meta(jobs_key, id)
@@ -47,22 +49,30 @@ for _, id in ipairs(due) do
   end
 end
 
--- 2. lease
+-- 2. lease, reading and writing the batch with one call per key
 local jobs = {}
 local n = 0
 if count > 0 then
   local popped = redis.call('ZPOPMIN', ready_key, count)
+  local ids = {}
   for i = 1, #popped, 2 do
-    local id = popped[i]
-    local meta, problem = load_meta(jobs_key, id)
+    ids[#ids + 1] = popped[i]
+  end
+  local raws = bulk('HMGET', jobs_key, ids)
+  local payloads = bulk('HMGET', payloads_key, ids)
+  local records, leases = {}, {}
+  for i, id in ipairs(ids) do
+    local meta = raws[i] and parse_meta(raws[i])
     if meta and meta.state == 'queued' then
       meta.state = 'leased'
-      meta.attempt = meta.attempt + 1
-      meta.token = meta.token + 1
+      meta.attempt = tonumber(meta.attempt) + 1
+      meta.token = tonumber(meta.token) + 1
       meta.worker = worker_id
-      meta.claim_ms = now
-      save_meta(jobs_key, id, meta)
-      redis.call('ZADD', leases_key, int(now + lease_ms), id)
+      meta.claim_ms = now_text
+      records[#records + 1] = id
+      records[#records + 1] = encode_meta(meta)
+      leases[#leases + 1] = lease_until
+      leases[#leases + 1] = id
       if audit_all then
         emit(events_key, events_maxlen, id, 'claimed', worker_id)
       end
@@ -72,19 +82,26 @@ if count > 0 then
       jobs[j + 2] = meta.token
       jobs[j + 3] = meta.attempt
       jobs[j + 4] = meta.name
-      jobs[j + 5] = redis.call('HGET', payloads_key, id) or ''
+      jobs[j + 5] = payloads[i] or ''
       jobs[j + 6] = meta.max_attempts
       jobs[j + 7] = meta.max_infra
       jobs[j + 8] = meta.work_fail
       jobs[j + 9] = meta.infra_fail
-      jobs[j + 10] = int(meta.enq_ms)
-    elseif problem == 'malformed' then
-      bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
+      jobs[j + 10] = meta.enq_ms
+    elseif raws[i] then
+      if meta then
+        -- a record in another state: a stale entry in the ready set
+        redis.call('HINCRBY', stats_key, 'garbage', 1)
+      else
+        bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
+      end
     else
-      -- an id with no record, or one in another state: garbage in the ready set
+      -- an id with no record: garbage in the ready set
       redis.call('HINCRBY', stats_key, 'garbage', 1)
     end
   end
+  bulk('HSET', jobs_key, records)
+  bulk('ZADD', leases_key, leases)
 end
 
 local next_due = -1

@@ -22,37 +22,67 @@ local wake_cap = tonumber(ARGV[3])
 local FIELDS = 7
 
 local now = now_ms()
+local now_text = int(now)
+local ids = {}
+for base = 4, #ARGV, FIELDS do
+  ids[#ids + 1] = ARGV[base]
+end
+local raws = bulk('HMGET', jobs_key, ids)
+-- reserve one sequence number per job (unused ones leave harmless gaps)
+local seq = redis.call('HINCRBY', stats_key, 'seq', #ids) - #ids
+
 local reply = {}
 local created = 0
-for base = 4, #ARGV, FIELDS do
-  local id = ARGV[base]
-  local meta, problem = load_meta(jobs_key, id)
-  if meta then
+local fresh = {}  -- ids created by this call, so a repeat in the batch is no duplicate
+local records, payloads, ready, scheduled = {}, {}, {}, {}
+for i, id in ipairs(ids) do
+  local base = 4 + (i - 1) * FIELDS
+  seq = seq + 1
+  local state = fresh[id]
+  if not state and raws[i] then
+    local meta = parse_meta(raws[i])
+    state = meta and meta.state or 'malformed'
+  end
+  if state then
     reply[#reply + 1] = 0
-    reply[#reply + 1] = meta.state
-  elseif problem == 'malformed' then
-    reply[#reply + 1] = 0
-    reply[#reply + 1] = 'malformed'
+    reply[#reply + 1] = state
   else
-    meta = {
-      name = ARGV[base + 1], prio = tonumber(ARGV[base + 4]),
-      seq = redis.call('HINCRBY', stats_key, 'seq', 1),
-      attempt = 0, token = 0, work_fail = 0, infra_fail = 0,
-      max_attempts = tonumber(ARGV[base + 5]), max_infra = tonumber(ARGV[base + 6]),
-      cancel = 0, enq_ms = now, ready_ms = 0, due_ms = 0, claim_ms = 0, end_ms = 0,
-      worker = '', reason = '',
+    local delay_ms = tonumber(ARGV[base + 3])
+    local meta = {
+      name = ARGV[base + 1], prio = ARGV[base + 4], seq = seq,
+      attempt = '0', token = '0', work_fail = '0', infra_fail = '0',
+      max_attempts = ARGV[base + 5], max_infra = ARGV[base + 6],
+      cancel = '0', enq_ms = now_text, ready_ms = '0', due_ms = '0', claim_ms = '0',
+      end_ms = '0', worker = '', reason = '',
     }
-    requeue(meta, id, now, tonumber(ARGV[base + 3]), ready_key, scheduled_key)
-    save_meta(jobs_key, id, meta)
-    redis.call('HSET', payloads_key, id, ARGV[base + 2])
+    if delay_ms > 0 then
+      meta.state = 'scheduled'
+      meta.due_ms = int(now + delay_ms)
+      scheduled[#scheduled + 1] = meta.due_ms
+      scheduled[#scheduled + 1] = id
+    else
+      meta.state = 'queued'
+      meta.ready_ms = now_text
+      ready[#ready + 1] = ready_score(meta)
+      ready[#ready + 1] = id
+    end
+    records[#records + 1] = id
+    records[#records + 1] = encode_meta(meta)
+    payloads[#payloads + 1] = id
+    payloads[#payloads + 1] = ARGV[base + 2]
     if audit_all then
       emit(events_key, events_maxlen, id, 'enqueued', meta.state)
     end
+    fresh[id] = meta.state
     created = created + 1
     reply[#reply + 1] = 1
     reply[#reply + 1] = meta.state
   end
 end
+bulk('HSET', jobs_key, records)
+bulk('HSET', payloads_key, payloads)
+bulk('ZADD', ready_key, ready)
+bulk('ZADD', scheduled_key, scheduled)
 if created > 0 then
   redis.call('HINCRBY', stats_key, 'enqueued', created)
   wake(wake_key, created, wake_cap)

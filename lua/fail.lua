@@ -37,7 +37,7 @@ local retention_ms = tonumber(ARGV[9])
 
 local now = now_ms()
 local meta = load_meta(jobs_key, id)
-if not meta or meta.state ~= 'leased' or meta.token ~= token then
+if not meta or meta.state ~= 'leased' or tonumber(meta.token) ~= token then
   return {0, meta and meta.state or 'missing', 0, 0, 0}
 end
 redis.call('ZREM', leases_key, id)
@@ -45,21 +45,21 @@ redis.call('HSET', errors_key, id, err)
 
 local dead_reason = nil
 if kind == 'work' then
-  meta.work_fail = meta.work_fail + 1
-  if meta.attempt >= meta.max_attempts then
+  meta.work_fail = tonumber(meta.work_fail) + 1
+  if tonumber(meta.attempt) >= tonumber(meta.max_attempts) then
     dead_reason = 'max-attempts'
   end
 elseif kind == 'infra' then
-  meta.infra_fail = meta.infra_fail + 1
-  meta.attempt = math.max(0, meta.attempt - 1)
-  if meta.infra_fail >= meta.max_infra then
+  meta.infra_fail = tonumber(meta.infra_fail) + 1
+  meta.attempt = math.max(0, tonumber(meta.attempt) - 1)
+  if meta.infra_fail >= tonumber(meta.max_infra) then
     dead_reason = 'max-infra-attempts'
   end
 else
   dead_reason = reason
 end
 local code
-if meta.cancel == 1 and not dead_reason then
+if tonumber(meta.cancel) == 1 and not dead_reason then
   local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
              results = results_key}
   finish(meta, id, now, 'canceled', retention_ms, k)

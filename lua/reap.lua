@@ -43,17 +43,17 @@ for _, id in ipairs(expired) do
   else
     local err = 'lease expired (worker ' .. meta.worker .. ')'
     redis.call('HSET', errors_key, id, err)
-    if meta.cancel == 1 then
+    if tonumber(meta.cancel) == 1 then
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
       canceled = canceled + 1
-    elseif meta.attempt >= meta.max_attempts then
+    elseif tonumber(meta.attempt) >= tonumber(meta.max_attempts) then
       bury(meta, id, now, 'lease-expired', err, dead_key, letters_key, letters_maxlen, stats_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'dead', 'lease-expired')
       buried = buried + 1
     else
-      local delay = math.min(base_ms * 2 ^ math.max(0, meta.attempt - 1), cap_ms)
+      local delay = math.min(base_ms * 2 ^ math.max(0, tonumber(meta.attempt) - 1), cap_ms)
       requeue(meta, id, now, delay, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'reaped', meta.worker or '')

@@ -32,10 +32,10 @@ local released = 0
 for base = 5, #ARGV, 2 do
   local id, token = ARGV[base], tonumber(ARGV[base + 1])
   local meta = load_meta(jobs_key, id)
-  if meta and meta.state == 'leased' and meta.token == token then
+  if meta and meta.state == 'leased' and tonumber(meta.token) == token then
     redis.call('ZREM', leases_key, id)
-    meta.attempt = math.max(0, meta.attempt - 1)
-    if meta.cancel == 1 then
+    meta.attempt = math.max(0, tonumber(meta.attempt) - 1)
+    if tonumber(meta.cancel) == 1 then
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
       emit(events_key, events_maxlen, id, 'canceled', why)

@@ -18,9 +18,9 @@ local reply = {}
 for base = 3, #ARGV, 2 do
   local id, token = ARGV[base], tonumber(ARGV[base + 1])
   local meta = load_meta(jobs_key, id)
-  if meta and meta.state == 'leased' and meta.token == token then
+  if meta and meta.state == 'leased' and tonumber(meta.token) == token then
     redis.call('ZADD', leases_key, until_ms, id)
-    if meta.cancel == 1 then
+    if meta.cancel == '1' then
       reply[#reply + 1] = 2
     else
       reply[#reply + 1] = 1

@@ -23,8 +23,9 @@ for _ = 1, max_classes do
     break
   end
   local meta = load_meta(jobs_key, first[1])
-  if meta and meta.ready_ms and (oldest < 0 or meta.ready_ms < oldest) then
-    oldest = meta.ready_ms
+  local ready_ms = meta and tonumber(meta.ready_ms) or 0
+  if ready_ms > 0 and (oldest < 0 or ready_ms < oldest) then
+    oldest = ready_ms
   end
   -- the next class starts at the next multiple of SEQ_SPAN
   local class = math.floor(tonumber(first[2]) / SEQ_SPAN)

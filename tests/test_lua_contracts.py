@@ -136,7 +136,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         calls = [
             s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w"),
             s.renew(qk, [("a", 1), ("b", 1)], 1000),
-            s.ack(qk, [("a", 1, "succeeded", b"", 0), ("b", 1, "succeeded", b"", 0)]),
+            s.ack(qk, "succeeded", 0, [("a", 1, b""), ("b", 1, b"")]),
             s.fail(qk, "a", 1, "work", "", "e", 0), s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
             s.reap(qk, 10, 0, 0), s.expire(qk, 10), s.cancel(qk, "a"),
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),

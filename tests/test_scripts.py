@@ -98,9 +98,9 @@ async def test_ack_stores_result_and_refuses_stale(app: App) -> None:
     qk = app.keys(Q)
     await app.enqueue("j", queue=Q, job_id="a")
     j = (await claim(app)).jobs[0]
-    assert await app.scripts.ack(qk, [("a", j.token + 1, "succeeded", b"", 1000)]) == [0]
-    assert await app.scripts.ack(qk, [("a", j.token, "succeeded", b"\xa2ok", 60_000)]) == [1]
-    assert await app.scripts.ack(qk, [("a", j.token, "succeeded", b"", 60_000)]) == [0]
+    assert await app.scripts.ack(qk, "succeeded", 1000, [("a", j.token + 1, b"")]) == [0]
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [("a", j.token, b"\xa2ok")]) == [1]
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [("a", j.token, b"")]) == [0]
     rec = await app.get_job("a")
     assert rec.state == "succeeded" and rec.result == "ok" and rec.finished_ms is not None
     assert await all_keys_state(app, Q) == {
@@ -111,7 +111,7 @@ async def test_ack_stores_result_and_refuses_stale(app: App) -> None:
 async def test_ack_with_zero_retention_deletes_record(app: App) -> None:
     await app.enqueue("j", queue=Q, job_id="a")
     j = (await claim(app)).jobs[0]
-    assert await app.scripts.ack(app.keys(Q), [("a", j.token, "succeeded", b"\x01", 0)]) == [1]
+    assert await app.scripts.ack(app.keys(Q), "succeeded", 0, [("a", j.token, b"\x01")]) == [1]
     assert await app.redis.hlen(app.keys(Q).jobs) == 0
     assert await app.redis.hlen(app.keys(Q).payloads) == 0
 
@@ -120,7 +120,7 @@ async def test_expire_trims_finished_in_bounded_batches(app: App) -> None:
     qk = app.keys(Q)
     await app.enqueue_many([JobRequest("j", job_id=f"x{i}", queue=Q) for i in range(25)])
     jobs = (await claim(app, 25)).jobs
-    await app.scripts.ack(qk, [(j.id, j.token, "succeeded", b"", 1) for j in jobs])
+    await app.scripts.ack(qk, "succeeded", 1, [(j.id, j.token, b"") for j in jobs])
     now = await server_ms(app)
     await app.redis.zadd(qk.done, {j.id: now - 10 for j in jobs}, xx=True)
     assert await app.scripts.expire(qk, 10) == 10
@@ -203,7 +203,7 @@ async def test_reap_requeues_expired_and_is_idempotent(app: App) -> None:
     rec = await app.get_job("a")
     assert rec.state == "queued" and rec.attempt == 1  # the expired run was an attempt
     # the old holder's writes are refused now
-    assert await app.scripts.ack(qk, [("a", j.token, "succeeded", b"", 1000)]) == [0]
+    assert await app.scripts.ack(qk, "succeeded", 1000, [("a", j.token, b"")]) == [0]
     assert await app.scripts.renew(qk, [("a", j.token)], 1000) == [0]
 
 
