@@ -39,6 +39,9 @@ class Outcome:
     abandoned: bool = False
 
 
+SUCCEEDED = Outcome("succeeded")
+
+
 class Run:
     """A leased job being run; the heartbeater and shutdown call stop()."""
 
@@ -91,7 +94,7 @@ class Run:
                 # no deadline on the scope: the timeout watch stops it (cheaper)
                 with anyio.CancelScope() as scope:
                     self._scope = scope
-                    if self.ctx.stop_reason is not None:
+                    if self.ctx._stop_reason is not None:  # stopped before it started
                         scope.cancel()
                     value = await d.fn(self.ctx, **kwargs)
                 if scope.cancelled_caught:
@@ -109,6 +112,8 @@ class Run:
                     return self._stopped(abandoned=True)
         except Exception as exc:  # every handler error is classified, none escapes
             return self._failed(exc)
+        if value is None:
+            return SUCCEEDED
         try:
             return Outcome("succeeded", result=codec.encode_result(value))
         except LeaseQueueError as exc:

@@ -144,9 +144,19 @@ class Scripts:
         self._url = url
         self.settings = settings
         self._scripts = {name: redis.register_script(script_source(name)) for name in SPECS}
+        self._key_cache: dict[tuple[str, QueueKeys], list[bytes]] = {}
+
+    def _keys_of(self, name: str, qk: QueueKeys) -> list[bytes]:
+        # built and encoded once per (script, queue): redis-py would otherwise
+        # encode every key name on every call, a good part of a small call's cost
+        cached = self._key_cache.get((name, qk))
+        if cached is None:
+            cached = [getattr(qk, key).encode() for key in SPECS[name].keys]
+            self._key_cache[(name, qk)] = cached
+        return cached
 
     async def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
-        keys = [getattr(qk, key) for key in SPECS[name].keys]
+        keys = self._keys_of(name, qk)
         try:
             return await self._scripts[name](keys=keys, args=list(args))
         except (RedisConnectionError, RedisTimeoutError) as exc:
