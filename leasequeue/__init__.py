@@ -18,6 +18,7 @@ from .errors import (
     TransientError,
     UnknownJob,
 )
+from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats
 from .registry import Defaults
 from .worker import Worker
@@ -34,11 +35,13 @@ __all__ = [
     "JobState",
     "LeaseLost",
     "LeaseQueueError",
+    "LocalLimiter",
     "MalformedJob",
     "PayloadNotSerializable",
     "PayloadTooLarge",
     "PermanentError",
     "QueueStats",
+    "RedisLimiter",
     "RedisUnavailable",
     "Retry",
     "TransientError",

@@ -18,7 +18,15 @@ from . import codec
 from .backoff import Backoff
 from .connection import connect
 from .errors import ConfigError, JobNotFound, MalformedJob, RedisUnavailable, UnknownJob
-from .keys import DEFAULT_PREFIX, QueueKeys, check_job_name, check_prefix, queue_keys
+from .keys import (
+    DEFAULT_PREFIX,
+    QueueKeys,
+    check_job_name,
+    check_prefix,
+    check_queue_name,
+    queue_keys,
+)
+from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, Registry
 from .scripts import Scripts, StoreSettings, decode_record, text
@@ -59,6 +67,8 @@ class App:
         max_payload_bytes: int = codec.DEFAULT_MAX_PAYLOAD,
         settings: StoreSettings | None = None,
         redis: Redis | None = None,
+        limiter: Limiter | None = None,
+        queue_limits: dict[str, int] | None = None,
     ) -> None:
         self.url = url
         self.prefix = check_prefix(prefix)
@@ -67,6 +77,11 @@ class App:
         self.settings = settings or StoreSettings()
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
+        # layers 2 and 3 of the limits; in-process unless told otherwise
+        self.limiter: Limiter = limiter if limiter is not None else LocalLimiter()
+        self.limiter.bind(self.redis, url, self.prefix)
+        self.queue_limits = {check_queue_name(q): _positive_limit(q, n)
+                             for q, n in (queue_limits or {}).items()}
 
     # -- registry -------------------------------------------------------------
 
@@ -87,6 +102,9 @@ class App:
         timeout: float | str | None = "default",
         stop_grace: float | None = None,
         retention: float | None = None,
+        max_concurrent: int | None = None,
+        on_conflict: str | None = None,
+        slot_backoff: float | None = None,
     ) -> Callable[[F], F]: ...
 
     def job(
@@ -102,6 +120,9 @@ class App:
         timeout: float | str | None = "default",
         stop_grace: float | None = None,
         retention: float | None = None,
+        max_concurrent: int | None = None,
+        on_conflict: str | None = None,
+        slot_backoff: float | None = None,
     ) -> Any:
         """Register a handler: ``@app.job`` or ``@app.job(queue=..., ...)``."""
 
@@ -110,7 +131,8 @@ class App:
                 func, name=name, queue=queue, max_attempts=max_attempts,
                 max_infra_attempts=max_infra_attempts, backoff=backoff,
                 infra_backoff=infra_backoff, timeout=timeout, stop_grace=stop_grace,
-                retention=retention,
+                retention=retention, max_concurrent=max_concurrent, on_conflict=on_conflict,
+                slot_backoff=slot_backoff,
             )
             return func
 
@@ -300,3 +322,9 @@ def _budget(what: str, given: int | None, default: int) -> int:
     if not isinstance(given, int) or given < 1:
         raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
     return given
+
+
+def _positive_limit(queue: str, limit: int) -> int:
+    if not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"queue limit of {queue!r} must be an int >= 1, got {limit!r}")
+    return limit

@@ -16,6 +16,7 @@ from .dispatch import Closed, Dispatch
 from .errors import MalformedJob, RedisUnavailable, ScriptError
 from .keys import QueueKeys
 from .leases import LeaseTable
+from .limits import Limits
 from .log import get_log
 from .models import ClaimedJob
 from .registry import Registry
@@ -29,7 +30,7 @@ WRITE_TRIES = 5
 class Executor:
     def __init__(self, scripts: Scripts, registry: Registry, keys: Callable[[str], QueueKeys],
                  table: LeaseTable, slots: Slots, acker: Acker, worker_id: str,
-                 thread_limiter: anyio.CapacityLimiter) -> None:
+                 thread_limiter: anyio.CapacityLimiter, limits: Limits) -> None:
         self._scripts = scripts
         self._registry = registry
         self._keys = keys
@@ -38,6 +39,7 @@ class Executor:
         self._acker = acker
         self._worker_id = worker_id
         self._threads = thread_limiter
+        self._limits = limits
         self.running: set[Run] = set()
         self.draining = False  # set at shutdown: jobs not started yet go back at once
         self._log = get_log("executor", worker_id=worker_id)
@@ -61,13 +63,36 @@ class Executor:
         if self.draining:
             await self._release(run, "shutdown before start")
             return
+        slots: list[str] | None = None
+        if self._limits.applies(run):
+            slots = await self._limits.acquire(run)
+            if slots is None:
+                await self._on_conflict(run)
+                return
         self.running.add(run)
         try:
             outcome = await run.execute(self._threads)
         finally:
             run.finished = True
             self.running.discard(run)
+            if slots:
+                # give the slots back even when cancelled; bounded, then re-raise
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self._limits.release(run, slots)
         await self._settle(run, outcome)
+
+    async def _on_conflict(self, run: Run) -> None:
+        """No slot free: skip (finish as skipped) or enqueue (back to the queue
+        after slot_backoff, attempt refunded). `replace` evicts, so it never
+        gets here unless the limiter itself answered no (an outage)."""
+        d = run.definition
+        if d.on_conflict == "skip":
+            run.finished = True
+            run.ctx.log.info("skipped: no slot free", max_concurrent=d.max_concurrent,
+                             queue_limit=self._limits.queue_limits.get(run.job.queue))
+            self._acker.submit(run, "skipped", b"")
+        else:
+            await self._release(run, "slot busy", int(d.slot_backoff * 1000))
 
     async def _prepare(self, job: ClaimedJob) -> Run | None:
         """The run for a claimed job, or None when it cannot or must not start
@@ -135,13 +160,13 @@ class Executor:
             run.ctx.log.warning("job failed; will retry", error=outcome.error, kind=kind,
                                 retry_in_ms=delay, state=result.state)
 
-    async def _release(self, run: Run, why: str) -> None:
+    async def _release(self, run: Run, why: str, delay_ms: int = 0) -> None:
         job = run.job
         answers = await self._write(job, "release", lambda: self._scripts.release(
-            self._keys(job.queue), [(job.id, job.token)], 0, why))
+            self._keys(job.queue), [(job.id, job.token)], delay_ms, why))
         self._table.remove(job)
         if answers == [1]:
-            run.ctx.log.info("returned to the queue", why=why)
+            run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay_ms)
 
     async def _write(self, job: ClaimedJob, what: str,
                      call: Callable[[], Awaitable[Any]]) -> Any:

@@ -10,6 +10,7 @@ import anyio
 from .errors import RedisUnavailable, ScriptError
 from .keys import QueueKeys
 from .leases import Held, LeaseTable
+from .limits import Limits
 from .log import get_log
 from .scripts import Scripts
 
@@ -18,11 +19,12 @@ CHUNK = 500
 
 class Heartbeater:
     def __init__(self, scripts: Scripts, table: LeaseTable, lease_ms: int,
-                 keys: Callable[[str], QueueKeys]) -> None:
+                 keys: Callable[[str], QueueKeys], limits: Limits | None = None) -> None:
         self._scripts = scripts
         self._table = table
         self._lease_ms = lease_ms
         self._keys = keys
+        self._limits = limits
         self._log = get_log("heartbeater")
 
     @property
@@ -35,6 +37,8 @@ class Heartbeater:
             await self.beat()
 
     async def beat(self) -> None:
+        if self._limits is not None:
+            await self._limits.renew()
         for queue, holdings in self._table.by_queue().items():
             for start in range(0, len(holdings), CHUNK):
                 chunk = holdings[start:start + CHUNK]

@@ -140,7 +140,22 @@ def limiter_key(limiter_prefix: str, name: str) -> str:
     """The ZSET of one cluster-wide limit; its own slot, shared by every service
     configured with the same ``limiter_prefix``."""
     check_prefix(limiter_prefix)
-    return "{" + f"{limiter_prefix}:{check_queue_name(name)}" + "}"
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        raise ConfigError(
+            f"invalid limit name {name!r}: use 1-200 characters from A-Z a-z 0-9 _ . : -"
+        )
+    return "{" + f"{limiter_prefix}:{name}" + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class LimiterKeys:
+    """The one key of a limit (a ZSET: holder -> lease expiry)."""
+
+    limit: str
+
+
+def limit_keys(limiter_prefix: str, name: str) -> LimiterKeys:
+    return LimiterKeys(limiter_key(limiter_prefix, name))
 
 
 def default_limiter_prefix(prefix: str) -> str:

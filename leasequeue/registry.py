@@ -25,6 +25,8 @@ class Defaults:
     timeout: float | None = 600.0
     stop_grace: float = 30.0
     retention: float = 24 * 3600.0
+    on_conflict: str = "enqueue"
+    slot_backoff: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,9 @@ class JobDefinition:
     stop_grace: float
     retention: float
     is_async: bool
+    max_concurrent: int | None = None
+    on_conflict: str = "enqueue"  # enqueue | skip | replace
+    slot_backoff: float = 2.0
 
     @property
     def retention_ms(self) -> int:
@@ -53,6 +58,8 @@ class JobDefinition:
             "infra_backoff": repr(self.infra_backoff), "timeout": self.timeout,
             "stop_grace": self.stop_grace, "retention": self.retention,
             "kind": "async" if self.is_async else "sync (thread)",
+            "max_concurrent": self.max_concurrent, "on_conflict": self.on_conflict,
+            "slot_backoff": self.slot_backoff,
         }
 
 
@@ -66,7 +73,8 @@ class Registry:
                  max_infra_attempts: int | None = None, backoff: Backoff | None = None,
                  infra_backoff: Backoff | None = None, timeout: float | str | None = "default",
                  stop_grace: float | None = None, retention: float | None = None,
-                 ) -> JobDefinition:
+                 max_concurrent: int | None = None, on_conflict: str | None = None,
+                 slot_backoff: float | None = None) -> JobDefinition:
         d = self.defaults
         job_name = check_job_name(name or fn.__name__)
         if job_name in self._jobs:
@@ -81,6 +89,10 @@ class Registry:
             stop_grace=d.stop_grace if stop_grace is None else float(stop_grace),
             retention=d.retention if retention is None else float(retention),
             is_async=inspect.iscoroutinefunction(fn),
+            max_concurrent=None if max_concurrent is None else _positive(
+                "max_concurrent", max_concurrent),
+            on_conflict=_conflict(on_conflict or d.on_conflict),
+            slot_backoff=d.slot_backoff if slot_backoff is None else float(slot_backoff),
         )
         self._jobs[job_name] = definition
         return definition
@@ -113,3 +125,12 @@ def _timeout(value: float | str | None) -> float | None:
     if isinstance(value, str) or value <= 0:
         raise ConfigError(f"timeout must be a positive number of seconds or None, got {value!r}")
     return float(value)
+
+
+CONFLICT_POLICIES = ("enqueue", "skip", "replace")
+
+
+def _conflict(policy: str) -> str:
+    if policy not in CONFLICT_POLICIES:
+        raise ConfigError(f"on_conflict must be one of {CONFLICT_POLICIES}, got {policy!r}")
+    return policy

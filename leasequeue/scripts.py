@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
 from .errors import MalformedJob, RedisUnavailable, ScriptError
-from .keys import QueueKeys
+from .keys import LimiterKeys, QueueKeys
 from .models import (
     ClaimBatch,
     ClaimedJob,
@@ -106,6 +106,9 @@ SPECS: dict[str, ScriptSpec] = {
         ),
         ScriptSpec("purge", ("dead", "jobs", "payloads", "errors", "results", "stats"),
                    ("batch",)),
+        ScriptSpec("limiter_acquire", ("limit",), ("holder", "limit", "lease_ms", "mode")),
+        ScriptSpec("limiter_renew", ("limit",), ("lease_ms",), ("holder",)),
+        ScriptSpec("limiter_release", ("limit",), (), ("holder",)),
         ScriptSpec(
             "stats",
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats"),
@@ -144,9 +147,9 @@ class Scripts:
         self._url = url
         self.settings = settings
         self._scripts = {name: redis.register_script(script_source(name)) for name in SPECS}
-        self._key_cache: dict[tuple[str, QueueKeys], list[bytes]] = {}
+        self._key_cache: dict[tuple[str, QueueKeys | LimiterKeys], list[bytes]] = {}
 
-    def _keys_of(self, name: str, qk: QueueKeys) -> list[bytes]:
+    def _keys_of(self, name: str, qk: QueueKeys | LimiterKeys) -> list[bytes]:
         # built and encoded once per (script, queue): redis-py would otherwise
         # encode every key name on every call, a good part of a small call's cost
         cached = self._key_cache.get((name, qk))
@@ -155,7 +158,7 @@ class Scripts:
             self._key_cache[(name, qk)] = cached
         return cached
 
-    async def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
+    async def run(self, name: str, qk: QueueKeys | LimiterKeys, args: Sequence[Any]) -> Any:
         keys = self._keys_of(name, qk)
         try:
             return await self._scripts[name](keys=keys, args=list(args))
@@ -265,6 +268,22 @@ class Scripts:
             next_due_in_ms=None if next_due < 0 else max(0, next_due - now),
             counters=counters,
         )
+
+
+    # -- the cluster-wide limiter ---------------------------------------------
+
+    async def limiter_acquire(self, lk: LimiterKeys, holder: str, limit: int, lease_ms: int,
+                              replace: bool) -> tuple[int, str]:
+        r = await self.run("limiter_acquire", lk,
+                           [holder, limit, lease_ms, "replace" if replace else "take"])
+        return int(r[0]), text(r[1])
+
+    async def limiter_renew(self, lk: LimiterKeys, holders: Sequence[str],
+                            lease_ms: int) -> list[int]:
+        return [int(x) for x in await self.run("limiter_renew", lk, [lease_ms, *holders])]
+
+    async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
+        return int(await self.run("limiter_release", lk, list(holders)))
 
 
 def text(value: Any) -> str:

@@ -23,6 +23,8 @@ from .executor import Executor
 from .heartbeater import Heartbeater
 from .keys import check_queue_name
 from .leases import LeaseTable
+from .limiter import Limiter
+from .limits import Limits
 from .log import get_log
 from .reaper import Reaper
 from .run import Run
@@ -52,6 +54,8 @@ class Worker:
         reap_backoff: tuple[float, float] = (1.0, 60.0),
         allow_eviction: bool = False,
         handle_signals: bool = False,
+        limiter: Limiter | None = None,
+        queue_limits: dict[str, int] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
@@ -67,19 +71,25 @@ class Worker:
         self.handle_signals = handle_signals
         self._log = get_log("worker", worker_id=self.worker_id)
         self._stop = anyio.Event()
+        self.ready = anyio.Event()  # set once the boot checks passed and claiming starts
         self._hard_stop = False
         self._claim_scope: anyio.CancelScope | None = None
 
         keys = app.keys
+        if limiter is not None:
+            limiter.bind(app.redis, app.url, app.prefix)
+        self.limits = Limits(limiter or app.limiter, {**app.queue_limits, **(queue_limits or {})},
+                             self.worker_id, app.scripts, keys)
         self.slots = Slots(concurrency)
         self.table = LeaseTable()
         self.acker = Acker(app.scripts, keys, self._acked)
         self.executor = Executor(app.scripts, app.registry, keys, self.table, self.slots,
-                                 self.acker, self.worker_id, anyio.CapacityLimiter(concurrency))
+                                 self.acker, self.worker_id, anyio.CapacityLimiter(concurrency),
+                                 self.limits)
         self.claimer = Claimer(app.redis, app.scripts, self.queues, keys, self.slots,
                                self.table, self.lease_ms, self.worker_id,
                                blocking=not is_memory_url(app.url))
-        self.heartbeater = Heartbeater(app.scripts, self.table, self.lease_ms, keys)
+        self.heartbeater = Heartbeater(app.scripts, self.table, self.lease_ms, keys, self.limits)
         self.reaper = Reaper(
             app.scripts, self.queues, keys,
             reap_interval if reap_interval is not None else min(5.0, lease / 2),
@@ -113,6 +123,7 @@ class Worker:
             services.start_soon(TimeoutWatch(self.executor.running).run)
             if self.handle_signals:
                 services.start_soon(self._watch_signals)
+            self.ready.set()
             async with anyio.create_task_group() as work:
                 for _ in range(self.concurrency):
                     work.start_soon(self.executor.serve, dispatch)
@@ -169,10 +180,16 @@ class Worker:
                        lease_s=self.lease_ms / 1000, prefix=self.app.prefix,
                        shutdown_timeout=self.shutdown_timeout)
         definitions = self.app.registry.all()
+        limited = self.limits.queue_limits or any(d.max_concurrent for d in definitions)
+        if limited:
+            await self.limits.limiter.check()
+            self._log.info("limits", limiter=self.limits.limiter.description,
+                           queue_limits=self.limits.queue_limits)
         if not definitions:
             self._log.warning("no jobs are registered: this worker can run nothing")
         for d in definitions:
-            self._log.info("job registered", **d.describe())
+            counted_by = self.limits.limiter.description if d.max_concurrent else None
+            self._log.info("job registered", limiter=counted_by, **d.describe())
             if d.queue not in self.queues:
                 self._log.warning("job's queue is not consumed by this worker: it will never "
                                   "run here", job=d.name, queue=d.queue, consumed=self.queues)

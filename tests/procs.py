@@ -21,16 +21,18 @@ class WorkerProcs:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
-    def start(self, worker_id: str, *args: str, app: str = "tests.apps.worker_app:app"
-              ) -> subprocess.Popen[bytes]:
-        env = env_with_path()
-        env.update(LQ_URL=self.url, LQ_PREFIX=self.prefix)
+    def start(self, worker_id: str, *args: str, app: str = "tests.apps.worker_app:app",
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start a CLI worker; ``env`` adds (or overrides) environment variables."""
+        full_env = env_with_path()
+        full_env.update(LQ_URL=self.url, LQ_PREFIX=self.prefix)
+        full_env.update(env or {})
         log = open(self.log_dir / f"{worker_id}.log", "ab")
         self._logs.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-m", "leasequeue.cli", "worker", app, "--worker-id", worker_id,
              *args],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+            env=full_env, stdout=log, stderr=subprocess.STDOUT,
         )
         self.procs[worker_id] = proc
         return proc
@@ -39,6 +41,14 @@ class WorkerProcs:
         proc = self.procs.pop(worker_id)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+    def exited(self) -> dict[str, int]:
+        """Forget the workers that have exited on their own; their exit codes by id."""
+        gone = {wid: code for wid, proc in self.procs.items()
+                if (code := proc.poll()) is not None}
+        for wid in gone:
+            del self.procs[wid]
+        return gone
 
     def terminate_all(self) -> None:
         for proc in self.procs.values():

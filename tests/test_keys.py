@@ -47,9 +47,11 @@ def test_limiter_key_is_one_slot_of_its_own() -> None:
     assert key != queue_keys("lq", "smtp").tag
     # services configured with the same limiter prefix share the limit
     assert limiter_key("shared", "smtp") == limiter_key("shared", "smtp") == "{shared:smtp}"
-    for bad in BAD_NAMES:
+    # limit names follow job names: ':' allowed ("job.billing:sync"), up to 200
+    for bad in [*(b for b in BAD_NAMES if b not in ("a:b", "q" * 101)), "q" * 201]:
         with pytest.raises(ConfigError):
             limiter_key("lq:limiter", bad)
+    assert limiter_key("lq:limiter", "job.billing:sync") == "{lq:limiter:job.billing:sync}"
 
 
 @pytest.mark.parametrize("bad", BAD_NAMES)

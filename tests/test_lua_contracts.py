@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from leasequeue import App
-from leasequeue.keys import QueueKeys
+from leasequeue.keys import LimiterKeys, QueueKeys, limit_keys
 from leasequeue.models import NewJob
 from leasequeue.scripts import SPECS, Scripts, lua_dir, script_source
 
@@ -65,6 +65,8 @@ def group_names(text: str) -> tuple[str, ...]:
     text = re.sub(r"\([^)]*\)", "", text).strip()  # drop "(bytes, '' = none)" and the like
     if text == "job ids":
         return ("id",)
+    if text == "holder ids":
+        return ("holder",)
     m = GROUP_TEXT.match(text)
     assert m, f"cannot read the per-item group {text!r}"
     names = tuple(n.strip() for n in m[2].split(","))
@@ -82,7 +84,8 @@ def test_header_agrees_with_spec(name: str) -> None:
     head, spec = parse(LUA / f"{name}.lua"), SPECS[name]
     assert [i for i, _ in head.keys] == list(range(1, len(head.keys) + 1))
     assert tuple(k for _, k in head.keys) == spec.keys
-    assert all(isinstance(getattr(QueueKeys, k, None), property) for k in spec.keys)
+    assert all(isinstance(getattr(QueueKeys, k, None), property) or k in LimiterKeys.__slots__
+               for k in spec.keys)
     assert [i for i, _ in head.argv] == list(range(1, len(head.argv) + 1))
     assert tuple(a for _, a in head.argv) == spec.argv
     if spec.per_item:
@@ -132,6 +135,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         s: Scripts = app.scripts
         monkeypatch.setattr(s, "run", capture)  # every call stops at the script boundary
         qk = app.keys("q")
+        lk = limit_keys("lq:limiter", "job.j")
         job = NewJob("a", "j", b"", 0, 0, 3, 10)
         calls = [
             s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w"),
@@ -140,6 +144,8 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.fail(qk, "a", 1, "work", "", "e", 0), s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
             s.reap(qk, 10, 0, 0), s.expire(qk, 10), s.cancel(qk, "a"),
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),
+            s.limiter_acquire(lk, "h", 1, 1000, False), s.limiter_renew(lk, ["h", "i"], 1000),
+            s.limiter_release(lk, ["h", "i"]),
         ]
         seen = set()
         for call in calls:

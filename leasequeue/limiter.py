@@ -1,0 +1,153 @@
+"""Limiters count runs against a limit: in this process (LocalLimiter, the
+default) or across every worker that shares a Redis and a limiter prefix
+(RedisLimiter). They hand out and take back slots; they never run jobs.
+
+A Redis outage counts as "no slot free", never as "go ahead"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+from .connection import connect
+from .errors import RedisUnavailable, ScriptError
+from .keys import check_prefix, limit_keys
+from .log import get_log
+from .scripts import Scripts, StoreSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    taken: bool
+    evicted: str | None = None  # the holder `replace` pushed out
+
+
+NO_SLOT = Grant(False)
+TAKEN = Grant(True)
+
+
+class Limiter(Protocol):
+    @property
+    def description(self) -> str: ...
+
+    def bind(self, redis: Redis, url: str, prefix: str) -> None:
+        """Called by the worker with its App's connection and key prefix."""
+
+    async def check(self) -> None:
+        """Raise at boot when the limiter cannot work."""
+
+    async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant: ...
+
+    async def renew(self, name: str, holders: list[str]) -> list[bool]: ...
+
+    async def release(self, name: str, holders: list[str]) -> None: ...
+
+
+class LocalLimiter:
+    """Counts in this process only: correct on a single replica; with several
+    replicas ``max_concurrent=1`` means one run per process."""
+
+    description = "in-process"
+
+    def __init__(self) -> None:
+        self._holders: dict[str, dict[str, None]] = {}  # insertion order = age
+
+    def bind(self, redis: Redis, url: str, prefix: str) -> None:
+        return None
+
+    async def check(self) -> None:
+        return None
+
+    async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
+        holders = self._holders.setdefault(name, {})
+        if holder in holders or len(holders) < limit:
+            holders[holder] = None
+            return TAKEN
+        if replace:
+            oldest = next(iter(holders))
+            del holders[oldest]
+            holders[holder] = None
+            return Grant(True, oldest)
+        return NO_SLOT
+
+    async def renew(self, name: str, holders: list[str]) -> list[bool]:
+        held = self._holders.get(name, {})
+        return [h in held for h in holders]
+
+    async def release(self, name: str, holders: list[str]) -> None:
+        held = self._holders.get(name, {})
+        for holder in holders:
+            held.pop(holder, None)
+
+
+class RedisLimiter:
+    """Counts across processes: one ZSET per limit (holder -> lease expiry on
+    the server clock) at ``{prefix:name}``. A holder that dies stops renewing
+    and its slot frees itself when the lease lapses. Services built with the
+    same ``prefix`` (and Redis) share every limit of the same name."""
+
+    def __init__(self, url: str | None = None, *, prefix: str | None = None,
+                 lease: float = 30.0, redis: Redis | None = None) -> None:
+        self._url = url
+        self._redis = redis if redis is not None else (connect(url) if url else None)
+        self.prefix = check_prefix(prefix) if prefix is not None else None
+        self.lease_ms = int(lease * 1000)
+        self._scripts: Scripts | None = None
+        self._log = get_log("limiter")
+        if self._redis is not None:
+            self._scripts = Scripts(self._redis, url or "(limiter)", StoreSettings())
+
+    @property
+    def description(self) -> str:
+        return f"redis ({self.prefix})"
+
+    def bind(self, redis: Redis, url: str, prefix: str) -> None:
+        if self._redis is None:
+            self._redis, self._url = redis, url
+            self._scripts = Scripts(redis, url, StoreSettings())
+        if self.prefix is None:
+            self.prefix = f"{prefix}:limiter"
+
+    def _ready(self) -> tuple[Scripts, str]:
+        if self._scripts is None or self.prefix is None:
+            raise RuntimeError("RedisLimiter used before bind(): pass it to a Worker or App")
+        return self._scripts, self.prefix
+
+    async def check(self) -> None:
+        """A limiter without a reachable Redis is a boot error, never a silent
+        fall-back to counting in one process."""
+        self._ready()
+        assert self._redis is not None
+        try:
+            await self._redis.ping()
+        except Exception as exc:
+            raise RedisUnavailable(self._url or "(limiter)", exc) from exc
+
+    async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
+        scripts, prefix = self._ready()
+        try:
+            code, evicted = await scripts.limiter_acquire(
+                limit_keys(prefix, name), holder, limit, self.lease_ms, replace)
+        except (RedisUnavailable, ScriptError) as exc:
+            self._log.warning("limiter unavailable: counted as no slot free", limit=name,
+                              error=str(exc))
+            return NO_SLOT
+        if code == 0:
+            return NO_SLOT
+        return Grant(True, evicted or None)
+
+    async def renew(self, name: str, holders: list[str]) -> list[bool]:
+        scripts, prefix = self._ready()
+        answers = await scripts.limiter_renew(limit_keys(prefix, name), holders, self.lease_ms)
+        return [a == 1 for a in answers]
+
+    async def release(self, name: str, holders: list[str]) -> None:
+        scripts, prefix = self._ready()
+        try:
+            await scripts.limiter_release(limit_keys(prefix, name), holders)
+        except (RedisUnavailable, ScriptError) as exc:
+            # the slot frees itself when its lease lapses
+            self._log.warning("limiter release failed; the slot lapses on its own", limit=name,
+                              error=str(exc))

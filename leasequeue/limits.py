@@ -1,0 +1,104 @@
+"""The second and third layers of limits for one worker: a queue limit (how
+much a downstream resource takes, across every worker) and a job's
+max_concurrent (whether it may overlap itself). Both go through a Limiter;
+this module decides which slots a run needs and takes, renews and gives them
+back. It never settles jobs (the executor applies on_conflict)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+from .errors import LeaseQueueError
+from .keys import QueueKeys
+from .limiter import Limiter
+from .log import get_log
+from .run import Run
+from .scripts import Scripts
+
+
+def queue_limit_name(queue: str) -> str:
+    return f"queue.{queue}"
+
+
+def job_limit_name(job: str) -> str:
+    return f"job.{job}"
+
+
+class Limits:
+    def __init__(self, limiter: Limiter, queue_limits: Mapping[str, int], worker_id: str,
+                 scripts: Scripts, keys: Callable[[str], QueueKeys]) -> None:
+        self.limiter = limiter
+        self.queue_limits = dict(queue_limits)
+        self._worker_id = worker_id
+        self._scripts = scripts
+        self._keys = keys
+        self._held: dict[str, set[str]] = {}  # limit name -> holders of this worker
+        self._log = get_log("limits", worker_id=worker_id)
+
+    def applies(self, run: Run) -> bool:
+        return run.definition.max_concurrent is not None or run.job.queue in self.queue_limits
+
+    def _needed(self, run: Run) -> list[tuple[str, int]]:
+        needed = []
+        if run.job.queue in self.queue_limits:
+            needed.append((queue_limit_name(run.job.queue), self.queue_limits[run.job.queue]))
+        if run.definition.max_concurrent is not None:
+            needed.append((job_limit_name(run.definition.name), run.definition.max_concurrent))
+        return needed
+
+    def holder(self, run: Run) -> str:
+        job = run.job
+        return json.dumps([job.queue, job.id, job.token, self._worker_id])
+
+    async def acquire(self, run: Run) -> list[str] | None:
+        """Take every slot the run needs, or none (None) when one is not free."""
+        holder = self.holder(run)
+        replace = run.definition.on_conflict == "replace"
+        taken: list[str] = []
+        for name, limit in self._needed(run):
+            grant = await self.limiter.acquire(name, limit, holder, replace)
+            if not grant.taken:
+                await self.release(run, taken)
+                run.ctx.log.info("no slot free", limit=name, max=limit,
+                                 on_conflict=run.definition.on_conflict)
+                return None
+            taken.append(name)
+            self._held.setdefault(name, set()).add(holder)
+            if grant.evicted:
+                await self._cancel_evicted(grant.evicted, run)
+        return taken
+
+    async def release(self, run: Run, names: list[str]) -> None:
+        holder = self.holder(run)
+        for name in names:
+            self._held.get(name, set()).discard(holder)
+            await self.limiter.release(name, [holder])
+
+    async def renew(self) -> None:
+        for name, holders in list(self._held.items()):
+            if not holders:
+                continue
+            listed = sorted(holders)
+            try:
+                answers = await self.limiter.renew(name, listed)
+            except LeaseQueueError as exc:
+                self._log.warning("limiter renewal failed", limit=name, error=str(exc))
+                continue
+            for holder, kept in zip(listed, answers, strict=True):
+                if not kept:
+                    # evicted by a `replace`, whose cancel request stops the run
+                    self._log.warning("limiter slot lost", limit=name, holder=holder)
+
+    async def _cancel_evicted(self, evicted: str, by: Run) -> None:
+        """`replace`: the older run is cancelled through the cancel request its
+        worker's heartbeater sees."""
+        try:
+            queue, job_id, token, worker = json.loads(evicted)
+            status, _ = await self._scripts.cancel(self._keys(str(queue)), str(job_id))
+        except (ValueError, TypeError, LeaseQueueError) as exc:
+            self._log.warning("could not cancel the replaced run", holder=evicted,
+                              error=str(exc))
+            return
+        by.ctx.log.info("replaced an older run", replaced_job=job_id, replaced_token=token,
+                        replaced_worker=worker, cancel=status)
