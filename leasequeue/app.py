@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, overload
 
 from redis.asyncio import Redis
@@ -24,12 +24,12 @@ from .keys import (
     check_job_name,
     check_prefix,
     check_queue_name,
-    queue_keys,
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, Registry
 from .scripts import Scripts, StoreSettings, decode_record, text
+from .shards import Shards, combine, logical
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,12 +69,19 @@ class App:
         redis: Redis | None = None,
         limiter: Limiter | None = None,
         queue_limits: dict[str, int] | None = None,
+        queue_shards: dict[str, int] | None = None,
+        durable: bool = False,
+        durable_timeout: float = 1.0,
     ) -> None:
         self.url = url
         self.prefix = check_prefix(prefix)
         self.registry = Registry(defaults or Defaults())
         self.max_payload_bytes = max_payload_bytes
         self.settings = settings or StoreSettings()
+        if durable:
+            self.settings = replace(self.settings, durable_replicas=max(
+                1, self.settings.durable_replicas), durable_timeout_ms=int(durable_timeout * 1000))
+        self.shards = Shards(self.prefix, queue_shards or {})
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
         # layers 2 and 3 of the limits; in-process unless told otherwise
@@ -141,7 +148,8 @@ class App:
         return register
 
     def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.prefix, queue)
+        """Keys of a physical queue: a queue name, or ``queue#k`` for a shard."""
+        return self.shards.keys(queue)
 
     def known_queues(self) -> list[str]:
         return sorted({self.registry.defaults.queue, *self.registry.queues()})
@@ -172,18 +180,19 @@ class App:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.
         Every job is validated before anything is written."""
         prepared = [self._prepare(r) for r in requests]
-        by_queue: dict[str, list[int]] = {}
-        for index, (queue, _job) in enumerate(prepared):
-            by_queue.setdefault(queue, []).append(index)
+        by_queue: dict[str, list[int]] = {}  # physical queue -> indexes
+        for index, (queue, job) in enumerate(prepared):
+            by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
-        for queue, indexes in by_queue.items():
-            qk = self.keys(queue)
+        for physical, indexes in by_queue.items():
+            qk = self.keys(physical)
             for start in range(0, len(indexes), ENQUEUE_CHUNK):
                 chunk = indexes[start:start + ENQUEUE_CHUNK]
                 replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
                 for i, (created, state) in zip(chunk, replies, strict=True):
                     job = prepared[i][1]
-                    answers[i] = EnqueuedJob(job.id, queue, job.name, created, state)
+                    answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created,
+                                             state)
         return [a for a in answers if a is not None]
 
     def _prepare(self, r: JobRequest) -> tuple[str, NewJob]:
@@ -232,7 +241,7 @@ class App:
         """State, counters, instants, last error, payload and result of a job."""
         queues = [queue] if queue is not None else self.known_queues()
         for q in queues:
-            qk = self.keys(q)
+            qk = self.keys(self.shards.route(q, job_id))
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     pipe.hget(qk.jobs, job_id)
@@ -254,7 +263,8 @@ class App:
         stops it at the next heartbeat), or 'final' (it had already ended)."""
         queues = [queue] if queue is not None else self.known_queues()
         for q in queues:
-            status, _state = await self.scripts.cancel(self.keys(q), job_id)
+            status, _state = await self.scripts.cancel(self.keys(self.shards.route(q, job_id)),
+                                                       job_id)
             if status == "malformed":
                 raise MalformedJob(f"job {job_id} in queue {q}: record is malformed")
             if status != "missing":
@@ -264,40 +274,55 @@ class App:
     async def replay(self, job_ids: Sequence[str] | None = None, *, queue: str | None = None,
                      limit: int = 1000) -> int:
         """Put dead jobs back in their queue with fresh counters; with no ids,
-        replay up to ``limit`` of the oldest dead jobs. Returns how many."""
+        replay up to ``limit`` of the oldest dead jobs (per shard). Returns how many."""
         q = queue or self.registry.defaults.queue
-        qk = self.keys(q)
+        by_shard: dict[str, list[str]] = {}
         if job_ids is None:
-            raw = await self.redis.zrange(qk.dead, 0, max(0, limit - 1))
-            job_ids = [text(x) for x in raw]
+            for physical in self.shards.physical(q):
+                raw = await self.redis.zrange(self.keys(physical).dead, 0, max(0, limit - 1))
+                by_shard[physical] = [text(x) for x in raw]
+        else:
+            for job_id in job_ids:
+                by_shard.setdefault(self.shards.route(q, job_id), []).append(job_id)
         replayed = 0
-        for start in range(0, len(job_ids), ENQUEUE_CHUNK):
-            answers = await self.scripts.replay(qk, job_ids[start:start + ENQUEUE_CHUNK])
-            replayed += sum(1 for a in answers if a == 1)
+        for physical, ids in by_shard.items():
+            for start in range(0, len(ids), ENQUEUE_CHUNK):
+                answers = await self.scripts.replay(self.keys(physical),
+                                                    ids[start:start + ENQUEUE_CHUNK])
+                replayed += sum(1 for a in answers if a == 1)
         return replayed
 
     async def purge_dead(self, queue: str | None = None, batch: int = 500) -> int:
         """Delete every dead job of a queue, in bounded batches. Returns how many."""
-        qk = self.keys(queue or self.registry.defaults.queue)
         total = 0
-        while True:
-            n = await self.scripts.purge(qk, batch)
-            total += n
-            if n < batch:
-                return total
+        for physical in self.shards.physical(queue or self.registry.defaults.queue):
+            qk = self.keys(physical)
+            while True:
+                n = await self.scripts.purge(qk, batch)
+                total += n
+                if n < batch:
+                    break
+        return total
 
     async def dead_letters(self, queue: str | None = None,
                            count: int = 100) -> list[dict[str, str]]:
         """The newest dead-letter entries (history: id, name, reason, error, counters)."""
-        qk = self.keys(queue or self.registry.defaults.queue)
-        entries: Any = await self.redis.xrevrange(qk.deadletters, count=count)
-        return [
-            {"entry": text(eid), **{text(k): text(v) for k, v in fields.items()}}
-            for eid, fields in entries
-        ]
+        letters: list[dict[str, str]] = []
+        for physical in self.shards.physical(queue or self.registry.defaults.queue):
+            entries: Any = await self.redis.xrevrange(self.keys(physical).deadletters,
+                                                      count=count)
+            letters += [
+                {"entry": text(eid), **{text(k): text(v) for k, v in fields.items()}}
+                for eid, fields in entries
+            ]
+        # stream ids start with their ms timestamp: newest first across shards
+        letters.sort(key=lambda e: tuple(int(x) for x in e["entry"].split("-")), reverse=True)
+        return letters[:count]
 
     async def stats(self, queue: str | None = None) -> QueueStats:
-        return await self.scripts.stats(self.keys(queue or self.registry.defaults.queue))
+        q = queue or self.registry.defaults.queue
+        parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
+        return combine(q, parts)
 
     async def ping(self) -> None:
         """Raise RedisUnavailable (naming the URL) when Redis does not answer."""

@@ -18,6 +18,7 @@ from .leases import LeaseTable
 from .log import get_log
 from .scripts import Scripts
 from .slots import Slots
+from .waker import Waker
 
 MAX_BATCH = 100
 BATCH_WINDOW = 0.002  # how long a partly free worker waits to claim a bigger batch
@@ -27,7 +28,8 @@ IDLE_POLL = 1.0  # the longest an idle worker blocks before it claims anyway
 class Claimer:
     def __init__(self, redis: Redis, scripts: Scripts, queues: Sequence[str],
                  keys: Callable[[str], QueueKeys], slots: Slots, table: LeaseTable,
-                 lease_ms: int, worker_id: str, blocking: bool = True) -> None:
+                 lease_ms: int, worker_id: str, blocking: bool = True,
+                 cluster: bool = False) -> None:
         self._redis = redis
         self._scripts = scripts
         self._queues = list(queues)
@@ -37,11 +39,16 @@ class Claimer:
         self._lease_ms = lease_ms
         self._worker_id = worker_id
         self._blocking = blocking  # False for memory:// (fakeredis cannot block)
-        self._wake_keys = [keys(q).wake for q in queues]
+        self._waker = Waker(redis, [keys(q).wake for q in queues], one_call=not cluster)
         self._turn = 0
         self._log = get_log("claimer", worker_id=worker_id)
 
     async def run(self, dispatch: Dispatch) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._waker.run)
+            await self._loop(dispatch)
+
+    async def _loop(self, dispatch: Dispatch) -> None:
         backoff = 0.1
         threshold = max(1, min(self._slots.size // 2, MAX_BATCH // 2))
         while True:
@@ -90,7 +97,4 @@ class Claimer:
         if not self._blocking:
             await anyio.sleep(min(timeout, 0.01))
             return
-        try:
-            await self._redis.blpop(self._wake_keys, timeout=max(timeout, 0.01))
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise RedisUnavailable("(wake list)", exc) from exc
+        await self._waker.wait(max(timeout, 0.01))

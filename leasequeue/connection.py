@@ -1,12 +1,19 @@
-"""Turns a URL into an async Redis client: redis:// and rediss:// (real
-server) or memory:// (embedded fakeredis with Lua, one store per name and
-process). It never runs scripts."""
+"""Turns a URL into an async Redis client. It never runs scripts.
+
+- ``redis://`` / ``rediss://`` / ``unix://``: one Redis server;
+- ``cluster://host:port[,host:port...]``: Redis Cluster (startup nodes);
+- ``sentinel://host:port[,host:port...]/master``: the master Sentinel names,
+  followed across failovers;
+- ``memory://[name]``: the embedded store (fakeredis with Lua), one per name
+  and process."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Connection, ConnectionPool, Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.sentinel import Sentinel
 
 try:
     from hiredis import pack_command as _hiredis_pack
@@ -22,17 +29,56 @@ def is_memory_url(url: str) -> bool:
     return url.startswith("memory://")
 
 
+def is_cluster(redis: object) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
 def connect(url: str, **options: Any) -> Redis:
+    """The client for ``url``. A cluster client is returned typed as Redis: the
+    two share the command API leasequeue uses (scripts, pipelines, reads)."""
     if is_memory_url(url):
         return _memory_client(url)
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"unsupported URL {url!r}: use redis://, rediss://, unix:// or memory://")
     options.setdefault("socket_connect_timeout", 5.0)
+    if url.startswith("cluster://"):
+        return cast(Redis, RedisCluster(startup_nodes=_nodes(url, "cluster://"),
+                                        decode_responses=False, **options))
+    if url.startswith("sentinel://"):
+        return _sentinel_client(url, options)
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"unsupported URL {url!r}: use redis://, rediss://, unix://, cluster://, "
+            "sentinel:// or memory://"
+        )
     options.setdefault("health_check_interval", 15)
-    if _hiredis_pack is not None and not url.startswith("unix://"):
+    if _hiredis_pack is not None and url.startswith("redis://"):
         options.setdefault("connection_class", HiredisPackConnection)
     pool = ConnectionPool.from_url(url, decode_responses=False, **options)
     return Redis(connection_pool=pool)
+
+
+def _host_ports(text: str, url: str) -> list[tuple[str, int]]:
+    out = []
+    for part in text.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"bad host:port {part!r} in {url!r}")
+        out.append((host, int(port)))
+    return out
+
+
+def _nodes(url: str, scheme: str) -> list[ClusterNode]:
+    return [ClusterNode(h, p) for h, p in _host_ports(url[len(scheme):].rstrip("/"), url)]
+
+
+def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
+    hosts, _, master = url[len("sentinel://"):].partition("/")
+    if not master:
+        raise ConfigError(f"sentinel URL {url!r} needs the master name: sentinel://h:p/name")
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        _host_ports(hosts, url), socket_timeout=options["socket_connect_timeout"])
+    client: Redis = sentinel.master_for(master, redis_class=Redis, decode_responses=False,
+                                        **options)
+    return client
 
 
 class HiredisPackConnection(Connection):

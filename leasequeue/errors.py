@@ -63,6 +63,19 @@ class ScriptError(LeaseQueueError):
         super().__init__(f"{operation}: {message}")
 
 
+class NotDurable(LeaseQueueError):
+    """Durable mode: fewer replicas than asked acknowledged the writes in time.
+    The writes are on the master; a failover now could lose them. Retrying an
+    enqueue with the same job_id is safe (it is deduplicated)."""
+
+    def __init__(self, operation: str, acked: int, wanted: int, reply: object = None) -> None:
+        self.operation = operation
+        self.acked = acked
+        self.wanted = wanted
+        self.reply = reply
+        super().__init__(f"{operation}: {acked} of {wanted} replica(s) acknowledged in time")
+
+
 class LeaseLost(LeaseQueueError):
     """The lease on a job is gone (expired and reaped, or taken by another claim)."""
 

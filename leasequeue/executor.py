@@ -89,7 +89,7 @@ class Executor:
         if d.on_conflict == "skip":
             run.finished = True
             run.ctx.log.info("skipped: no slot free", max_concurrent=d.max_concurrent,
-                             queue_limit=self._limits.queue_limits.get(run.job.queue))
+                             queue_limit=self._limits.queue_limits.get(run.ctx.queue))
             self._acker.submit(run, "skipped", b"")
         else:
             await self._release(run, "slot busy", int(d.slot_backoff * 1000))

@@ -37,12 +37,13 @@ class Limits:
         self._log = get_log("limits", worker_id=worker_id)
 
     def applies(self, run: Run) -> bool:
-        return run.definition.max_concurrent is not None or run.job.queue in self.queue_limits
+        return run.definition.max_concurrent is not None or run.ctx.queue in self.queue_limits
 
     def _needed(self, run: Run) -> list[tuple[str, int]]:
         needed = []
-        if run.job.queue in self.queue_limits:
-            needed.append((queue_limit_name(run.job.queue), self.queue_limits[run.job.queue]))
+        queue = run.ctx.queue  # the logical queue: a limit covers all its shards
+        if queue in self.queue_limits:
+            needed.append((queue_limit_name(queue), self.queue_limits[queue]))
         if run.definition.max_concurrent is not None:
             needed.append((job_limit_name(run.definition.name), run.definition.max_concurrent))
         return needed

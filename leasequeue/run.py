@@ -18,6 +18,7 @@ from .context import Context
 from .errors import LeaseQueueError, PermanentError, Retry, TransientError
 from .models import ClaimedJob
 from .registry import JobDefinition
+from .shards import logical
 
 # failures of the infrastructure around the job, retried under their own budget
 INFRA_ERRORS: tuple[type[BaseException], ...] = (
@@ -59,7 +60,8 @@ class Run:
         self.timeout_at = self.started + timeout if timeout else math.inf
         self._timed_out = False
         self.ctx = Context(
-            job_id=job.id, name=job.name, queue=job.queue, attempt=job.attempt, token=job.token,
+            job_id=job.id, name=job.name, queue=logical(job.queue), attempt=job.attempt,
+            token=job.token,
             worker_id=worker_id, correlation_id=envelope.correlation_id,
             request_id=envelope.request_id,
             soft_deadline=self.timeout_at,

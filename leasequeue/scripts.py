@@ -15,8 +15,10 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
-from .errors import MalformedJob, RedisUnavailable, ScriptError
+from .durable import TOPOLOGY_ERRORS, run_and_wait
+from .errors import MalformedJob, NotDurable, RedisUnavailable, ScriptError
 from .keys import LimiterKeys, QueueKeys
+from .log import get_log
 from .models import (
     ClaimBatch,
     ClaimedJob,
@@ -134,6 +136,8 @@ class StoreSettings:
     wake_cap: int = 64
     promote_batch: int = 100
     retention_ms: int = 24 * 3600 * 1000  # of canceled records
+    durable_replicas: int = 0  # > 0: WAIT for that many replicas after enqueue and ack
+    durable_timeout_ms: int = 1000
 
     @property
     def audit_flag(self) -> str:
@@ -145,6 +149,7 @@ class Scripts:
 
     def __init__(self, redis: Redis, url: str, settings: StoreSettings) -> None:
         self._url = url
+        self._redis = redis
         self.settings = settings
         self._scripts = {name: redis.register_script(script_source(name)) for name in SPECS}
         self._key_cache: dict[tuple[str, QueueKeys | LimiterKeys], list[bytes]] = {}
@@ -167,6 +172,24 @@ class Scripts:
         except ResponseError as exc:
             raise ScriptError(name, str(exc)) from exc
 
+    async def run_durable(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
+        """run(), then WAIT for the configured replicas; NotDurable when fewer
+        acknowledged in time (the writes are on the master, maybe not beyond)."""
+        s = self.settings
+        if s.durable_replicas <= 0:
+            return await self.run(name, qk, args)
+        try:
+            reply, acked = await run_and_wait(
+                self._redis, self._scripts[name], self._keys_of(name, qk), list(args),
+                s.durable_replicas, s.durable_timeout_ms)
+        except (RedisConnectionError, RedisTimeoutError, *TOPOLOGY_ERRORS) as exc:
+            raise RedisUnavailable(self._url, exc) from exc
+        except ResponseError as exc:
+            raise ScriptError(name, str(exc)) from exc
+        if acked < s.durable_replicas:
+            raise NotDurable(name, acked, s.durable_replicas, reply)
+        return reply
+
     # -- one method per script ------------------------------------------------
 
     async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
@@ -175,7 +198,7 @@ class Scripts:
         for j in jobs:
             args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts,
                      j.max_infra]
-        reply = await self.run("enqueue", qk, args)
+        reply = await self.run_durable("enqueue", qk, args)
         return [(bool(reply[i]), text(reply[i + 1])) for i in range(0, len(reply), 2)]
 
     async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str) -> ClaimBatch:
@@ -209,7 +232,13 @@ class Scripts:
                            retention_ms]
         for item in items:
             args.extend(item)
-        return [int(x) for x in await self.run("ack", qk, args)]
+        try:
+            reply = await self.run_durable("ack", qk, args)
+        except NotDurable as exc:
+            reply = exc.reply  # the acks are written; a failover now may undo them
+            get_log("scripts").warning("acks not confirmed by a replica in time",
+                                       acked=exc.acked, wanted=exc.wanted, jobs=len(items))
+        return [int(x) for x in reply]
 
     async def fail(self, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
                    error: str, delay_ms: int) -> FailOutcome:

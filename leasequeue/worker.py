@@ -16,7 +16,7 @@ from redis.exceptions import ResponseError
 from .acker import Acker
 from .app import App
 from .claimer import Claimer
-from .connection import is_memory_url
+from .connection import is_cluster, is_memory_url
 from .dispatch import Dispatch
 from .errors import ConfigError
 from .executor import Executor
@@ -63,6 +63,8 @@ class Worker:
             raise ConfigError(f"lease must be >= 1 second, got {lease}")
         self.app = app
         self.queues = [check_queue_name(q) for q in (queues or app.known_queues())]
+        # a sharded queue is claimed from every shard, the claimer rotating over all
+        self.physical_queues = [p for q in self.queues for p in app.shards.physical(q)]
         self.concurrency = concurrency
         self.worker_id = worker_id or default_worker_id()
         self.lease_ms = int(lease * 1000)
@@ -86,12 +88,13 @@ class Worker:
         self.executor = Executor(app.scripts, app.registry, keys, self.table, self.slots,
                                  self.acker, self.worker_id, anyio.CapacityLimiter(concurrency),
                                  self.limits)
-        self.claimer = Claimer(app.redis, app.scripts, self.queues, keys, self.slots,
+        self.claimer = Claimer(app.redis, app.scripts, self.physical_queues, keys, self.slots,
                                self.table, self.lease_ms, self.worker_id,
-                               blocking=not is_memory_url(app.url))
+                               blocking=not is_memory_url(app.url),
+                               cluster=is_cluster(app.redis))
         self.heartbeater = Heartbeater(app.scripts, self.table, self.lease_ms, keys, self.limits)
         self.reaper = Reaper(
-            app.scripts, self.queues, keys,
+            app.scripts, self.physical_queues, keys,
             reap_interval if reap_interval is not None else min(5.0, lease / 2),
             int(reap_backoff[0] * 1000), int(reap_backoff[1] * 1000),
         )
@@ -176,7 +179,10 @@ class Worker:
         await self.app.ping()
         if not is_memory_url(self.app.url):
             await self._check_eviction()
-        self._log.info("worker starting", queues=self.queues, concurrency=self.concurrency,
+        self._log.info("worker starting", queues=self.queues,
+                       shards={q: self.app.shards.count(q) for q in self.queues
+                               if self.app.shards.count(q) > 1},
+                       concurrency=self.concurrency,
                        lease_s=self.lease_ms / 1000, prefix=self.app.prefix,
                        shutdown_timeout=self.shutdown_timeout)
         definitions = self.app.registry.all()

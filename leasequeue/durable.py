@@ -1,0 +1,64 @@
+"""Runs a script and then WAIT on the same connection, for the opt-in durable
+mode: WAIT counts the replicas that have the writes of its own connection,
+so the two must share one. Redis replication is asynchronous; without this a
+failover can lose writes the old master acknowledged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    TryAgainError,
+)
+
+from .connection import is_cluster
+
+# the slot moved or the cluster is re-forming (a failover): retry later
+TOPOLOGY_ERRORS = (MovedError, AskError, ClusterDownError, TryAgainError)
+
+
+async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
+                       args: Sequence[Any], replicas: int, timeout_ms: int) -> tuple[Any, int]:
+    """The script's reply and how many replicas acknowledged its writes."""
+    if is_cluster(redis):
+        cluster: Any = redis
+        node = cluster.get_node_from_key(keys[0])
+        conn = node.acquire_connection()
+        try:
+            return await _on(conn, script, keys, args, replicas, timeout_ms)
+        except TOPOLOGY_ERRORS:
+            await cluster.nodes_manager.initialize()  # learn the new masters
+            raise
+        finally:
+            node.release(conn)
+    pool: Any = redis.connection_pool
+    conn = await pool.get_connection()
+    try:
+        return await _on(conn, script, keys, args, replicas, timeout_ms)
+    finally:
+        await pool.release(conn)
+
+
+async def _on(conn: Any, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
+              replicas: int, timeout_ms: int) -> tuple[Any, int]:
+    try:
+        reply = await _evalsha(conn, script.sha, keys, args)
+    except NoScriptError:
+        await conn.send_command("SCRIPT", "LOAD", script.script)
+        await conn.read_response()
+        reply = await _evalsha(conn, script.sha, keys, args)
+    await conn.send_command("WAIT", replicas, timeout_ms)
+    acked = int(await conn.read_response())
+    return reply, acked
+
+
+async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+    await conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
+    return await conn.read_response()

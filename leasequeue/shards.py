@@ -1,0 +1,79 @@
+"""Maps logical queues to the physical queues that hold them. A queue
+declared with N shards lives in N hash tags ``{prefix:queue#k}`` so that one
+hot queue can spread over a cluster's masters; a job id always routes to the
+same shard, so enqueue dedup by job id still holds. It never talks to Redis."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+
+from .errors import ConfigError
+from .keys import QueueKeys, check_queue_name, queue_keys
+from .models import QueueStats
+
+SEPARATOR = "#"
+
+
+def logical(name: str) -> str:
+    """The logical queue of a physical queue name ("hot#2" -> "hot")."""
+    return name.partition(SEPARATOR)[0]
+
+
+class Shards:
+    def __init__(self, prefix: str, shards: Mapping[str, int]) -> None:
+        self._prefix = prefix
+        self._shards: dict[str, int] = {}
+        for queue, n in shards.items():
+            if not isinstance(n, int) or not 1 <= n <= 1024:
+                raise ConfigError(f"shards of {queue!r} must be an int in 1..1024, got {n!r}")
+            self._shards[check_queue_name(queue)] = n
+
+    def count(self, queue: str) -> int:
+        return self._shards.get(queue, 1)
+
+    def physical(self, queue: str) -> list[str]:
+        n = self._shards.get(queue)
+        if n is None:
+            return [queue]
+        return [f"{queue}{SEPARATOR}{k}" for k in range(n)]
+
+    def route(self, queue: str, job_id: str) -> str:
+        """The physical queue a job id belongs to (crc32: stable across processes)."""
+        n = self._shards.get(queue)
+        if n is None:
+            return queue
+        return f"{queue}{SEPARATOR}{zlib.crc32(job_id.encode()) % n}"
+
+    def keys(self, name: str) -> QueueKeys:
+        """Keys of a physical queue: a plain queue name or ``queue#k``."""
+        base, sep, index = name.partition(SEPARATOR)
+        if not sep:
+            return queue_keys(self._prefix, name)
+        check_queue_name(base)
+        n = self._shards.get(base)
+        if n is None or not index.isdigit() or int(index) >= n:
+            raise ConfigError(f"{name!r} is not a shard of a sharded queue")
+        return QueueKeys(self._prefix, name)
+
+
+def combine(queue: str, parts: Sequence[QueueStats]) -> QueueStats:
+    """One queue's stats from its shards' stats."""
+    if len(parts) == 1:
+        only = parts[0]
+        return QueueStats(queue, only.now_ms, only.ready, only.scheduled, only.leased,
+                          only.dead, only.retained, only.oldest_ready_age_ms,
+                          only.next_due_in_ms, only.counters)
+    counters: dict[str, int] = {}
+    for part in parts:
+        for name, value in part.counters.items():
+            counters[name] = counters.get(name, 0) + value
+    ages = [p.oldest_ready_age_ms for p in parts if p.oldest_ready_age_ms is not None]
+    dues = [p.next_due_in_ms for p in parts if p.next_due_in_ms is not None]
+    return QueueStats(
+        queue=queue, now_ms=max(p.now_ms for p in parts),
+        ready=sum(p.ready for p in parts), scheduled=sum(p.scheduled for p in parts),
+        leased=sum(p.leased for p in parts), dead=sum(p.dead for p in parts),
+        retained=sum(p.retained for p in parts), oldest_ready_age_ms=max(ages, default=None),
+        next_due_in_ms=min(dues, default=None), counters=counters,
+    )
