@@ -8,14 +8,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
-from .backoff import Backoff
 from .connection import connect
 from .errors import ConfigError, JobNotFound, MalformedJob, RedisUnavailable, UnknownJob
 from .keys import (
@@ -27,7 +26,7 @@ from .keys import (
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
-from .registry import Defaults, JobDefinition, Registry
+from .registry import Defaults, JobDefinition, JobOptions, Registry
 from .scripts import Scripts, StoreSettings, decode_record, text
 from .shards import Shards, combine, logical
 
@@ -96,51 +95,14 @@ class App:
     def job(self, fn: F) -> F: ...
 
     @overload
-    def job(
-        self,
-        fn: None = None,
-        *,
-        name: str | None = None,
-        queue: str | None = None,
-        max_attempts: int | None = None,
-        max_infra_attempts: int | None = None,
-        backoff: Backoff | None = None,
-        infra_backoff: Backoff | None = None,
-        timeout: float | str | None = "default",
-        stop_grace: float | None = None,
-        retention: float | None = None,
-        max_concurrent: int | None = None,
-        on_conflict: str | None = None,
-        slot_backoff: float | None = None,
-    ) -> Callable[[F], F]: ...
+    def job(self, fn: None = None, **options: Unpack[JobOptions]) -> Callable[[F], F]: ...
 
-    def job(
-        self,
-        fn: F | None = None,
-        *,
-        name: str | None = None,
-        queue: str | None = None,
-        max_attempts: int | None = None,
-        max_infra_attempts: int | None = None,
-        backoff: Backoff | None = None,
-        infra_backoff: Backoff | None = None,
-        timeout: float | str | None = "default",
-        stop_grace: float | None = None,
-        retention: float | None = None,
-        max_concurrent: int | None = None,
-        on_conflict: str | None = None,
-        slot_backoff: float | None = None,
-    ) -> Any:
-        """Register a handler: ``@app.job`` or ``@app.job(queue=..., ...)``."""
+    def job(self, fn: F | None = None, **options: Unpack[JobOptions]) -> Any:
+        """Register a handler: ``@app.job`` or ``@app.job(queue=..., ...)``
+        (the options are JobOptions; what is left out takes the Defaults)."""
 
         def register(func: F) -> F:
-            self.registry.register(
-                func, name=name, queue=queue, max_attempts=max_attempts,
-                max_infra_attempts=max_infra_attempts, backoff=backoff,
-                infra_backoff=infra_backoff, timeout=timeout, stop_grace=stop_grace,
-                retention=retention, max_concurrent=max_concurrent, on_conflict=on_conflict,
-                slot_backoff=slot_backoff,
-            )
+            self.registry.register(func, **options)
             return func
 
         if fn is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from .backoff import Backoff, exponential
 from .errors import ConfigError, UnknownJob
@@ -27,6 +27,23 @@ class Defaults:
     retention: float = 24 * 3600.0
     on_conflict: str = "enqueue"
     slot_backoff: float = 2.0
+
+
+class JobOptions(TypedDict, total=False):
+    """What ``@app.job(...)`` accepts; anything left out takes the App's Defaults."""
+
+    name: str
+    queue: str
+    max_attempts: int
+    max_infra_attempts: int
+    backoff: Backoff
+    infra_backoff: Backoff
+    timeout: float | None  # None: no timeout
+    stop_grace: float
+    retention: float
+    max_concurrent: int
+    on_conflict: str  # enqueue | skip | replace
+    slot_backoff: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,31 +85,29 @@ class Registry:
         self.defaults = defaults
         self._jobs: dict[str, JobDefinition] = {}
 
-    def register(self, fn: Callable[..., Any], *, name: str | None = None,
-                 queue: str | None = None, max_attempts: int | None = None,
-                 max_infra_attempts: int | None = None, backoff: Backoff | None = None,
-                 infra_backoff: Backoff | None = None, timeout: float | str | None = "default",
-                 stop_grace: float | None = None, retention: float | None = None,
-                 max_concurrent: int | None = None, on_conflict: str | None = None,
-                 slot_backoff: float | None = None) -> JobDefinition:
+    def register(self, fn: Callable[..., Any], **options: Unpack[JobOptions]) -> JobDefinition:
         d = self.defaults
-        job_name = check_job_name(name or fn.__name__)
+        o = options
+        timeout = o.get("timeout", "default")
+        max_concurrent = o.get("max_concurrent")
+        job_name = check_job_name(o.get("name") or fn.__name__)
         if job_name in self._jobs:
             raise ConfigError(f"job {job_name!r} is registered twice")
         definition = JobDefinition(
-            name=job_name, fn=fn, queue=check_queue_name(queue or d.queue),
-            max_attempts=_positive("max_attempts", max_attempts or d.max_attempts),
+            name=job_name, fn=fn, queue=check_queue_name(o.get("queue") or d.queue),
+            max_attempts=_positive("max_attempts", o.get("max_attempts") or d.max_attempts),
             max_infra_attempts=_positive(
-                "max_infra_attempts", max_infra_attempts or d.max_infra_attempts),
-            backoff=backoff or d.backoff, infra_backoff=infra_backoff or d.infra_backoff,
+                "max_infra_attempts", o.get("max_infra_attempts") or d.max_infra_attempts),
+            backoff=o.get("backoff") or d.backoff,
+            infra_backoff=o.get("infra_backoff") or d.infra_backoff,
             timeout=d.timeout if timeout == "default" else _timeout(timeout),
-            stop_grace=d.stop_grace if stop_grace is None else float(stop_grace),
-            retention=d.retention if retention is None else float(retention),
+            stop_grace=float(o.get("stop_grace", d.stop_grace)),
+            retention=float(o.get("retention", d.retention)),
             is_async=inspect.iscoroutinefunction(fn),
             max_concurrent=None if max_concurrent is None else _positive(
                 "max_concurrent", max_concurrent),
-            on_conflict=_conflict(on_conflict or d.on_conflict),
-            slot_backoff=d.slot_backoff if slot_backoff is None else float(slot_backoff),
+            on_conflict=_conflict(o.get("on_conflict") or d.on_conflict),
+            slot_backoff=float(o.get("slot_backoff", d.slot_backoff)),
         )
         self._jobs[job_name] = definition
         return definition
