@@ -17,7 +17,8 @@ import anyio
 
 from . import log
 from .app import App
-from .errors import LeaseQueueError
+from .connection import is_memory_url
+from .errors import ConfigError, LeaseQueueError
 
 
 def load_app(target: str) -> App:
@@ -80,6 +81,14 @@ async def _worker(args: argparse.Namespace) -> int:
     from .worker import Worker
 
     app = load_app(args.app)
+    if is_memory_url(app.url):
+        # an embedded store lives inside one process: a worker started here
+        # would wait forever on an empty store of its own
+        raise ConfigError(
+            f"{args.app} uses {app.url}: an embedded memory:// store cannot be shared "
+            "between processes. Run the worker in the producer's process "
+            "(await Worker(app).run()), try `leasequeue demo`, or use a redis:// URL."
+        )
     worker = Worker(app, args.queue or None, concurrency=args.concurrency,
                     worker_id=args.worker_id, lease=args.lease,
                     shutdown_timeout=args.shutdown_timeout, handle_signals=True,
