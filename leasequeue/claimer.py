@@ -4,6 +4,7 @@ queues' wake lists instead of polling."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import anyio
@@ -41,6 +42,7 @@ class Claimer:
         self._blocking = blocking  # False for memory:// (fakeredis cannot block)
         self._waker = Waker(redis, [keys(q).wake for q in queues], one_call=not cluster)
         self._turn = 0
+        self._warned_at = 0.0
         self._log = get_log("claimer", worker_id=worker_id)
 
     async def run(self, dispatch: Dispatch) -> None:
@@ -69,18 +71,27 @@ class Claimer:
                 backoff = min(backoff * 2, 2.0)
 
     async def _claim_round(self, dispatch: Dispatch) -> tuple[int, int]:
-        """One claim per queue (rotating the first one for fairness)."""
+        """One claim per queue (rotating the first one for fairness). A queue
+        whose Redis fails is skipped this round, so one shard in a failover does
+        not stall the others; only when every queue failed does the error rise
+        (and the claimer back off)."""
         got = 0
         next_due = -1
         n = len(self._queues)
         self._turn = (self._turn + 1) % n
+        failure: Exception | None = None
+        failed = 0
         for i in range(n):
             free = self._slots.free
             if free <= 0:
                 break
             queue = self._queues[(self._turn + i) % n]
-            batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
-                                              self._lease_ms, self._worker_id)
+            try:
+                batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
+                                                  self._lease_ms, self._worker_id)
+            except (RedisUnavailable, ScriptError) as exc:
+                failure, failed = exc, failed + 1
+                continue
             if batch.next_due_in_ms >= 0 and (next_due < 0 or batch.next_due_in_ms < next_due):
                 next_due = batch.next_due_in_ms
             if batch.jobs:
@@ -88,6 +99,11 @@ class Claimer:
                 self._table.claimed(batch.jobs)  # renewed from now on, started or not
                 dispatch.put_many(batch.jobs)
                 got += len(batch.jobs)
+        if failure is not None and failed == n:
+            raise failure
+        if failure is not None and time.monotonic() - self._warned_at > 5:
+            self._warned_at = time.monotonic()  # at most a line every 5 s
+            self._log.warning("claim failed on a queue; the others go on", error=str(failure))
         return got, next_due
 
     async def _idle(self, next_due_ms: int) -> None:

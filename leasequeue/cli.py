@@ -92,7 +92,8 @@ async def _worker(args: argparse.Namespace) -> int:
     worker = Worker(app, args.queue or None, concurrency=args.concurrency,
                     worker_id=args.worker_id, lease=args.lease,
                     shutdown_timeout=args.shutdown_timeout, handle_signals=True,
-                    allow_eviction=args.allow_eviction)
+                    allow_eviction=args.allow_eviction, reap_interval=args.reap_interval,
+                    reap_backoff=(args.reap_backoff_base, args.reap_backoff_cap))
     await worker.run()
     await app.close()
     return 0
@@ -128,6 +129,12 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--worker-id")
     w.add_argument("--lease", type=float, default=30.0, help="lease seconds (default 30)")
     w.add_argument("--shutdown-timeout", type=float, default=30.0)
+    w.add_argument("--reap-interval", type=float, default=None,
+                   help="seconds between reaper ticks (default min(5, lease/2))")
+    w.add_argument("--reap-backoff-base", type=float, default=1.0,
+                   help="a reaped job waits base * 2^(attempt-1) s (default 1)")
+    w.add_argument("--reap-backoff-cap", type=float, default=60.0,
+                   help="... capped at this many seconds (default 60)")
     w.add_argument("--allow-eviction", action="store_true",
                    help="run even if Redis may evict keys (unsafe)")
 

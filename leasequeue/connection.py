@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - hiredis is a declared dependency
 from .errors import ConfigError
 
 _MEMORY_SERVERS: dict[str, Any] = {}
+SOCKET_TIMEOUT = 5.0
 
 
 def is_memory_url(url: str) -> bool:
@@ -39,6 +40,11 @@ def connect(url: str, **options: Any) -> Redis:
     if is_memory_url(url):
         return _memory_client(url)
     options.setdefault("socket_connect_timeout", 5.0)
+    # our own bound on every command (redis-py < 8 waits forever by default):
+    # a connection that goes silent fails within it and is replaced; longer
+    # than any blocking wait of an idle worker (claimer.IDLE_POLL)
+    options.setdefault("socket_timeout", SOCKET_TIMEOUT)
+    options.setdefault("socket_keepalive", True)
     if url.startswith("cluster://"):
         return cast(Redis, RedisCluster(startup_nodes=_nodes(url, "cluster://"),
                                         decode_responses=False, **options))

@@ -15,13 +15,16 @@ from redis.exceptions import (
     ClusterDownError,
     MovedError,
     NoScriptError,
+    SlotNotCoveredError,
     TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
 
 # the slot moved or the cluster is re-forming (a failover): retry later
-TOPOLOGY_ERRORS = (MovedError, AskError, ClusterDownError, TryAgainError)
+TOPOLOGY_ERRORS = (MovedError, AskError, ClusterDownError, TryAgainError, SlotNotCoveredError)
 
 
 async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
@@ -29,12 +32,20 @@ async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
     """The script's reply and how many replicas acknowledged its writes."""
     if is_cluster(redis):
         cluster: Any = redis
-        node = cluster.get_node_from_key(keys[0])
-        conn = node.acquire_connection()
+        await cluster.initialize()  # a no-op once the slot map is loaded
+        try:
+            node = cluster.get_node_from_key(keys[0])
+            conn = node.acquire_connection()
+        except SlotNotCoveredError:
+            await cluster.nodes_manager.initialize()
+            raise
         try:
             return await _on(conn, script, keys, args, replicas, timeout_ms)
-        except TOPOLOGY_ERRORS:
-            await cluster.nodes_manager.initialize()  # learn the new masters
+        except (*TOPOLOGY_ERRORS, RedisConnectionError, RedisTimeoutError):
+            # a failover: this path bypasses the client's own MOVED handling,
+            # so it must learn the new masters itself
+            await conn.disconnect()
+            await cluster.nodes_manager.initialize()
             raise
         finally:
             node.release(conn)

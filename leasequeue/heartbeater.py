@@ -3,6 +3,7 @@ A lease reported lost, or a cancel request, stops that run."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import anyio
@@ -48,9 +49,26 @@ class Heartbeater:
                         self._lease_ms)
                 except (RedisUnavailable, ScriptError) as exc:
                     self._log.warning("lease renewal failed", queue=queue, error=str(exc))
-                    return
+                    self._lapse(chunk)
+                    continue  # the other queues may live on other nodes
+                now = time.monotonic()
                 for held, answer in zip(chunk, answers, strict=True):
+                    if answer:
+                        held.renewed_at = now
                     self._apply(held, answer)
+
+    def _lapse(self, chunk: list[Held]) -> None:
+        """Renewals keep failing: once a lease must have run out by our own
+        (monotonic) clock, stop its run. The job is someone else's by now, and
+        the fencing check would refuse this run's result anyway."""
+        now = time.monotonic()
+        for held in chunk:
+            run = held.run
+            if (run is not None and not run.finished
+                    and now - held.renewed_at > self._lease_ms / 1000):
+                run.ctx.log.warning("lease lapsed: renewals failed for longer than the lease; "
+                                    "stopping the run")
+                run.stop("lease-lost")
 
     def _apply(self, held: Held, answer: int) -> None:
         run = held.run

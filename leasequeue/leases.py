@@ -6,6 +6,7 @@ must still be seen (and stopped) by the heartbeater."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from .models import ClaimedJob
@@ -15,12 +16,13 @@ from .run import Run
 class Held:
     """A claimed job, and its run once an executor has started it."""
 
-    __slots__ = ("job", "lost", "run")
+    __slots__ = ("job", "lost", "renewed_at", "run")
 
     def __init__(self, job: ClaimedJob) -> None:
         self.job = job
         self.run: Run | None = None
         self.lost = False  # lease gone before the run started: do not start it
+        self.renewed_at = time.monotonic()  # last time Redis confirmed the lease
 
 
 def _key(job: ClaimedJob) -> tuple[str, str, int]:

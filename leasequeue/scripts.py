@@ -120,10 +120,22 @@ SPECS: dict[str, ScriptSpec] = {
 }
 
 
-def script_source(name: str) -> str:
-    """The text loaded into Redis: the shared helpers, then the script."""
+# Redis 7 script flags. Over maxmemory (with the noeviction policy leasequeue
+# requires) Redis refuses a flag-less script whose first write would grow
+# memory, which would refuse lease renewals and acks exactly when a full
+# Redis needs work to drain. So every script may run over maxmemory except
+# enqueue (new work is refused, with a clear OOM error) and the read-only
+# stats. fakeredis does not accept the shebang: the embedded mode goes without.
+SHEBANGS = {"enqueue": "#!lua", "stats": "#!lua flags=no-writes"}
+DEFAULT_SHEBANG = "#!lua flags=allow-oom"
+
+
+def script_source(name: str, shebang: bool = False) -> str:
+    """The text loaded into Redis: the flags line (real Redis), the shared
+    helpers, then the script."""
     folder = lua_dir()
-    return (folder / "_lib.lua").read_text() + "\n" + (folder / f"{name}.lua").read_text()
+    head = SHEBANGS.get(name, DEFAULT_SHEBANG) + "\n" if shebang else ""
+    return head + (folder / "_lib.lua").read_text() + "\n" + (folder / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +163,9 @@ class Scripts:
         self._url = url
         self._redis = redis
         self.settings = settings
-        self._scripts = {name: redis.register_script(script_source(name)) for name in SPECS}
+        shebang = not url.startswith("memory://")
+        self._scripts = {name: redis.register_script(script_source(name, shebang))
+                         for name in SPECS}
         self._key_cache: dict[tuple[str, QueueKeys | LimiterKeys], list[bytes]] = {}
 
     def _keys_of(self, name: str, qk: QueueKeys | LimiterKeys) -> list[bytes]:

@@ -59,6 +59,8 @@ class Waker:
             if await self._redis.blpop([key], timeout=block_for):
                 self._woken.set()
         except (RedisConnectionError, RedisTimeoutError):
-            self._woken.set()  # let the claimer find out, and back off, itself
+            # this list's Redis is down (a shard in a failover): wait a little
+            # rather than wake the claimer into a tight loop
+            await anyio.sleep(0.5)
         finally:
             self._pending.discard(key)

@@ -201,20 +201,36 @@ class Worker:
                                   "run here", job=d.name, queue=d.queue, consumed=self.queues)
 
     async def _check_eviction(self) -> None:
+        for where, policy in await self._eviction_policies():
+            if policy in EVICTING and not self.allow_eviction:
+                raise ConfigError(
+                    f"Redis maxmemory-policy is {policy!r} on {where}: it may evict leases and "
+                    "jobs silently. Set it to noeviction, or pass allow_eviction=True to "
+                    "accept the risk."
+                )
+            if policy in EVICTING:
+                self._log.warning("maxmemory-policy may evict keys", policy=policy, node=where)
+
+    async def _eviction_policies(self) -> list[tuple[str, str]]:
+        """maxmemory-policy of the server, or of every master of a cluster."""
+        redis: Any = self.app.redis
         try:
-            config: Any = await self.app.redis.config_get("maxmemory-policy")
+            if not is_cluster(redis):
+                config = await redis.config_get("maxmemory-policy")
+                return [(self.app.url, _policy(config))]
+            policies = []
+            for node in redis.get_primaries():
+                config = await redis.config_get("maxmemory-policy", target_nodes=node)
+                policies.append((node.name, _policy(config)))
+            return policies
         except ResponseError as exc:  # CONFIG disabled on managed services
             self._log.warning("cannot read maxmemory-policy; make sure it is noeviction",
                               error=str(exc))
-            return
-        policy = _text(config.get(b"maxmemory-policy") or config.get("maxmemory-policy"))
-        if policy in EVICTING and not self.allow_eviction:
-            raise ConfigError(
-                f"Redis maxmemory-policy is {policy!r}: it may evict leases and jobs silently. "
-                "Set it to noeviction, or pass allow_eviction=True to accept the risk."
-            )
-        if policy in EVICTING:
-            self._log.warning("maxmemory-policy may evict keys", policy=policy)
+            return []
+
+
+def _policy(config: Any) -> str:
+    return _text(config.get(b"maxmemory-policy") or config.get("maxmemory-policy"))
 
 
 def _text(value: object) -> str:

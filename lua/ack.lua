@@ -37,10 +37,12 @@ local reply = {}
 local finished = 0
 local leases, records, done, results = {}, {}, {}, {}
 local done_until = int(now + retention_ms)
+local finished_now = {}  -- an id named twice in one batch finishes once
 for i, id in ipairs(ids) do
   local result = given[i]
-  local meta = raws[i] and parse_meta(raws[i])
+  local meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
   if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then
+    finished_now[id] = true
     leases[#leases + 1] = id
     if retention_ms > 0 then
       meta.state = outcome

@@ -1,6 +1,8 @@
 -- claim.lua: promote due scheduled jobs (bounded), then lease up to `count`
--- ready jobs in priority/FIFO order: count the attempt, bump the fencing
--- token, set the lease expiry from the server clock.
+-- ready jobs in priority/FIFO order: count the attempt, give the run a new
+-- fencing token, set the lease expiry from the server clock. Tokens come from
+-- one counter per queue, so they never repeat, even for a job id reused after
+-- its record was deleted.
 -- KEYS[1] ready        ZSET   claimable ids
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
@@ -60,13 +62,16 @@ if count > 0 then
   end
   local raws = bulk('HMGET', jobs_key, ids)
   local payloads = bulk('HMGET', payloads_key, ids)
+  -- reserve one token per popped id (unused ones leave harmless gaps)
+  local token = #ids > 0 and redis.call('HINCRBY', stats_key, 'token', #ids) - #ids or 0
   local records, leases = {}, {}
   for i, id in ipairs(ids) do
     local meta = raws[i] and parse_meta(raws[i])
     if meta and meta.state == 'queued' then
       meta.state = 'leased'
       meta.attempt = tonumber(meta.attempt) + 1
-      meta.token = tonumber(meta.token) + 1
+      token = token + 1
+      meta.token = token
       meta.worker = worker_id
       meta.claim_ms = now_text
       records[#records + 1] = id

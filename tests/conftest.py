@@ -14,6 +14,8 @@ import redis as redis_sync
 from leasequeue import App
 from tests.redis_proc import RedisProcess
 
+pytest_plugins = ["tests.conftest_cluster"]
+
 _counter = itertools.count()
 
 

@@ -3,9 +3,13 @@ into the past relative to the server clock (no sleeping)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
-from leasequeue import App
+import anyio
+
+from leasequeue import App, Worker
 from leasequeue.scripts import Scripts
 
 
@@ -39,3 +43,35 @@ async def all_keys_state(app: App, queue: str) -> dict[str, Any]:
         "dead": [x.decode() for x in await r.zrange(qk.dead, 0, -1)],
         "done": sorted(x.decode() for x in await r.zrange(qk.done, 0, -1)),
     }
+
+
+@asynccontextmanager
+async def worker_running(app: App, **options: Any) -> AsyncIterator[Worker]:
+    """An in-process Worker for the duration of the block, stopped gracefully after
+    (within a short shutdown timeout, so a failing test does not wait long)."""
+    options.setdefault("concurrency", 4)
+    options.setdefault("lease", 2.0)
+    options.setdefault("shutdown_timeout", 5.0)
+    worker = Worker(app, **options)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        try:
+            yield worker
+        finally:
+            worker.stop()
+
+
+async def eventually(check: Callable[[], Any], limit: float = 10.0,
+                     what: str = "condition") -> Any:
+    """Await a (possibly async) condition until it is truthy, failing after ``limit`` s."""
+    try:
+        with anyio.fail_after(limit):
+            while True:
+                value = check()
+                if hasattr(value, "__await__"):
+                    value = await value
+                if value:
+                    return value
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {limit}s waiting for {what}") from None

@@ -42,6 +42,11 @@ class WorkerProcs:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
 
+    def terminate(self, worker_id: str) -> None:
+        """Ask one worker to stop gracefully (SIGTERM) without waiting; exited()
+        reports it once it is gone."""
+        self.procs[worker_id].send_signal(signal.SIGTERM)
+
     def exited(self) -> dict[str, int]:
         """Forget the workers that have exited on their own; their exit codes by id."""
         gone = {wid: code for wid, proc in self.procs.items()

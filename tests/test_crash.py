@@ -46,9 +46,10 @@ def test_sigkill_mid_job_loses_nothing(workers: WorkerProcs, sync_redis: redis_s
     wait_for(lambda: any(w == "victim" and k == "start"
                          for k, _, _, w in executions(sync_redis, prefix)),
              timeout=20, what="victim to start a job")
+    workers.kill("victim")
+    # read after the kill: the victim may start more jobs until it dies
     held = {(job, tok) for k, job, tok, w in executions(sync_redis, prefix)
             if w == "victim" and k == "start"}
-    workers.kill("victim")
     workers.start("survivor", "--concurrency", "8", "--lease", "2")
 
     jobs_key = "{" + prefix + ":default}:done"
