@@ -25,6 +25,7 @@ from .scripts import Scripts
 from .slots import Slots
 
 WRITE_TRIES = 5
+SLOT_WAIT = 1.0  # most a run waits in place for a slot before going back to the queue
 
 
 class Executor:
@@ -65,7 +66,11 @@ class Executor:
             return
         slots: list[str] | None = None
         if self._limits.applies(run):
-            slots = await self._limits.acquire(run)
+            d = run.definition
+            # under `enqueue` a run first waits a little for a slot in place:
+            # sending it back at once would churn the queue while slots turn over
+            wait = min(SLOT_WAIT, d.slot_backoff) if d.on_conflict == "enqueue" else 0.0
+            slots = await self._limits.acquire(run, wait)
             if slots is None:
                 await self._on_conflict(run)
                 return

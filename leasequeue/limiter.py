@@ -6,6 +6,7 @@ A Redis outage counts as "no slot free", never as "go ahead"."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -96,6 +97,7 @@ class RedisLimiter:
         self.lease_ms = int(lease * 1000)
         self._scripts: Scripts | None = None
         self._log = get_log("limiter")
+        self._warned_at = 0.0
         if self._redis is not None:
             self._scripts = Scripts(self._redis, url or "(limiter)", StoreSettings())
 
@@ -131,8 +133,10 @@ class RedisLimiter:
             code, evicted = await scripts.limiter_acquire(
                 limit_keys(prefix, name), holder, limit, self.lease_ms, replace)
         except (RedisUnavailable, ScriptError) as exc:
-            self._log.warning("limiter unavailable: counted as no slot free", limit=name,
-                              error=str(exc))
+            if time.monotonic() - self._warned_at > 5:  # a line every 5 s at most
+                self._warned_at = time.monotonic()
+                self._log.warning("limiter unavailable: counted as no slot free", limit=name,
+                                  error=str(exc))
             return NO_SLOT
         if code == 0:
             return NO_SLOT

@@ -7,7 +7,11 @@ back. It never settles jobs (the executor applies on_conflict)."""
 from __future__ import annotations
 
 import json
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
+
+import anyio
 
 from .errors import LeaseQueueError
 from .keys import QueueKeys
@@ -15,6 +19,15 @@ from .limiter import Limiter
 from .log import get_log
 from .run import Run
 from .scripts import Scripts
+
+SLOT_POLL = 0.05  # how often the head of a line asks again (slots other processes free)
+
+
+class _Waiter:
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
 
 
 def queue_limit_name(queue: str) -> str:
@@ -34,6 +47,7 @@ class Limits:
         self._scripts = scripts
         self._keys = keys
         self._held: dict[str, set[str]] = {}  # limit name -> holders of this worker
+        self._lines: dict[str, deque[_Waiter]] = {}  # limit name -> runs waiting for it
         self._log = get_log("limits", worker_id=worker_id)
 
     def applies(self, run: Run) -> bool:
@@ -52,8 +66,39 @@ class Limits:
         job = run.job
         return json.dumps([job.queue, job.id, job.token, self._worker_id])
 
-    async def acquire(self, run: Run) -> list[str] | None:
-        """Take every slot the run needs, or none (None) when one is not free."""
+    async def acquire(self, run: Run, wait: float = 0.0) -> list[str] | None:
+        """Take every slot the run needs, or none (None) when one is not free.
+        With ``wait``, wait that long in this process's line for the full limit:
+        only the head of the line asks Redis again (at once when a run of this
+        process gives a slot back, else every SLOT_POLL seconds), so a crowd of
+        waiting runs costs one request, not one each."""
+        taken, full = await self._try(run)
+        if taken is not None:
+            return taken
+        deadline = time.monotonic() + wait
+        line = self._lines.setdefault(full, deque())
+        me = _Waiter()
+        line.append(me)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or run.ctx.is_stopping():
+                    run.ctx.log.info("no slot free", limit=full,
+                                     on_conflict=run.definition.on_conflict, waited_s=wait)
+                    return None
+                head = line[0] is me
+                with anyio.move_on_after(min(remaining, SLOT_POLL) if head else remaining):
+                    await me.event.wait()
+                me.event = anyio.Event()
+                taken, _ = await self._try(run)
+                if taken is not None:
+                    return taken
+        finally:
+            line.remove(me)
+            if line:
+                line[0].event.set()  # the next in line takes its turn (a slot may be free)
+
+    async def _try(self, run: Run) -> tuple[list[str] | None, str]:
         holder = self.holder(run)
         replace = run.definition.on_conflict == "replace"
         taken: list[str] = []
@@ -61,20 +106,21 @@ class Limits:
             grant = await self.limiter.acquire(name, limit, holder, replace)
             if not grant.taken:
                 await self.release(run, taken)
-                run.ctx.log.info("no slot free", limit=name, max=limit,
-                                 on_conflict=run.definition.on_conflict)
-                return None
+                return None, name
             taken.append(name)
             self._held.setdefault(name, set()).add(holder)
             if grant.evicted:
                 await self._cancel_evicted(grant.evicted, run)
-        return taken
+        return taken, ""
 
     async def release(self, run: Run, names: list[str]) -> None:
         holder = self.holder(run)
         for name in names:
             self._held.get(name, set()).discard(holder)
             await self.limiter.release(name, [holder])
+            line = self._lines.get(name)
+            if line:  # the head of this process's line for that limit tries now
+                line[0].event.set()
 
     async def renew(self) -> None:
         for name, holders in list(self._held.items()):
