@@ -1,0 +1,332 @@
+"""Helpers shared by the leasequeue bench and every Python peer.
+
+Stdlib plus redis-py only: this module is imported from the dev venv and
+from each peer's own venv. A bench process reports on stdout, one JSON
+object per line, so the orchestrator keeps what finished even when it has
+to kill a process that hangs later on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+HERE = Path(__file__).resolve().parent
+STAMPS = "bench:stamps"  # list the latency handlers push their start time to
+RNG = random.Random(7)  # fixed seed: the same gaps between latency probes every run
+
+
+# -- reporting ---------------------------------------------------------------
+
+def emit(metric: str, **fields: Any) -> None:
+    """One result line for the orchestrator."""
+    print(json.dumps({"metric": metric, **fields}), flush=True)
+
+
+def emit_error(metric: str, exc: BaseException) -> None:
+    emit(metric, error=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def percentile(samples: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (no interpolation: p99.9 of 3000 samples is the
+    3rd largest, a value that was really observed)."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), int(-(-p * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def latency_summary(samples_ns: Sequence[int], ps: Sequence[float] = (50, 99)) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(samples_ns)}
+    for p in ps:
+        out[f"p{p:g}_ms"] = round(percentile(samples_ns, p) / 1e6, 4)
+    return out
+
+
+# -- arguments every bench process takes --------------------------------------
+
+def bench_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", choices=["bench", "worker"], nargs="?", default="bench")
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--n", type=int, default=20_000, help="jobs to drain (and bulk-enqueue)")
+    ap.add_argument("--one-n", type=int, default=5_000, help="jobs enqueued one per call")
+    ap.add_argument("--one-budget", type=float, default=3.0, help="seconds cap for one-per-call")
+    ap.add_argument("--e2s-n", type=int, default=300, help="latency probes")
+    ap.add_argument("--e2s-budget", type=float, default=8.0, help="seconds cap for the probes")
+    ap.add_argument("--e2s-min", type=int, default=1,
+                    help="probes a slow worker may take up to 12 s to reach")
+    ap.add_argument("--drain-budget", type=float, default=30.0, help="seconds cap for a drain")
+    ap.add_argument("--sections", default="enqueue,drain,e2s")
+    return ap.parse_args(argv)
+
+
+def check_url(url: str) -> None:
+    """The harness owns its Redis and flushes it; never the shared one on 6379."""
+    port = urlparse(url).port
+    if port in (None, 6379):
+        raise SystemExit(f"refusing to run against {url}: the harness starts its own Redis")
+
+
+def flush(url: str) -> None:
+    import redis
+
+    check_url(url)
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    client.close()
+
+
+# -- worker subprocesses --------------------------------------------------------
+
+def spawn(argv: Sequence[str], log_name: str, env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start a worker process in our process group (so the orchestrator's kill
+    of the group takes it too); its output goes to results/tmp for post-mortems."""
+    logs = HERE / "results" / "tmp"
+    logs.mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(HERE) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    with open(logs / f"{log_name}.log", "ab") as log:
+        return subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                                cwd=str(cwd or HERE))
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def self_worker_argv(module: str, args: argparse.Namespace, *extra: str) -> list[str]:
+    """The command that starts this same bench module in its worker role."""
+    return [sys.executable, "-m", module, "worker", "--url", args.url, *extra]
+
+
+# -- CPU use during a drain ----------------------------------------------------
+# Where the time goes: the redis-server's CPU (INFO cpu) and the worker
+# processes' CPU (/proc/<pid>/stat), sampled at the drain's first and last
+# poll, as percent of one core over the measured window.
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_seconds(pids: Sequence[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def cpu_sampler(url: str, pids: Callable[[], Sequence[int]]) -> Callable[[], dict[str, float]]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+
+    def sample() -> dict[str, float]:
+        info = client.info("cpu")
+        redis_s = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+        return {"redis": redis_s, "workers": proc_cpu_seconds(pids())}
+
+    return sample
+
+
+def worker_tree(procs: Sequence[subprocess.Popen[bytes]]) -> list[int]:
+    """The worker processes and their children (Celery, Dramatiq and taskiq
+    fork their own), found by parent pid in /proc."""
+    found = {p.pid for p in procs}
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in found} - found
+        found |= more
+        grew = bool(more)
+    return sorted(found)
+
+
+def cpu_pct(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    return {f"{k}_cpu_pct": round(100 * (after[k] - before[k]) / max(seconds, 1e-9), 1)
+            for k in before}
+
+
+# -- drain ---------------------------------------------------------------------
+# Jobs are enqueued first, then the workers are started. The clock starts at
+# the first poll that sees fewer than n jobs left (so interpreter start-up and
+# imports are not counted) and stops when none is left: rate = jobs finished
+# between the two polls / time between them. "Left" counts jobs queued or
+# running, so the last in-flight jobs are included.
+
+POLL = 0.005
+
+
+def drain_result(n: int, left_first: int, t_first: float, left_last: int, t_last: float,
+                 complete: bool) -> dict[str, Any]:
+    done = left_first - left_last
+    seconds = max(t_last - t_first, 1e-9)
+    return {"value": round(done / seconds, 1), "n": n, "measured_jobs": done,
+            "seconds": round(seconds, 3), "complete": complete}
+
+
+def measure_drain(left: Callable[[], int], n: int, budget: float,
+                  alive: Callable[[], bool] = lambda: True,
+                  sample: Callable[[], dict[str, float]] | None = None) -> dict[str, Any]:
+    deadline = time.monotonic() + budget
+    t_first, left_first = 0.0, n
+    cpu0: dict[str, float] = {}
+    while True:
+        now_left = left()
+        now = time.monotonic()
+        if t_first == 0.0 and now_left < n:
+            t_first, left_first = now, now_left
+            cpu0 = sample() if sample else {}
+        done = now_left == 0 and t_first
+        if done or now > deadline or not alive():
+            if not t_first:
+                raise RuntimeError(f"no job finished within {budget:.0f} s"
+                                   + ("" if alive() else " (worker exited)"))
+            result = drain_result(n, left_first, t_first, now_left, now, bool(done))
+            if sample:
+                result.update(cpu_pct(cpu0, sample(), now - t_first))
+            return result
+        time.sleep(POLL)
+
+
+async def measure_drain_async(left: Callable[[], Awaitable[int]], n: int, budget: float,
+                              sample: Callable[[], dict[str, float]] | None = None,
+                              ) -> dict[str, Any]:
+    import asyncio
+
+    deadline = time.monotonic() + budget
+    t_first, left_first = 0.0, n
+    cpu0: dict[str, float] = {}
+    while True:
+        now_left = await left()
+        now = time.monotonic()
+        if t_first == 0.0 and now_left < n:
+            t_first, left_first = now, now_left
+            cpu0 = sample() if sample else {}
+        done = now_left == 0 and t_first
+        if done or now > deadline:
+            if not t_first:
+                raise RuntimeError(f"no job finished within {budget:.0f} s")
+            result = drain_result(n, left_first, t_first, now_left, now, bool(done))
+            if sample:
+                result.update(cpu_pct(cpu0, sample(), now - t_first))
+            return result
+        await asyncio.sleep(POLL)
+
+
+# -- enqueue-to-start latency -------------------------------------------------
+# One probe job at a time on an idle worker: take time.time_ns(), enqueue, and
+# wait for the handler to push its own time.time_ns() (taken first thing in
+# the handler) to STAMPS. A short random gap between probes keeps them from
+# falling in step with a poller's period.
+
+HARD_CAP = 12.0  # seconds a slow (polling) worker gets to reach --e2s-min probes
+
+
+def gap(samples: Sequence[int]) -> float:
+    """Seconds to wait before the next probe. A worker that polls would see
+    probes sent right after its last poll (phase lock) and always show its
+    full poll period; once a start was slow (> 20 ms: a poller) the gap is
+    also drawn across the slowest start seen (about the poll period), so the
+    probes land at random phases of the poll, as real arrivals do."""
+    slowest = max(samples)
+    extra = RNG.uniform(0.0, slowest / 1e9) if slowest > 20_000_000 else 0.0
+    return RNG.uniform(0.002, 0.012) + extra
+
+
+def more_probes(samples: Sequence[int], count: int, started: float, budget: float,
+                min_n: int) -> bool:
+    if len(samples) >= count:
+        return False
+    elapsed = time.monotonic() - started
+    return elapsed < budget or (len(samples) < min_n and elapsed < HARD_CAP)
+
+
+def stamp_now(client: Any) -> None:
+    """What every probe handler does (sync redis client)."""
+    client.rpush(STAMPS, time.time_ns())
+
+
+def measure_e2s(send: Callable[[], None], url: str, count: int, budget: float,
+                min_n: int = 1) -> dict[str, Any]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.delete(STAMPS)
+    samples: list[int] = []
+    started = time.monotonic()
+    try:
+        while more_probes(samples, count, started, budget, min_n):
+            t0 = time.time_ns()
+            send()
+            got = client.blpop([STAMPS], timeout=max(2.0, budget))
+            if got is None:
+                break
+            samples.append(int(got[1]) - t0)
+            time.sleep(gap(samples))
+    finally:
+        client.close()
+    if not samples:
+        raise RuntimeError("no probe job started")
+    return latency_summary(samples)
+
+
+async def measure_e2s_async(send: Callable[[], Awaitable[Any]], url: str, count: int,
+                            budget: float, min_n: int = 1) -> dict[str, Any]:
+    import asyncio
+
+    import redis.asyncio as aredis
+
+    client = aredis.Redis.from_url(url)
+    await client.delete(STAMPS)
+    samples: list[int] = []
+    started = time.monotonic()
+    try:
+        while more_probes(samples, count, started, budget, min_n):
+            t0 = time.time_ns()
+            await send()
+            got = await client.blpop([STAMPS], timeout=max(2.0, budget))
+            if got is None:
+                break
+            samples.append(int(got[1]) - t0)
+            await asyncio.sleep(gap(samples))
+    finally:
+        await client.aclose()
+    if not samples:
+        raise RuntimeError("no probe job started")
+    return latency_summary(samples)
+
+
+def timed_rate(count: int, seconds: float) -> dict[str, Any]:
+    return {"value": round(count / max(seconds, 1e-9), 1), "n": count,
+            "seconds": round(seconds, 3)}

@@ -1,0 +1,300 @@
+"""Turns the raw lines of every run into medians (summarize) and the
+Markdown report (markdown). Stdlib only."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+RATE_METRICS = ("enqueue_one", "enqueue_bulk", "drain")
+LQ_RATES = ("enqueue_one", "enqueue_bulk", "drain_c1", "drain_c10", "drain_c100",
+            "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100")
+LQ_DRAIN_FOR_PEERS = "drain_c100"  # 1 process, concurrency 100: the peers' setting
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 4) if values else None
+
+
+def _lines(runs: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    return [x for r in runs for x in r.get("lines", []) if x.get("metric") == metric]
+
+
+def _errors(runs: list[dict[str, Any]]) -> list[str]:
+    errs = [r["error"] for r in runs if r.get("error")]
+    errs += [f"{x['metric']}: {x['error']}" for r in runs for x in r.get("lines", [])
+             if x.get("error")]
+    return list(dict.fromkeys(errs))  # distinct, in order
+
+
+def _rate(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
+    lines = [x for x in _lines(runs, metric) if x.get("value") is not None]
+    out: dict[str, Any] = {"value": _median([float(x["value"]) for x in lines]),
+                           "reps": [x["value"] for x in lines]}
+    for cpu in ("redis_cpu_pct", "workers_cpu_pct"):
+        got = [float(x[cpu]) for x in lines if x.get(cpu) is not None]
+        if got:
+            out[cpu] = _median(got)
+    if any(x.get("complete") is False for x in lines):
+        out["partial"] = (f"cut at the time budget: measured over "
+                          f"{min(int(x.get('measured_jobs', 0)) for x in lines):,}+ of "
+                          f"{int(lines[0].get('n', 0)):,} jobs")
+    notes = [x["note"] for x in _lines(runs, metric) if x.get("note")]
+    if notes:
+        out["note"] = notes[0]
+    return out
+
+
+def _latency(runs: list[dict[str, Any]], metric: str,
+             ps: tuple[str, ...] = ("p50_ms", "p99_ms")) -> dict[str, Any]:
+    lines = [x for x in _lines(runs, metric) if x.get("p50_ms") is not None]
+    out: dict[str, Any] = {p: _median([float(x[p]) for x in lines]) for p in ps}
+    out["n"] = min((int(x["n"]) for x in lines), default=0)
+    notes = [x["note"] for x in _lines(runs, metric) if x.get("note")]
+    if notes and not lines:
+        out["note"] = notes[0]
+    return out
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"ceiling": {}, "leasequeue": {}, "peers": {}}
+    c_runs = results["ceiling"].get("runs", [])
+    for label in ("evalsha_c50", "evalsha_c50_p16", "evalsha_c1"):
+        lines = [x for x in _lines(c_runs, label) if "value" in x]
+        summary["ceiling"][label] = {
+            k: _median([float(x[k]) for x in lines]) for k in ("value", "p50_ms", "p99_ms")}
+    summary["ceiling"]["errors"] = _errors(c_runs)
+
+    lq = results["leasequeue"]
+    claim_lines = lq.get("claim", {}).get("lines", [])
+    claim: list[dict[str, Any]] = []
+    for key in dict.fromkeys((x["size"], x["batch"]) for x in claim_lines
+                             if x["metric"] == "lq_claim"):
+        group = [x for x in claim_lines
+                 if x["metric"] == "lq_claim" and (x["size"], x["batch"]) == key]
+        claim.append({"size": key[0], "batch": key[1], "n": group[0]["n"], "reps": len(group),
+                      **{p: _median([float(x[p]) for x in group])
+                         for p in ("p50_ms", "p99_ms", "p99.9_ms")}})
+    fills = {x["size"]: x["value"] for x in claim_lines if x["metric"] == "lq_fill"}
+    runs = lq.get("runs", [])
+    s_lq: dict[str, Any] = {"claim": claim, "fill_rates": fills}
+    for m in LQ_RATES:
+        s_lq[m] = _rate(runs, m)
+    s_lq["e2s"] = _latency(runs, "e2s")
+    s_lq["errors"] = _errors([*runs, lq.get("claim", {})])
+    info = _lines(runs, "info")
+    s_lq["config"] = info[0]["config"] if info else ""
+    summary["leasequeue"] = s_lq
+
+    for name, peer in results["peers"].items():
+        runs = peer.get("runs", [])
+        info = _lines(runs, "info")
+        s: dict[str, Any] = {
+            "version": info[0].get("version") if info else None,
+            "config": info[0].get("config") if info else None,
+            "bulk_api": info[0].get("bulk_api") if info else None,
+            "concurrency": info[0].get("concurrency") if info else None,
+        }
+        for m in RATE_METRICS:
+            s[m] = _rate(runs, m)
+        s["e2s"] = _latency(runs, "e2s")
+        s["errors"] = ([peer["error"]] if peer.get("error") else []) + _errors(runs)
+        summary["peers"][name] = s
+        if s["version"]:
+            results["versions"][name] = s["version"]
+    return summary
+
+
+# -- Markdown ------------------------------------------------------------------
+
+def _num(v: float | None, digits: int = 0) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.{digits}f}"
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.3f}" if v < 10 else f"{v:,.1f}"
+
+
+def _ratio(v: float | None, base: float | None) -> str:
+    if v is None or not base:
+        return "–"
+    r = v / base
+    return f"{r:.2f}×" if r < 10 else f"{r:.0f}×"
+
+
+def _cpu(rate: dict[str, Any]) -> str:
+    """CPU during the drain, % of one core (2 cores = 200%)."""
+    if rate.get("redis_cpu_pct") is None:
+        return "–"
+    workers = rate.get("workers_cpu_pct")
+    return f"{rate['redis_cpu_pct']:.0f} / {'–' if workers is None else f'{workers:.0f}'}"
+
+
+def _pct(v: float | None, base: float | None) -> str:
+    if v is None or not base:
+        return "–"
+    return f"{100 * v / base:.0f}%"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    out: list[str] = []
+    _header(results, out)
+    _peers_table(results, out)
+    _leasequeue_section(results, out)
+    _ceiling_section(results, out)
+    return "\n".join(out) + "\n"
+
+
+def _header(results: dict[str, Any], out: list[str]) -> None:
+    m = results["machine"]
+    st = results["settings"]
+    w = out.append
+    w("# leasequeue benchmark results\n")
+    w(f"- date: {results['date']} — mode: **{results['mode']}** "
+      f"({st['reps']} repetition(s); every figure is the median over them)")
+    w(f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory']} RAM, {m['os']}; load "
+      f"average (1/5/15 min) {m.get('loadavg_start')} at the start, {m.get('loadavg_end')} "
+      "at the end (anything else running skews the figures)")
+    w(f"- Python {m['python']}, Redis {results['versions'].get('redis')} (one local "
+      "redis-server, loopback, no persistence, shared by every run below)")
+    w(f"- leasequeue commit: {results.get('git', '?')}; code fingerprint "
+      f"{results.get('code_fingerprint_start')}"
+      + ("" if results.get("code_fingerprint_end") == results.get("code_fingerprint_start")
+         else f" at the start, {results.get('code_fingerprint_end')} at the end: **the "
+              "package was edited during the run, figures may mix versions**"))
+    w("- versions: " + ", ".join(f"{k} {v}" for k, v in results["versions"].items()))
+    w(f"- harness time: {results['bench_seconds']:.0f} s "
+      f"(+ {results['install_seconds']:.0f} s installing peers)")
+    w("- produced by `python benchmarks/run.py" + (" --quick" if results["mode"] == "quick"
+                                                   else "") + "`; see benchmarks/README.md\n")
+
+
+def _peers_table(results: dict[str, Any], out: list[str]) -> None:
+    s = results["summary"]
+    lq = s["leasequeue"]
+    st = results["settings"]
+    w = out.append
+    base_drain = lq[LQ_DRAIN_FOR_PEERS]["value"]
+    base_one = lq["enqueue_one"]["value"]
+    base_bulk = lq["enqueue_bulk"]["value"]
+    base_e2s = lq["e2s"].get("p50_ms")
+    w(f"## Against the peers (no-op job, {st['n']:,} jobs drained, same Redis)\n")
+    w("Ratios are peer ÷ leasequeue: above 1× the peer is faster for throughput, slower "
+      "for latency. leasequeue's row is 1 worker process at concurrency 100.\n")
+    w("| queue | drain jobs/s | ×lq | CPU % Redis / workers | enqueue 1/call jobs/s | ×lq "
+      "| enqueue bulk jobs/s | ×lq | enqueue→start p50 ms | p99 ms | ×lq (p50) "
+      "| configuration |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    w(f"| **leasequeue** {results['versions']['leasequeue']} | {_num(base_drain)} | 1× "
+      f"| {_cpu(lq[LQ_DRAIN_FOR_PEERS])} "
+      f"| {_num(base_one)} | 1× | {_num(base_bulk)} | 1× | {_ms(base_e2s)} "
+      f"| {_ms(lq['e2s'].get('p99_ms'))} | 1× | {lq['config']}; bulk = App.enqueue_many |")
+    notes: list[str] = []
+    for name, p in s["peers"].items():
+        if p["version"] is None:
+            err = p["errors"][0] if p["errors"] else "no output"
+            w(f"| {name} | failed | | | | | | | | | | {err[:200]} |")
+            continue
+        drain = p["drain"]
+        d_txt = _num(drain["value"]) + ("*" if drain.get("partial") else "")
+        e = p["e2s"]
+        bulk = p["enqueue_bulk"]["value"]
+        w(f"| {name} {p['version']} | {d_txt} | {_ratio(drain['value'], base_drain)} "
+          f"| {_cpu(drain)} "
+          f"| {_num(p['enqueue_one']['value'])} | {_ratio(p['enqueue_one']['value'], base_one)} "
+          f"| {_num(bulk) if bulk is not None else '– (no bulk API)'} "
+          f"| {_ratio(bulk, base_bulk)} | {_ms(e.get('p50_ms'))} | {_ms(e.get('p99_ms'))} "
+          f"| {_ratio(e.get('p50_ms'), base_e2s)} | {p['config']}"
+          + (f"; bulk = {p['bulk_api']}" if p["bulk_api"] else "") + " |")
+        if drain.get("partial"):
+            notes.append(f"{name}: drain {drain['partial']}")
+        if e.get("note"):
+            notes.append(f"{name}: enqueue→start {e['note']}")
+        elif e.get("n") and e["n"] < st["e2s_n"]:
+            notes.append(f"{name}: enqueue→start from {e['n']} probes (the rest did not fit "
+                         f"the {st['e2s_budget']:.0f} s budget)")
+        notes.extend(f"{name}: error: {err[:300]}" for err in p["errors"])
+    w("")
+    if notes:
+        w("Notes (\\* = drain cut by its time budget; the rate is over the jobs that did run):\n")
+        out.extend(f"- {n}" for n in notes)
+        w("")
+
+
+def _leasequeue_section(results: dict[str, Any], out: list[str]) -> None:
+    s = results["summary"]
+    lq, ceil = s["leasequeue"], s["ceiling"]
+    w = out.append
+    w("## leasequeue\n")
+    w("### Claim latency: one claim script call, client side (redis-py asyncio)\n")
+    w("The ready set is held at each size (every claimed job is acked and replaced, untimed). "
+      "Flat rows mean the claim cost does not grow with the queue.\n")
+    w("| ready jobs | batch | p50 ms | p99 ms | p99.9 ms | samples × reps |")
+    w("|---:|---:|---:|---:|---:|---:|")
+    for c in lq["claim"]:
+        w(f"| {c['size']:,} | {c['batch']} | {_ms(c['p50_ms'])} | {_ms(c['p99_ms'])} "
+          f"| {_ms(c['p99.9_ms'])} | {c['n']:,} × {c['reps']} |")
+    for batch in (1, 50):
+        rows = [c for c in lq["claim"] if c["batch"] == batch]
+        if len(rows) >= 2 and rows[0]["p50_ms"]:
+            w(f"\nbatch {batch}: p50 at {rows[-1]['size']:,} ÷ p50 at {rows[0]['size']:,} = "
+              f"{rows[-1]['p50_ms'] / rows[0]['p50_ms']:.2f}")
+    if lq.get("fill_rates"):
+        w("\nFill (enqueue_many, 10k per call): " + ", ".join(
+            f"{int(k):,} jobs at {_num(v)} jobs/s" for k, v in lq["fill_rates"].items()))
+    w("")
+    ceil_c50 = ceil["evalsha_c50"]["value"]
+    ceil_p16 = ceil["evalsha_c50_p16"]["value"]
+    w("### Throughput and latency, against the ceiling\n")
+    w("Ceiling = redis-benchmark EVALSHA of a claim-shaped script (below). A drained job costs "
+      "at least a share of a claim call and of an ack call, so 100% is out of reach by "
+      "construction; the fraction shows how much of the server's script budget a figure uses.\n")
+    w("| figure | value | % of ceiling unpipelined (50 clients) | % of ceiling pipelined ×16 "
+      "| CPU % Redis / workers |")
+    w("|---|---:|---:|---:|---:|")
+    rows = [
+        ("enqueue, one per call (jobs/s)", lq["enqueue_one"]),
+        (f"enqueue_many, {results['settings']['n']:,} per call (jobs/s)", lq["enqueue_bulk"]),
+        ("drain, 1 process, concurrency 1 (jobs/s)", lq["drain_c1"]),
+        ("drain, 1 process, concurrency 10 (jobs/s)", lq["drain_c10"]),
+        ("drain, 1 process, concurrency 100 (jobs/s)", lq["drain_c100"]),
+        ("drain, 2 processes × concurrency 100 (jobs/s)", lq["drain_2proc"]),
+        ("bare loop: claim 1 + ack 1, one client (jobs/s)", lq["bare_claim_ack_1"]),
+        ("bare loop: claim 100 + ack 100, one client (jobs/s)", lq["bare_claim_ack_100"]),
+    ]
+    for label, r in rows:
+        v = r["value"]
+        w(f"| {label} | {_num(v)} | {_pct(v, ceil_c50)} | {_pct(v, ceil_p16)} | {_cpu(r)} |")
+    w("\nCPU: % of one core over the measured window (this machine has "
+      f"{results['machine']['nproc']}), redis-server from INFO and the worker processes "
+      "from /proc.")
+    e = lq["e2s"]
+    floor = ceil["evalsha_c1"].get("p50_ms")
+    w(f"\nEnqueue→start on an idle worker (concurrency 10): p50 {_ms(e.get('p50_ms'))} ms, "
+      f"p99 {_ms(e.get('p99_ms'))} ms over {e.get('n')} probes. One claim call at 1k ready "
+      f"jobs: p50 {_ms(lq['claim'][0]['p50_ms']) if lq['claim'] else '–'} ms client side, "
+      f"against {_ms(floor)} ms for a bare EVALSHA round trip from redis-benchmark (1 client).")
+    if lq["errors"]:
+        w("\nErrors: " + "; ".join(lq["errors"]))
+
+
+def _ceiling_section(results: dict[str, Any], out: list[str]) -> None:
+    ceil = results["summary"]["ceiling"]
+    w = out.append
+    w("\n### Ceiling: redis-benchmark on the same Redis\n")
+    w("Script: `ZPOPMIN ready` → `HINCRBY stats seq` → `ZADD ready` (the popped id goes back "
+      "at the end), keys `{bench:ceiling}:ready` and `{bench:ceiling}:stats`, 1,000 members.\n")
+    w("| run | calls/s | p50 ms | p99 ms |")
+    w("|---|---:|---:|---:|")
+    for label, text in (("evalsha_c50", "50 clients, unpipelined"),
+                        ("evalsha_c50_p16", "50 clients, pipeline 16"),
+                        ("evalsha_c1", "1 client, unpipelined (round-trip floor)")):
+        c = ceil[label]
+        w(f"| {text} | {_num(c['value'])} | {_ms(c['p50_ms'])} | {_ms(c['p99_ms'])} |")
+    if ceil["errors"]:
+        w("\nErrors: " + "; ".join(ceil["errors"]))
+    w("")

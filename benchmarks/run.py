@@ -1,0 +1,331 @@
+"""The whole benchmark in one command.
+
+  python benchmarks/run.py            full: 3 repetitions, claim latency up
+                                      to 1M ready jobs (about 9-10 minutes)
+  python benchmarks/run.py --quick    1 repetition, small sizes (< 60 s)
+
+Starts its own redis-server on a free loopback port (no persistence),
+installs the peers (once: each into benchmarks/.venvs/<peer>, BullMQ for Node
+into benchmarks/node), runs every bench as a subprocess with a time limit,
+and writes benchmarks/results/results.{json,md,png}. Run it with the dev
+venv's Python (leasequeue importable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import envs  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+import report  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
+
+RESULTS = HERE / "results"
+TMP = RESULTS / "tmp"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Sizes and time budgets of one mode; every loop below is bounded by them."""
+
+    name: str
+    reps: int
+    claim_sizes: tuple[int, ...]
+    claim_samples: int
+    n: int  # jobs drained and bulk-enqueued
+    one_n: int
+    one_budget: float
+    e2s_n: int
+    e2s_budget: float
+    e2s_min: int  # probes a polling worker may take up to 12 s to reach
+    lq_drain_budget: float
+    peer_drain_budget: float
+    ceiling_quick: bool
+
+
+FULL = Mode("full", 3, (1_000, 100_000, 1_000_000), 1_500, 20_000, 5_000, 1.5, 200, 2.0, 20,
+            30.0, 5.0, False)
+QUICK = Mode("quick", 1, (1_000, 100_000), 300, 2_000, 500, 0.3, 30, 1.0, 3, 5.0, 2.0, True)
+
+
+@dataclass(frozen=True)
+class PeerSpec:
+    name: str  # as in envs.PIP_PEERS, or "bullmq-node"
+    module: str  # python -m module, or the .mjs file for node
+
+
+PEERS = [
+    PeerSpec("arq", "peers.arq_peer"),
+    PeerSpec("saq", "peers.saq_peer"),
+    PeerSpec("rq", "peers.rq_peer"),
+    PeerSpec("dramatiq", "peers.dramatiq_peer"),
+    PeerSpec("celery", "peers.celery_peer"),
+    PeerSpec("taskiq", "peers.taskiq_peer"),
+    PeerSpec("bullmq-py", "peers.bullmq_py_peer"),
+    PeerSpec("bullmq-node", "node/bench.mjs"),
+]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_lines(argv: list[str], timeout: float,
+              name: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Run one bench process in its own session; on timeout kill the whole
+    group (its worker processes too) and keep the lines it had printed."""
+    TMP.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("BENCH_URL", None)
+    with open(TMP / f"{name}.stderr", "wb") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=HERE, env=env,
+                                start_new_session=True)
+        error = None
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            error = f"killed after its {timeout:.0f} s time limit"
+        finally:
+            try:  # leftovers of a process that exited but left workers behind
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    lines = []
+    for raw in out.decode(errors="replace").splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and "metric" in item:
+            lines.append(item)
+    if error is None and proc.returncode != 0:
+        tail = (TMP / f"{name}.stderr").read_text(errors="replace").strip().splitlines()[-3:]
+        error = f"exit {proc.returncode}: " + " | ".join(tail)[-400:]
+    return lines, error
+
+
+def bench_flags(mode: Mode, url: str, drain_budget: float) -> list[str]:
+    return ["--url", url, "--n", str(mode.n), "--one-n", str(mode.one_n), "--one-budget",
+            str(mode.one_budget), "--e2s-n", str(mode.e2s_n), "--e2s-budget",
+            str(mode.e2s_budget), "--e2s-min", str(mode.e2s_min), "--drain-budget",
+            str(drain_budget)]
+
+
+def rep_timeout(mode: Mode, drain_budget: float, drains: int = 1) -> float:
+    """A generous bound: budgets plus fills, start-ups and a margin."""
+    return 2 * (mode.one_budget + drains * drain_budget + mode.e2s_budget) + 60
+
+
+def run_ceiling(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None:
+    for rep in range(mode.reps):
+        argv = [sys.executable, str(HERE / "ceiling.py"), "--port", str(server.port)]
+        if mode.ceiling_quick:
+            argv.append("--quick")
+        lines, error = run_lines(argv, 120, f"ceiling-{rep}")
+        out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
+        log(f"ceiling rep {rep + 1}: " + ", ".join(
+            f"{x['metric']}={x.get('value', x.get('error'))}" for x in lines))
+
+
+def run_leasequeue(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None:
+    server.flush()
+    sizes = ",".join(str(s) for s in mode.claim_sizes)
+    argv = [sys.executable, str(HERE / "lq_bench.py"), "claim", "--url", server.url,
+            "--sizes", sizes, "--samples", str(mode.claim_samples), "--reps", str(mode.reps)]
+    # fill at ~35k jobs/s, then each sample is a claim + an untimed ack and refill
+    limit = (60 + sum(mode.claim_sizes) / 20_000
+             + mode.reps * len(mode.claim_sizes) * mode.claim_samples * 0.006)
+    lines, error = run_lines(argv, limit, "lq-claim")
+    out["claim"] = {"lines": lines, "error": error}
+    log(f"leasequeue claim latency: {len(lines)} lines" + (f", ERROR {error}" if error else ""))
+    server.flush()
+    for rep in range(mode.reps):
+        argv = [sys.executable, str(HERE / "lq_bench.py"), "bench",
+                *bench_flags(mode, server.url, mode.lq_drain_budget)]
+        lines, error = run_lines(argv, rep_timeout(mode, mode.lq_drain_budget, 6), f"lq-{rep}")
+        out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
+        log(f"leasequeue rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))
+        server.flush()
+
+
+def _brief(lines: list[dict[str, Any]]) -> str:
+    parts = []
+    for x in lines:
+        if x["metric"] == "info":
+            continue
+        v = x.get("value", x.get("p50_ms"))
+        parts.append(f"{x['metric']}={v if 'error' not in x else 'ERR'}")
+    return ", ".join(parts)
+
+
+def run_peer(spec: PeerSpec, status: envs.EnvStatus, server: RedisServer, mode: Mode,
+             out: dict[str, Any]) -> None:
+    out["install_seconds"] = round(status.seconds, 1)
+    if status.error is not None or status.python is None:
+        out["error"] = f"not installed: {status.error}"
+        log(f"{spec.name}: {out['error']}")
+        return
+    for rep in range(mode.reps):
+        server.flush()
+        if spec.name == "bullmq-node":
+            argv = [status.python, str(HERE / spec.module), "bench"]
+        else:
+            argv = [status.python, "-m", spec.module, "bench"]
+        argv += bench_flags(mode, server.url, mode.peer_drain_budget)
+        lines, error = run_lines(argv, rep_timeout(mode, mode.peer_drain_budget),
+                                 f"{spec.name}-{rep}")
+        out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
+        log(f"{spec.name} rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))
+    server.flush()
+
+
+def install(selected: list[PeerSpec]) -> dict[str, envs.EnvStatus]:
+    statuses: dict[str, envs.EnvStatus] = {}
+    for spec in selected:
+        if spec.name == "bullmq-node":
+            statuses[spec.name] = envs.ensure_node()
+        else:
+            statuses[spec.name] = envs.ensure_pip_env(spec.name)
+        s = statuses[spec.name]
+        log(f"install {spec.name}: " + ("ok" if s.error is None else f"FAILED {s.error}")
+            + (f" ({s.seconds:.0f} s)" if s.seconds else " (cached)"))
+    return statuses
+
+
+def machine() -> dict[str, Any]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f"{kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "memory": mem,
+            "os": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version(),
+            # other work on the machine skews every figure: say how busy it was
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def code_fingerprint() -> str:
+    """A hash of leasequeue/*.py and lua/*.lua as they are now: taken at the
+    start and the end, it tells whether the package was edited mid-run (the
+    workers import it afresh for every section)."""
+    digest = hashlib.sha1()
+    for path in sorted([*(HERE.parent / "leasequeue").glob("*.py"),
+                        *(HERE.parent / "lua").glob("*.lua")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def git_state() -> str:
+    """The commit measured, and whether the work tree differed from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../leasequeue",
+                                "../lua"], cwd=HERE, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return head + (" + uncommitted changes in leasequeue/ or lua/" if dirty else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="1 repetition, small sizes (< 60 s)")
+    ap.add_argument("--peers", default=",".join(p.name for p in PEERS),
+                    help="comma-separated subset of peers ('' for none)")
+    ap.add_argument("--out", default=str(RESULTS), help="folder for results.{json,md,png}")
+    args = ap.parse_args()
+    mode = QUICK if args.quick else FULL
+    wanted = [x for x in args.peers.split(",") if x]
+    unknown = set(wanted) - {p.name for p in PEERS}
+    if unknown:
+        raise SystemExit(f"unknown peers: {', '.join(sorted(unknown))}")
+    selected = [p for p in PEERS if p.name in wanted]
+    try:
+        import leasequeue
+    except ImportError:
+        raise SystemExit("leasequeue is not importable: run this with the dev venv's "
+                         "python (pip install -e . first)") from None
+
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "mode": mode.name,
+        "settings": mode.__dict__ | {"claim_sizes": list(mode.claim_sizes)},
+        "machine": machine(), "versions": {"leasequeue": leasequeue.__version__},
+        "git": git_state(), "code_fingerprint_start": code_fingerprint(),
+        "ceiling": {}, "leasequeue": {}, "peers": {},
+    }
+    statuses = install(selected)
+    plot_env = envs.ensure_pip_env("plot")  # matplotlib, for the PNG at the end
+    log("install plot (matplotlib): " + ("ok" if plot_env.error is None else
+                                         f"FAILED {plot_env.error}"))
+    results["install_seconds"] = round(time.monotonic() - started, 1)
+    server = RedisServer()
+    server.start()
+    log(f"redis-server {server.version()} on {server.url} (no persistence)")
+    results["versions"]["redis"] = server.version()
+    try:
+        run_ceiling(server, mode, results["ceiling"])
+        run_leasequeue(server, mode, results["leasequeue"])
+        for spec in selected:
+            results["peers"][spec.name] = {}
+            run_peer(spec, statuses[spec.name], server, mode, results["peers"][spec.name])
+    finally:
+        server.stop()
+    results["code_fingerprint_end"] = code_fingerprint()
+    if results["code_fingerprint_end"] != results["code_fingerprint_start"]:
+        log("WARNING: leasequeue/ or lua/ changed during the run; figures may mix versions")
+    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["bench_seconds"] = round(time.monotonic() - started - results["install_seconds"], 1)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = report.summarize(results)
+    results["summary"] = summary
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out_dir / "results.md").write_text(report.markdown(results))
+    plot_error = draw_plot(statuses, out_dir)
+    if plot_error:
+        log(f"plot: {plot_error}")
+    log(f"done in {time.monotonic() - started:.0f} s "
+        f"(install {results['install_seconds']:.0f} s): {out_dir / 'results.md'}")
+
+
+def draw_plot(statuses: dict[str, envs.EnvStatus], out_dir: Path) -> str | None:
+    """matplotlib lives in the 'plot' venv, not in the dev venv."""
+    status = envs.ensure_pip_env("plot")
+    if status.python is None:
+        return f"matplotlib not installed: {status.error}"
+    proc = subprocess.run([status.python, str(HERE / "plot.py"), str(out_dir / "results.json"),
+                           str(out_dir / "results.png")], capture_output=True, text=True,
+                          timeout=120)
+    return None if proc.returncode == 0 else proc.stderr[-500:]
+
+
+if __name__ == "__main__":
+    main()
