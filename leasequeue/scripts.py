@@ -15,7 +15,8 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
-from .durable import TOPOLOGY_ERRORS, run_and_wait
+from .connection import is_cluster
+from .direct import TOPOLOGY_ERRORS, run_and_wait, run_direct
 from .errors import MalformedJob, NotDurable, RedisUnavailable, ScriptError
 from .keys import LimiterKeys, QueueKeys
 from .log import get_log
@@ -164,6 +165,8 @@ class Scripts:
         self._redis = redis
         self.settings = settings
         shebang = not url.startswith("memory://")
+        # the direct path needs a plain connection pool: one Redis or Sentinel
+        self._direct = shebang and not is_cluster(redis)
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
         self._key_cache: dict[tuple[str, QueueKeys | LimiterKeys], list[bytes]] = {}
@@ -180,6 +183,8 @@ class Scripts:
     async def run(self, name: str, qk: QueueKeys | LimiterKeys, args: Sequence[Any]) -> Any:
         keys = self._keys_of(name, qk)
         try:
+            if self._direct:
+                return await run_direct(self._redis, self._scripts[name], keys, args)
             return await self._scripts[name](keys=keys, args=list(args))
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise RedisUnavailable(self._url, exc) from exc
