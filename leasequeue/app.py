@@ -81,6 +81,7 @@ class App:
             self.settings = replace(self.settings, durable_replicas=max(
                 1, self.settings.durable_replicas), durable_timeout_ms=int(durable_timeout * 1000))
         self.shards = Shards(self.prefix, queue_shards or {})
+        self._names_ok: set[str] = set()  # job names already checked
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
         # layers 2 and 3 of the limits; in-process unless told otherwise
@@ -136,7 +137,10 @@ class App:
         (``created=False``) instead of adding a second one."""
         request = JobRequest(name, payload, job_id, queue, delay, priority, correlation_id,
                              request_id, max_attempts, max_infra_attempts)
-        return (await self.enqueue_many([request]))[0]
+        logical_queue, job = self._prepare(request)
+        qk = self.keys(self.shards.route(logical_queue, job.id))
+        ((created, state),) = await self.scripts.enqueue(qk, [job])
+        return EnqueuedJob(job.id, logical_queue, job.name, created, state)
 
     async def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.
@@ -177,8 +181,10 @@ class App:
             raise ConfigError("job_id must be a str of 1-512 characters")
         envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
                                          r.request_id or "", self.max_payload_bytes)
+        if r.name not in self._names_ok:
+            self._names_ok.add(check_job_name(r.name))
         return queue, NewJob(
-            id=job_id, name=check_job_name(r.name), payload=envelope,
+            id=job_id, name=r.name, payload=envelope,
             delay_ms=int(r.delay * 1000), priority=r.priority,
             max_attempts=max_attempts, max_infra=max_infra,
         )
@@ -189,7 +195,7 @@ class App:
             return self.keys(queue).queue
         if definition is not None:
             return definition.queue
-        if not self.registry.all():
+        if self.registry.empty:
             # a producer-only App: every job goes to the default queue
             return self.registry.defaults.queue
         raise UnknownJob(

@@ -121,6 +121,10 @@ class Registry:
     def find(self, name: str) -> JobDefinition | None:
         return self._jobs.get(name)
 
+    @property
+    def empty(self) -> bool:
+        return not self._jobs
+
     def all(self) -> list[JobDefinition]:
         return list(self._jobs.values())
 

@@ -23,6 +23,7 @@ def logical(name: str) -> str:
 class Shards:
     def __init__(self, prefix: str, shards: Mapping[str, int]) -> None:
         self._prefix = prefix
+        self._keys: dict[str, QueueKeys] = {}  # checked names only
         self._shards: dict[str, int] = {}
         for queue, n in shards.items():
             if not isinstance(n, int) or not 1 <= n <= 1024:
@@ -47,6 +48,12 @@ class Shards:
 
     def keys(self, name: str) -> QueueKeys:
         """Keys of a physical queue: a plain queue name or ``queue#k``."""
+        known = self._keys.get(name)
+        if known is None:
+            known = self._keys[name] = self._build(name)
+        return known
+
+    def _build(self, name: str) -> QueueKeys:
         base, sep, index = name.partition(SEPARATOR)
         if not sep:
             return queue_keys(self._prefix, name)
