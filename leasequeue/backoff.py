@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 Backoff = Callable[[int], float]
+MAX_DELAY_S = 30 * 24 * 3600.0  # a retry more than 30 days away is a bug
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,7 @@ def delay_ms(policy: Backoff, attempt: int) -> int:
     seconds = float(policy(attempt))
     if seconds != seconds or seconds < 0:  # NaN or negative: retry at once
         seconds = 0.0
-    return int(seconds * 1000)
+    return int(min(seconds, MAX_DELAY_S) * 1000)  # inf or absurd: capped
 
 
 def _non_negative(value: float) -> float:

@@ -61,6 +61,9 @@ class Claimer:
                     await self._slots.wait_free(threshold)
             try:
                 got, next_due_ms = await self._claim_round(dispatch)
+                # the claim itself was shielded: a stop that came meanwhile lands
+                # here, after its jobs were handed over (and will be released)
+                await anyio.lowlevel.checkpoint_if_cancelled()
                 if not got:
                     await self._idle(next_due_ms)
                 backoff = 0.1
@@ -87,8 +90,11 @@ class Claimer:
                 break
             queue = self._queues[(self._turn + i) % n]
             try:
-                batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
-                                                  self._lease_ms, self._worker_id)
+                # shielded: a claim cancelled on the wire (shutdown) would still
+                # lease its jobs in Redis, to nobody; the socket timeout bounds it
+                with anyio.CancelScope(shield=True):
+                    batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
+                                                      self._lease_ms, self._worker_id)
             except (RedisUnavailable, ScriptError) as exc:
                 failure, failed = exc, failed + 1
                 continue

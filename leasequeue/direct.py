@@ -20,8 +20,10 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import (
     AskError,
     ClusterDownError,
+    ClusterError,
     MovedError,
     NoScriptError,
+    RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -32,11 +34,14 @@ from .connection import is_cluster
 
 # the slot moved or the cluster is re-forming (a failover): retry later
 TOPOLOGY_ERRORS = (MovedError, AskError, ClusterDownError, TryAgainError, SlotNotCoveredError)
+# every error a cluster client raises while the cluster is unreachable or re-forming
+CLUSTER_ERRORS = (*TOPOLOGY_ERRORS, RedisClusterException, ClusterError)
 
 
 async def run_direct(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
-                     args: Sequence[Any]) -> Any:
-    """EVALSHA on a pooled connection (one Redis or a Sentinel master)."""
+                     args: Sequence[Any], retry: bool = True) -> Any:
+    """EVALSHA on a pooled connection (one Redis or a Sentinel master). With
+    ``retry``, a dropped connection (a Redis restart) is retried once."""
     pool: Any = redis.connection_pool
     for attempt in (1, 2):
         conn = await pool.get_connection()
@@ -48,7 +53,7 @@ async def run_direct(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
                 return await _evalsha(conn, script.sha, keys, args)
         except (RedisConnectionError, RedisTimeoutError):
             await conn.disconnect()  # a stale connection (Redis restarted): one retry
-            if attempt == 2:
+            if attempt == 2 or not retry:
                 raise
         finally:
             await pool.release(conn)

@@ -74,6 +74,11 @@ class Executor:
             if slots is None:
                 await self._on_conflict(run)
                 return
+            if self.draining:  # shutdown began while it waited for a slot
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self._limits.release(run, slots)
+                await self._release(run, "shutdown before start")
+                return
         self.running.add(run)
         try:
             outcome = await run.execute(self._threads)
@@ -149,8 +154,8 @@ class Executor:
             kind, delay = "dead", 0
         else:  # work failure, explicit retry, or our own timeout
             kind = "work"
-            delay = (int(outcome.delay * 1000) if outcome.delay is not None
-                     else delay_ms(d.backoff, job.attempt))
+            delay = (delay_ms(lambda _: outcome.delay or 0.0, job.attempt)
+                     if outcome.delay is not None else delay_ms(d.backoff, job.attempt))
         result = await self._write(job, "fail", lambda: self._scripts.fail(
             self._keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error, delay))
         self._table.remove(job)

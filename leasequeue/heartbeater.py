@@ -30,7 +30,11 @@ class Heartbeater:
 
     @property
     def interval(self) -> float:
-        return self._lease_ms / 3000.0
+        """A third of the shortest lease it keeps alive: the jobs' and the limiter's."""
+        lease_ms = self._lease_ms
+        if self._limits is not None and self._limits.lease_ms is not None:
+            lease_ms = min(lease_ms, self._limits.lease_ms)
+        return lease_ms / 3000.0
 
     async def run(self) -> None:
         while True:
@@ -63,9 +67,12 @@ class Heartbeater:
         the fencing check would refuse this run's result anyway."""
         now = time.monotonic()
         for held in chunk:
+            if now - held.renewed_at <= self._lease_ms / 1000:
+                continue
             run = held.run
-            if (run is not None and not run.finished
-                    and now - held.renewed_at > self._lease_ms / 1000):
+            if run is None:
+                held.lost = True  # not started: it must not start now
+            elif not run.finished:
                 run.ctx.log.warning("lease lapsed: renewals failed for longer than the lease; "
                                     "stopping the run")
                 run.stop("lease-lost")

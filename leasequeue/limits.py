@@ -50,6 +50,12 @@ class Limits:
         self._lines: dict[str, deque[_Waiter]] = {}  # limit name -> runs waiting for it
         self._log = get_log("limits", worker_id=worker_id)
 
+    @property
+    def lease_ms(self) -> int | None:
+        """The limiter's lease, when its slots lapse unless renewed."""
+        lease = getattr(self.limiter, "lease_ms", None)
+        return int(lease) if lease is not None else None
+
     def applies(self, run: Run) -> bool:
         return run.definition.max_concurrent is not None or run.ctx.queue in self.queue_limits
 
@@ -100,12 +106,17 @@ class Limits:
 
     async def _try(self, run: Run) -> tuple[list[str] | None, str]:
         holder = self.holder(run)
-        replace = run.definition.on_conflict == "replace"
+        job_limit = job_limit_name(run.definition.name)
         taken: list[str] = []
         for name, limit in self._needed(run):
+            # `replace` evicts older runs of the same job only; a queue limit is
+            # shared with other jobs, which a replace must never cancel
+            replace = run.definition.on_conflict == "replace" and name == job_limit
             grant = await self.limiter.acquire(name, limit, holder, replace)
             if not grant.taken:
-                await self.release(run, taken)
+                for held in taken:  # roll back quietly: waking a line here would spin
+                    self._held.get(held, set()).discard(holder)
+                    await self.limiter.release(held, [holder])
                 return None, name
             taken.append(name)
             self._held.setdefault(name, set()).add(holder)
@@ -142,7 +153,10 @@ class Limits:
         worker's heartbeater sees."""
         try:
             queue, job_id, token, worker = json.loads(evicted)
-            status, _ = await self._scripts.cancel(self._keys(str(queue)), str(job_id))
+            # fenced by the evicted run's token: a holder whose job has moved on
+            # (finished, requeued, claimed again) is left alone
+            status, _ = await self._scripts.cancel(self._keys(str(queue)), str(job_id),
+                                                   int(token))
         except (ValueError, TypeError, LeaseQueueError) as exc:
             self._log.warning("could not cancel the replaced run", holder=evicted,
                               error=str(exc))

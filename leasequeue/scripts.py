@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
 from .connection import is_cluster
-from .direct import TOPOLOGY_ERRORS, run_and_wait, run_direct
+from .direct import CLUSTER_ERRORS, run_and_wait, run_direct
 from .errors import MalformedJob, NotDurable, RedisUnavailable, ScriptError
 from .keys import LimiterKeys, QueueKeys
 from .log import get_log
@@ -99,7 +99,7 @@ SPECS: dict[str, ScriptSpec] = {
             "cancel",
             ("jobs", "payloads", "errors", "results", "ready", "scheduled", "done", "stats",
              "events"),
-            ("id", "retention_ms", "events_maxlen"),
+            ("id", "retention_ms", "events_maxlen", "token"),
         ),
         ScriptSpec(
             "replay",
@@ -184,9 +184,13 @@ class Scripts:
         keys = self._keys_of(name, qk)
         try:
             if self._direct:
-                return await run_direct(self._redis, self._scripts[name], keys, args)
+                # a claim that may have reached Redis is never sent twice: its
+                # jobs would be leased to nobody (every other script is fenced
+                # or idempotent)
+                return await run_direct(self._redis, self._scripts[name], keys, args,
+                                        retry=name != "claim")
             return await self._scripts[name](keys=keys, args=list(args))
-        except (RedisConnectionError, RedisTimeoutError) as exc:
+        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as exc:
             raise RedisUnavailable(self._url, exc) from exc
         except ResponseError as exc:
             raise ScriptError(name, str(exc)) from exc
@@ -201,7 +205,7 @@ class Scripts:
             reply, acked = await run_and_wait(
                 self._redis, self._scripts[name], self._keys_of(name, qk), list(args),
                 s.durable_replicas, s.durable_timeout_ms)
-        except (RedisConnectionError, RedisTimeoutError, *TOPOLOGY_ERRORS) as exc:
+        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as exc:
             raise RedisUnavailable(self._url, exc) from exc
         except ResponseError as exc:
             raise ScriptError(name, str(exc)) from exc
@@ -290,9 +294,10 @@ class Scripts:
     async def expire(self, qk: QueueKeys, batch: int) -> int:
         return int(await self.run("expire", qk, [batch]))
 
-    async def cancel(self, qk: QueueKeys, job_id: str) -> tuple[str, str]:
+    async def cancel(self, qk: QueueKeys, job_id: str, token: int = 0) -> tuple[str, str]:
+        """Cancel a job; with ``token``, only request the cancel of that run."""
         s = self.settings
-        r = await self.run("cancel", qk, [job_id, s.retention_ms, s.events_maxlen])
+        r = await self.run("cancel", qk, [job_id, s.retention_ms, s.events_maxlen, token])
         return text(r[0]), text(r[1])
 
     async def replay(self, qk: QueueKeys, job_ids: Sequence[str]) -> list[int]:

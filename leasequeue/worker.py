@@ -21,7 +21,7 @@ from .dispatch import Dispatch
 from .errors import ConfigError
 from .executor import Executor
 from .heartbeater import Heartbeater
-from .keys import check_queue_name
+from .keys import check_queue_name, check_worker_id
 from .leases import LeaseTable
 from .limiter import Limiter
 from .limits import Limits
@@ -37,7 +37,8 @@ EVICTING = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "vol
 
 
 def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    host = "".join(c if c.isalnum() or c in "_.:-" else "-" for c in socket.gethostname())
+    return f"{host[:100]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 class Worker:
@@ -66,7 +67,7 @@ class Worker:
         # a sharded queue is claimed from every shard, the claimer rotating over all
         self.physical_queues = [p for q in self.queues for p in app.shards.physical(q)]
         self.concurrency = concurrency
-        self.worker_id = worker_id or default_worker_id()
+        self.worker_id = check_worker_id(worker_id or default_worker_id())
         self.lease_ms = int(lease * 1000)
         self.shutdown_timeout = shutdown_timeout
         self.allow_eviction = allow_eviction

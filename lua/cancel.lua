@@ -12,18 +12,25 @@
 -- ARGV[1] id               str
 -- ARGV[2] retention_ms     int   how long the canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
+-- ARGV[4] token            int   0: cancel whatever the state; > 0: only request
+--                                the cancel of that leased run (fenced, for `replace`)
 -- Returns: {status, state}; status canceled | cancel-requested | final
---          (already in a terminal state) | missing | malformed
+--          (already in a terminal state) | stale (token given, run gone) | missing
+--          | malformed
 local jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key = KEYS[8], KEYS[9]
 local id, retention_ms, events_maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local token = tonumber(ARGV[4])
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
            results = results_key}
 
 local meta, problem = load_meta(jobs_key, id)
 if not meta then
   return {problem, problem}
+end
+if token > 0 and (meta.state ~= 'leased' or tonumber(meta.token) ~= token) then
+  return {'stale', meta.state}
 end
 local now = now_ms()
 if meta.state == 'queued' or meta.state == 'scheduled' then

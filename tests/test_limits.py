@@ -305,3 +305,29 @@ async def test_limiter_redis_outage_means_no_slot_and_work_resumes(
         assert "skipped: no slot free" in messages
     finally:
         limiter_redis.cleanup()
+
+
+async def test_replace_never_cancels_another_job_holding_a_queue_slot(real_app: App) -> None:
+    app = real_app
+    app.queue_limits = {"default": 1}
+    release = anyio.Event()
+
+    @app.job(on_conflict="enqueue", slot_backoff=0.2)
+    async def report(ctx: Context) -> None:
+        await release.wait()
+
+    @app.job(max_concurrent=1, on_conflict="replace", slot_backoff=0.2)
+    async def rebuild(ctx: Context) -> None:
+        return None
+
+    await app.enqueue("report", job_id="other")
+    async with running(app):
+        await until_state(app, "other", "leased")
+        await app.enqueue("rebuild", job_id="r")
+        # the queue slot is full: replace applies to rebuild's own limit only
+        await until_state(app, "r", "scheduled")
+        assert (await app.get_job("other")).state == "leased"
+        assert not (await app.get_job("other")).cancel_requested
+        release.set()
+        await until_state(app, "other", "succeeded")
+        await until_state(app, "r", "succeeded", limit=15)

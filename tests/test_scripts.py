@@ -330,3 +330,15 @@ async def test_garbage_in_ready_is_skipped_and_counted(app: App) -> None:
     await app.enqueue("j", queue=Q, job_id="real")
     assert [j.id for j in (await claim(app, 5)).jobs] == ["real"]
     assert (await app.stats(Q)).counters["garbage"] == 1
+
+
+async def test_cancel_fenced_by_token_leaves_other_runs_alone(app: App) -> None:
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="f")
+    j = (await claim(app)).jobs[0]
+    assert await app.scripts.cancel(qk, "f", j.token + 1) == ("stale", "leased")
+    assert not (await app.get_job("f")).cancel_requested
+    assert await app.scripts.cancel(qk, "f", j.token) == ("cancel-requested", "leased")
+    await app.enqueue("j", queue=Q, job_id="q")
+    assert await app.scripts.cancel(qk, "q", 7) == ("stale", "queued")  # a queued job: untouched
+    assert (await app.get_job("q")).state == "queued"

@@ -399,3 +399,23 @@ async def test_evicting_redis_is_a_boot_error(real_app: App) -> None:
             pass
     finally:
         await real_app.redis.config_set("maxmemory-policy", "noeviction")
+
+
+async def test_worker_id_that_would_break_the_record_is_refused(real_app: App) -> None:
+    from leasequeue.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="worker id"):
+        Worker(real_app, worker_id="pod|a")
+
+
+async def test_an_infinite_retry_delay_is_capped_not_a_crash(real_app: App) -> None:
+    app = real_app
+
+    @app.job(max_attempts=3)
+    async def never(ctx: Context) -> None:
+        raise Retry(delay=float("inf"))
+
+    await app.enqueue("never", job_id="inf")
+    async with running(app):
+        rec = await until(lambda: state_is(app, "inf", "scheduled"))
+    assert rec.due_ms is not None and rec.due_ms > await server_ms(app) + 29 * 24 * 3600 * 1000
