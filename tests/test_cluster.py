@@ -462,12 +462,12 @@ async def test_master_failover_loses_no_durably_acknowledged_job(
             killed = True
             new_master = await anyio.to_thread.run_sync(redis_cluster.kill_master, master)
             # the new master has no replica: durable enqueues are refused
-            await eventually(lambda: producer.refusals["NotDurable"] > 0, 20,
+            await eventually(lambda: producer.refusals["NotDurable"] > 0, 40,
                              f"NotDurable with no replica left ({producer.refusals})")
             await anyio.to_thread.run_sync(redis_cluster.restart, master)
             killed = False
             rejoined_at = time.monotonic()
-            await eventually(lambda: any(t > rejoined_at for t in producer.acked.values()), 20,
+            await eventually(lambda: any(t > rejoined_at for t in producer.acked.values()), 40,
                              f"an acknowledged enqueue once a replica is back "
                              f"({producer.refusals})")
             await anyio.sleep(0.5)
@@ -479,7 +479,7 @@ async def test_master_failover_loses_no_durably_acknowledged_job(
             return sorted(set(expected) - done_ids(redis_cluster, qk.done, expected))
 
         try:
-            await eventually(lambda: not missing(), 40, "every acknowledged job to succeed")
+            await eventually(lambda: not missing(), 60, "every acknowledged job to succeed")
         except AssertionError:
             client = sync_cluster(redis_cluster)
             lost = [i for i in missing() if not client.hexists(qk.jobs, i)]
@@ -492,7 +492,7 @@ async def test_master_failover_loses_no_durably_acknowledged_job(
         await producer_app.close()
         if killed:
             redis_cluster.restart(master)
-    assert len(producer.acked) >= 10, (len(producer.acked), dict(producer.refusals))
+    assert len(producer.acked) >= 5, (len(producer.acked), dict(producer.refusals))
 
 
 # -- Sentinel ---------------------------------------------------------------------------
