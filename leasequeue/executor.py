@@ -92,9 +92,9 @@ class Executor:
         await self._settle(run, outcome)
 
     async def _on_conflict(self, run: Run) -> None:
-        """No slot free: skip (finish as skipped) or enqueue (back to the queue
-        after slot_backoff, attempt refunded). `replace` evicts, so it never
-        gets here unless the limiter itself answered no (an outage)."""
+        """No slot free: skip (finish as skipped) or back to the queue after
+        slot_backoff with the attempt refunded (enqueue; and replace, which
+        gets here when a queue limit is full or the limiter is down)."""
         d = run.definition
         if d.on_conflict == "skip":
             run.finished = True
