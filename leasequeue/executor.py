@@ -75,8 +75,7 @@ class Executor:
                 await self._on_conflict(run)
                 return
             if self.draining:  # shutdown began while it waited for a slot
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self._limits.release(run, slots)
+                await self._give_back(run, slots)
                 await self._release(run, "shutdown before start")
                 return
         self.running.add(run)
@@ -86,10 +85,13 @@ class Executor:
             run.finished = True
             self.running.discard(run)
             if slots:
-                # give the slots back even when cancelled; bounded, then re-raise
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self._limits.release(run, slots)
+                await self._give_back(run, slots)
         await self._settle(run, outcome)
+
+    async def _give_back(self, run: Run, slots: list[str]) -> None:
+        """Give limiter slots back even when cancelled: shielded, bounded."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self._limits.release(run, slots)
 
     async def _on_conflict(self, run: Run) -> None:
         """No slot free: skip (finish as skipped) or back to the queue after

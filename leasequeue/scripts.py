@@ -4,7 +4,7 @@ redis-py's registered scripts, pipelines included)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,14 +182,19 @@ class Scripts:
 
     async def run(self, name: str, qk: QueueKeys | LimiterKeys, args: Sequence[Any]) -> Any:
         keys = self._keys_of(name, qk)
+        if self._direct:
+            # a claim that may have reached Redis is never sent twice: its jobs
+            # would be leased to nobody (every other script is fenced or idempotent)
+            call = run_direct(self._redis, self._scripts[name], keys, args,
+                              retry=name != "claim")
+        else:
+            call = self._scripts[name](keys=keys, args=list(args))
+        return await self._typed_errors(name, call)
+
+    async def _typed_errors(self, name: str, call: Awaitable[Any]) -> Any:
+        """Await a script call; Redis failures come out as leasequeue's errors."""
         try:
-            if self._direct:
-                # a claim that may have reached Redis is never sent twice: its
-                # jobs would be leased to nobody (every other script is fenced
-                # or idempotent)
-                return await run_direct(self._redis, self._scripts[name], keys, args,
-                                        retry=name != "claim")
-            return await self._scripts[name](keys=keys, args=list(args))
+            return await call
         except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as exc:
             raise RedisUnavailable(self._url, exc) from exc
         except ResponseError as exc:
@@ -201,14 +206,9 @@ class Scripts:
         s = self.settings
         if s.durable_replicas <= 0:
             return await self.run(name, qk, args)
-        try:
-            reply, acked = await run_and_wait(
-                self._redis, self._scripts[name], self._keys_of(name, qk), list(args),
-                s.durable_replicas, s.durable_timeout_ms)
-        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as exc:
-            raise RedisUnavailable(self._url, exc) from exc
-        except ResponseError as exc:
-            raise ScriptError(name, str(exc)) from exc
+        reply, acked = await self._typed_errors(name, run_and_wait(
+            self._redis, self._scripts[name], self._keys_of(name, qk), list(args),
+            s.durable_replicas, s.durable_timeout_ms))
         if acked < s.durable_replicas:
             raise NotDurable(name, acked, s.durable_replicas, reply)
         return reply

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from .errors import ConfigError
 from .keys import QueueKeys, check_queue_name, queue_keys
@@ -67,10 +68,7 @@ class Shards:
 def combine(queue: str, parts: Sequence[QueueStats]) -> QueueStats:
     """One queue's stats from its shards' stats."""
     if len(parts) == 1:
-        only = parts[0]
-        return QueueStats(queue, only.now_ms, only.ready, only.scheduled, only.leased,
-                          only.dead, only.retained, only.oldest_ready_age_ms,
-                          only.next_due_in_ms, only.counters)
+        return replace(parts[0], queue=queue)
     counters: dict[str, int] = {}
     for part in parts:
         for name, value in part.counters.items():

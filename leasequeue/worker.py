@@ -28,6 +28,7 @@ from .limits import Limits
 from .log import get_log
 from .reaper import Reaper
 from .run import Run
+from .scripts import text
 from .slots import Slots
 from .timeouts import TimeoutWatch
 
@@ -231,12 +232,6 @@ class Worker:
 
 
 def _policy(config: Any) -> str:
-    return _text(config.get(b"maxmemory-policy") or config.get("maxmemory-policy"))
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode()
-    return "" if value is None else str(value)
+    return text(config.get(b"maxmemory-policy") or config.get("maxmemory-policy") or "")
 
 
