@@ -9,16 +9,16 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
 from redis.crc import key_slot
 
-from tests.redis_proc import RedisProcess, free_port
+from tests.redis_proc import RedisProcess, free_port, wait_until
 
 SLOTS = 16384
 
@@ -31,19 +31,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _wait(condition: Callable[[], Any], timeout: float, what: str,
-          interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = condition()
-        except redis.exceptions.RedisError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise ClusterError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+_wait = partial(wait_until, error=ClusterError)  # the one polling helper, this module's error
 
 
 @dataclass

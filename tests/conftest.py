@@ -21,10 +21,8 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisProcess]:
-    server = RedisProcess()
-    server.start()
-    yield server
-    server.cleanup()
+    with RedisProcess() as server:
+        yield server
 
 
 @pytest.fixture

@@ -70,5 +70,11 @@ class WorkerProcs:
             log.close()
         self._logs.clear()
 
+    def __enter__(self) -> WorkerProcs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.terminate_all()
+
     def log(self, worker_id: str) -> str:
         return (self.log_dir / f"{worker_id}.log").read_text(errors="replace")

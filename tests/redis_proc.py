@@ -8,8 +8,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -81,6 +83,31 @@ class RedisProcess:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisProcess:
+        """Started on entry; stopped and its data dir removed on exit."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str,
+               error: type[Exception] = RuntimeError, interval: float = 0.05) -> Any:
+    """Poll ``condition`` (a Redis error counts as not yet) until it is truthy;
+    raise ``error`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = condition()
+        except redis.exceptions.RedisError:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise error(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
 
 
 def env_with_path() -> dict[str, str]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from tests.redis_proc import RedisProcess, free_port, redis_server_binary
+from tests.redis_proc import RedisProcess, free_port, redis_server_binary, wait_until
 
 MASTER_NAME = "mymaster"
 
@@ -27,19 +26,7 @@ class SentinelError(RuntimeError):
     """The setup could not be created or did not reach the awaited state."""
 
 
-def _wait(condition: Callable[[], Any], timeout: float, what: str,
-          interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = condition()
-        except redis.exceptions.RedisError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SentinelError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+_wait = partial(wait_until, error=SentinelError)  # the one polling helper, this module's error
 
 
 def _client(port: int) -> redis.Redis:

@@ -18,9 +18,8 @@ from tests.redis_proc import RedisProcess
 
 @pytest.fixture
 def workers(redis_server: RedisProcess, prefix: str, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(redis_server.url, prefix, tmp_path)
-    yield procs
-    procs.terminate_all()
+    with WorkerProcs(redis_server.url, prefix, tmp_path) as procs:
+        yield procs
 
 
 def executions(r: redis_sync.Redis, prefix: str) -> list[tuple[str, str, int, str]]:

@@ -3,8 +3,8 @@ skip / enqueue / replace, and worker processes sharing a Redis limiter."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import redis as redis_sync
 from leasequeue import App, Context, LocalLimiter, RedisLimiter, RedisUnavailable, Worker
 from leasequeue.keys import limit_keys
 from tests.conftest import wait_for
-from tests.helpers import server_ms
+from tests.helpers import server_ms, worker_running
 from tests.procs import WorkerProcs
 from tests.redis_proc import RedisProcess
 
@@ -88,17 +88,9 @@ async def test_redis_limiter_refuses_to_boot_without_redis(real_app: App) -> Non
 # -- in-process workers: skip, enqueue, replace ---------------------------------
 
 
-@asynccontextmanager
-async def running(app: App, **options: Any) -> AsyncIterator[Worker]:
-    options.setdefault("lease", 2.0)
+def running(app: App, **options: Any) -> AbstractAsyncContextManager[Worker]:
     options.setdefault("shutdown_timeout", 1.0)
-    worker = Worker(app, concurrency=4, **options)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.run)
-        try:
-            yield worker
-        finally:
-            worker.stop()
+    return worker_running(app, **options)
 
 
 async def until_state(app: App, job_id: str, state: str, limit: float = 10) -> Any:
@@ -177,9 +169,8 @@ async def test_replace_cancels_the_older_run(real_app: App) -> None:
 
 @pytest.fixture
 def procs(redis_server: RedisProcess, prefix: str, tmp_path: Path) -> Iterator[WorkerProcs]:
-    p = WorkerProcs(redis_server.url, prefix, tmp_path)
-    yield p
-    p.terminate_all()
+    with WorkerProcs(redis_server.url, prefix, tmp_path) as p:
+        yield p
 
 
 def runs(r: redis_sync.Redis, prefix: str, name: str) -> list[tuple[int, int, str]]:

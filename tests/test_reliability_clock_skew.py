@@ -33,21 +33,14 @@ JOB_S = 2.0  # > the 1 s lease
 
 @pytest.fixture
 def server() -> Iterator[RedisProcess]:
-    proc = RedisProcess()
-    proc.start()
-    try:
+    with RedisProcess() as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(server.url, "skew", tmp_path)
-    try:
+    with WorkerProcs(server.url, "skew", tmp_path) as procs:
         yield procs
-    finally:
-        procs.terminate_all()
 
 
 def test_skewed_workers_behave_like_the_others(server: RedisProcess,

@@ -59,22 +59,15 @@ OUTLIER_CEILING_MS = 250.0  # ... and none over this
 
 @pytest.fixture
 def server() -> Iterator[RedisProcess]:
-    proc = RedisProcess(extra=["--slowlog-log-slower-than", str(SLOWLOG_THRESHOLD_US),
-                               "--slowlog-max-len", "4096"])
-    proc.start()
-    try:
+    with RedisProcess(extra=["--slowlog-log-slower-than", str(SLOWLOG_THRESHOLD_US),
+                             "--slowlog-max-len", "4096"]) as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(server.url, "soak", tmp_path)
-    try:
+    with WorkerProcs(server.url, "soak", tmp_path) as procs:
         yield procs
-    finally:
-        procs.terminate_all()
 
 
 @dataclass

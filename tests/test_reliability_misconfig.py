@@ -22,21 +22,14 @@ from tests.reliability import RELIABILITY_APP, enqueue, log_lines, records
 
 @pytest.fixture(params=["allkeys-lru", "volatile-ttl"])
 def server(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
-    proc = RedisProcess(extra=["--maxmemory", "100mb", "--maxmemory-policy", request.param])
-    proc.start()
-    try:
+    with RedisProcess(extra=["--maxmemory", "100mb", "--maxmemory-policy", request.param]) as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(server.url, "evict", tmp_path)
-    try:
+    with WorkerProcs(server.url, "evict", tmp_path) as procs:
         yield procs
-    finally:
-        procs.terminate_all()
 
 
 def test_worker_refuses_an_evicting_redis(server: RedisProcess, workers: WorkerProcs,

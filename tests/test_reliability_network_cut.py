@@ -39,12 +39,8 @@ LEASE = "1.5"
 
 @pytest.fixture
 def server() -> Iterator[RedisProcess]:
-    proc = RedisProcess()
-    proc.start()
-    try:
+    with RedisProcess() as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture
@@ -59,11 +55,8 @@ def proxy(server: RedisProcess) -> Iterator[TcpProxy]:
 
 @pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(server.url, "cut", tmp_path)
-    try:
+    with WorkerProcs(server.url, "cut", tmp_path) as procs:
         yield procs
-    finally:
-        procs.terminate_all()
 
 
 def test_cut_worker_loses_its_lease_and_its_result(

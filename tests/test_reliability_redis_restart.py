@@ -39,21 +39,14 @@ MAX_WARNINGS_PER_S = 40.0  # every warning of a worker, any part
 
 @pytest.fixture
 def server() -> Iterator[RedisProcess]:
-    proc = RedisProcess(extra=["--appendonly", "yes", "--appendfsync", "always"])
-    proc.start()
-    try:
+    with RedisProcess(extra=["--appendonly", "yes", "--appendfsync", "always"]) as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(server.url, "restart", tmp_path)
-    try:
+    with WorkerProcs(server.url, "restart", tmp_path) as procs:
         yield procs
-    finally:
-        procs.terminate_all()
 
 
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])

@@ -50,11 +50,8 @@ def server() -> Iterator[RedisProcess]:
 
 @pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
-    procs = WorkerProcs(server.url, "stall", tmp_path)
-    try:
+    with WorkerProcs(server.url, "stall", tmp_path) as procs:
         yield procs
-    finally:
-        procs.terminate_all()
 
 
 def stall(port: int, seconds: int) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -15,34 +13,14 @@ import pytest
 from leasequeue import App, Context, PermanentError, Retry, TransientError, Worker, fixed
 from leasequeue.backoff import exponential
 from leasequeue.models import JobRecord
-from tests.helpers import expire_lease, server_ms
+from tests.helpers import eventually, expire_lease, server_ms, worker_running
 
 pytestmark = pytest.mark.anyio
 
 
-@asynccontextmanager
-async def running(app: App, **options: Any) -> AsyncIterator[Worker]:
-    options.setdefault("concurrency", 4)
-    options.setdefault("lease", 2.0)
-    worker = Worker(app, **options)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.run)
-        try:
-            yield worker
-        finally:
-            worker.stop()
-
-
-async def until(check: Callable[[], Any], limit: float = 10.0) -> Any:
-    """Await a (possibly async) condition with a deadline."""
-    with anyio.fail_after(limit):
-        while True:
-            value = check()
-            if hasattr(value, "__await__"):
-                value = await value
-            if value:
-                return value
-            await anyio.sleep(0.02)
+# the shared helpers, under the names these tests read best with
+running = worker_running
+until = eventually
 
 
 async def state_is(app: App, job_id: str, *states: str) -> JobRecord | None:
