@@ -26,8 +26,8 @@ import redis as redis_sync
 
 import leasequeue
 from leasequeue import App, JobRequest, Worker
-from leasequeue.keys import QueueKeys, queue_keys
 from leasequeue.models import ClaimedJob
+from leasequeue.store.keys import QueueKeys, queue_keys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common

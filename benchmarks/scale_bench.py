@@ -135,7 +135,7 @@ def main() -> None:
         run(server.url, "single redis", args.n)
         if not args.no_cluster:
             sys.path.insert(0, str(ROOT / "tests"))
-            from tests.cluster_proc import RedisCluster
+            from tests.harness.cluster_proc import RedisCluster
 
             cluster = RedisCluster()
             try:

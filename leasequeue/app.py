@@ -15,20 +15,22 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
-from .connection import connect
 from .errors import ConfigError, JobNotFound, MalformedJob, RedisUnavailable, UnknownJob
-from .keys import (
+from .limiter import Limiter, LocalLimiter
+from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
+from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .store.connection import connect
+from .store.keys import (
     DEFAULT_PREFIX,
     QueueKeys,
     check_job_name,
     check_prefix,
     check_queue_name,
 )
-from .limiter import Limiter, LocalLimiter
-from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
-from .registry import Defaults, JobDefinition, JobOptions, Registry
-from .scripts import Scripts, StoreSettings, decode_record, text
-from .shards import Shards, combine, logical
+from .store.record import decode_record, text
+from .store.scripts import Scripts
+from .store.settings import StoreSettings
+from .store.shards import Shards, combine, logical
 
 F = TypeVar("F", bound=Callable[..., Any])
 

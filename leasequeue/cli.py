@@ -17,8 +17,8 @@ import anyio
 
 from . import log
 from .app import App
-from .connection import is_memory_url
 from .errors import ConfigError, LeaseQueueError
+from .store.connection import is_memory_url
 
 
 def load_app(target: str) -> App:

@@ -12,11 +12,12 @@ from typing import Protocol
 
 from redis.asyncio import Redis
 
-from .connection import connect
 from .errors import RedisUnavailable, ScriptError
-from .keys import check_prefix, limit_keys
 from .log import get_log
-from .scripts import Scripts, StoreSettings
+from .store.connection import connect
+from .store.keys import check_prefix, limit_keys
+from .store.scripts import Scripts
+from .store.settings import StoreSettings
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Any, TypedDict, Unpack
 
 from .backoff import Backoff, exponential
 from .errors import ConfigError, UnknownJob
-from .keys import check_job_name, check_queue_name
+from .store.keys import check_job_name, check_queue_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,24 +13,24 @@ from typing import Any
 import anyio
 from redis.exceptions import ResponseError
 
-from .acker import Acker
 from .app import App
-from .claimer import Claimer
-from .connection import is_cluster, is_memory_url
-from .dispatch import Dispatch
 from .errors import ConfigError
-from .executor import Executor
-from .heartbeater import Heartbeater
-from .keys import check_queue_name, check_worker_id
-from .leases import LeaseTable
 from .limiter import Limiter
-from .limits import Limits
 from .log import get_log
-from .reaper import Reaper
-from .run import Run
-from .scripts import text
-from .slots import Slots
-from .timeouts import TimeoutWatch
+from .runtime.acker import Acker
+from .runtime.claimer import Claimer
+from .runtime.dispatch import Dispatch
+from .runtime.executor import Executor
+from .runtime.handler import Run
+from .runtime.heartbeater import Heartbeater
+from .runtime.leases import LeaseTable
+from .runtime.limits import Limits
+from .runtime.reaper import Reaper
+from .runtime.slots import Slots
+from .runtime.timeouts import TimeoutWatch
+from .store.connection import is_cluster, is_memory_url
+from .store.keys import check_queue_name, check_worker_id
+from .store.record import text
 
 # maxmemory policies that may delete our keys (leases would vanish silently)
 EVICTING = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",

@@ -12,7 +12,7 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import App
-from tests.redis_proc import RedisProcess
+from tests.harness.redis_proc import RedisProcess
 
 pytest_plugins = ["tests.conftest_cluster"]
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cluster_proc import ClusterError, RedisCluster
-from tests.sentinel_proc import SentinelError, SentinelSetup
+from tests.harness.cluster_proc import ClusterError, RedisCluster
+from tests.harness.sentinel_proc import SentinelError, SentinelSetup
 
 
 def pytest_configure(config: pytest.Config) -> None:

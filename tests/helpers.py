@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from leasequeue import App, Worker
-from leasequeue.scripts import Scripts
+from leasequeue.store.scripts import Scripts
 
 
 async def server_ms(app: App) -> int:

@@ -32,17 +32,17 @@ from redis.crc import key_slot
 
 from leasequeue import App, ConfigError, Context, JobRequest, RedisLimiter, Worker, fixed
 from leasequeue.errors import NotDurable
-from leasequeue.keys import QueueKeys
-from leasequeue.scripts import text
-from tests.cluster_proc import (
+from leasequeue.store.keys import QueueKeys
+from leasequeue.store.record import text
+from tests.harness.cluster_proc import (
     RedisCluster,
     prefix_on_master,
     queues_on_distinct_masters,
     tag_slot,
 )
+from tests.harness.procs import WorkerProcs
+from tests.harness.sentinel_proc import SentinelSetup
 from tests.helpers import eventually, worker_running
-from tests.procs import WorkerProcs
-from tests.sentinel_proc import SentinelSetup
 
 # The core script tests, run here against an App on the cluster (the `app`
 # fixture below overrides the one of tests/conftest.py for this module).
@@ -75,7 +75,7 @@ from tests.test_scripts import (  # noqa: F401
 
 pytestmark = [pytest.mark.cluster, pytest.mark.anyio]
 
-Q = "default"  # the queue of tests/test_scripts.py and of tests/apps/worker_app.py
+Q = "default"  # the queue of tests/test_scripts.py and of tests/harness/apps/worker_app.py
 _stems = itertools.count()
 
 
@@ -225,7 +225,7 @@ async def test_worker_refuses_an_evicting_policy_on_any_master(
 
 def executions(client: redis.cluster.RedisCluster,
                prefix: str) -> list[tuple[str, str, int, str]]:
-    """The start/end rows tests/apps/worker_app.py records for every run."""
+    """The start/end rows tests/harness/apps/worker_app.py records for every run."""
     rows = [text(x).split() for x in client.lrange(f"{prefix}:test:executions", 0, -1)]
     return [(kind, job, int(token), worker) for kind, job, token, worker in rows]
 

@@ -12,8 +12,8 @@ import pytest
 import redis as redis_sync
 
 from tests.conftest import wait_for
-from tests.procs import WorkerProcs
-from tests.redis_proc import RedisProcess
+from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import RedisProcess
 
 
 @pytest.fixture

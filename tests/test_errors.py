@@ -21,7 +21,7 @@ from leasequeue.errors import (
     RedisUnavailable,
     UnknownJob,
 )
-from tests.redis_proc import free_port
+from tests.harness.redis_proc import free_port
 
 pytestmark = pytest.mark.anyio
 

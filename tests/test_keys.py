@@ -11,7 +11,7 @@ from redis.crc import key_slot
 
 from leasequeue import App
 from leasequeue.errors import ConfigError
-from leasequeue.keys import QueueKeys, limiter_key, queue_keys
+from leasequeue.store.keys import QueueKeys, limiter_key, queue_keys
 
 BAD_NAMES = ["a b", "x{y}", "a:b", "", "q" * 101, "x}", "tab\t", "é"]
 

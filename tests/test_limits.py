@@ -13,11 +13,11 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import App, Context, LocalLimiter, RedisLimiter, RedisUnavailable, Worker
-from leasequeue.keys import limit_keys
+from leasequeue.store.keys import limit_keys
 from tests.conftest import wait_for
+from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import RedisProcess
 from tests.helpers import server_ms, worker_running
-from tests.procs import WorkerProcs
-from tests.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +74,7 @@ async def test_local_limiter_counts_in_process() -> None:
 
 
 async def test_redis_limiter_refuses_to_boot_without_redis(real_app: App) -> None:
-    from tests.redis_proc import free_port
+    from tests.harness.redis_proc import free_port
 
     @real_app.job(max_concurrent=1)
     async def only_one(ctx: Context) -> None:
@@ -218,7 +218,7 @@ def test_max_concurrent_one_across_two_processes(
     env = {"LQ_LIMITER": limiter, "LQ_LIMITER_PREFIX": f"{prefix}:lim"}
     for n in (1, 2):
         procs.start(f"w{n}", "--concurrency", "4", "--lease", "5",
-                    app="tests.apps.limits_app:app", env=env)
+                    app="tests.harness.apps.limits_app:app", env=env)
     wait_for(lambda: len(runs(sync_redis, prefix, "single")) == 12, timeout=60,
              what="12 runs of the singleton")
     peak = most_at_once(runs(sync_redis, prefix, "single"))
@@ -234,7 +234,7 @@ def test_queue_limit_two_across_three_processes(
     env = {"LQ_LIMITER": "redis", "LQ_LIMITER_PREFIX": f"{prefix}:lim"}
     for n in (1, 2, 3):
         procs.start(f"w{n}", "--concurrency", "4", "--lease", "5",
-                    app="tests.apps.limits_app:app", env=env)
+                    app="tests.harness.apps.limits_app:app", env=env)
     wait_for(lambda: len(runs(sync_redis, prefix, "heavy")) == 15, timeout=60,
              what="15 runs of the heavy queue")
     assert most_at_once(runs(sync_redis, prefix, "heavy")) == 2
@@ -246,12 +246,12 @@ def test_a_killed_holder_frees_its_slot_after_the_limiter_lease(
     env = {"LQ_LIMITER": "redis", "LQ_LIMITER_PREFIX": f"{prefix}:lim",
            "LQ_LIMITER_LEASE": "2"}
     procs.start("holder", "--concurrency", "2", "--lease", "30",
-                app="tests.apps.limits_app:app", env=env)
+                app="tests.harness.apps.limits_app:app", env=env)
     wait_for(lambda: runs_started(sync_redis, prefix) == 1, timeout=20, what="holder start")
     procs.kill("holder")
     enqueue_sync(procs.url, prefix, "single", 1, 0.05)
     procs.start("next", "--concurrency", "2", "--lease", "30",
-                app="tests.apps.limits_app:app", env=env)
+                app="tests.harness.apps.limits_app:app", env=env)
     # the slot lapses after ~2 s although the dead holder's job lease has 30 s
     wait_for(lambda: len(runs(sync_redis, prefix, "single")) == 1, timeout=20,
              what="the next run after the slot lapsed")

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from leasequeue import App
-from leasequeue.keys import LimiterKeys, QueueKeys, limit_keys
 from leasequeue.models import NewJob
-from leasequeue.scripts import SPECS, Scripts, lua_dir, script_source
+from leasequeue.store.keys import LimiterKeys, QueueKeys, limit_keys
+from leasequeue.store.loader import lua_dir, script_source
+from leasequeue.store.scripts import Scripts
+from leasequeue.store.specs import SPECS
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 SCRIPTS = sorted(p.stem for p in LUA.glob("*.lua") if p.stem != "_lib")

@@ -13,8 +13,8 @@ import pytest
 from anyio.abc import Process
 
 from leasequeue import App, JobRequest
-from leasequeue.scripts import parse_record, text
-from tests.redis_proc import env_with_path
+from leasequeue.store.record import parse_record, text
+from tests.harness.redis_proc import env_with_path
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,8 @@ async def test_each_job_claimed_exactly_once_across_processes(real_app: App, pre
         for n, log_path in enumerate(log_paths):
             with log_path.open("wb") as log:
                 procs.append(await anyio.open_process(
-                    [sys.executable, "-m", "tests.claimer_proc", app.url, prefix, Q, f"p{n}",
+                    [sys.executable, "-m", "tests.harness.claimer_proc", app.url, prefix, Q,
+                     f"p{n}",
                      "--claimers", str(CLAIMERS), "--ready-key", ready_key, "--go-key", go_key,
                      "--out-key", out_key, "--timeout", "60"],
                     stdout=log, stderr=log, cwd=ROOT, env=env_with_path(),

@@ -1,5 +1,5 @@
 """The Lua scripts live in a top-level lua/ that is not package data by itself;
-a built wheel must carry every one of them where scripts.lua_dir() looks."""
+a built wheel must carry every one of them where store.loader.lua_dir() looks."""
 
 from __future__ import annotations
 
@@ -28,16 +28,16 @@ def test_wheel_ships_every_lua_script(tmp_path: Path) -> None:
     assert "_lib.lua" in scripts and len(scripts) > 1
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"leasequeue/lua/{s}" for s in scripts} <= names
-    assert "leasequeue/scripts.py" in names
+    assert "leasequeue/store/scripts.py" in names
     # the scripts sit beside the package, not as a stray top-level lua/
     assert not [n for n in names if n.startswith("lua/")]
 
     # an installed copy (a pure-Python wheel unpacked) finds them through lua_dir()
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    probe = ("import sys; from leasequeue import scripts; "
-             "print(scripts.lua_dir()); "
-             "[scripts.script_source(n) for n in scripts.SPECS]")
+    probe = ("import sys; from leasequeue.store import loader, specs; "
+             "print(loader.lua_dir()); "
+             "[loader.script_source(n) for n in specs.SPECS]")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path,
                          env={"PYTHONPATH": str(site), "PATH": ""},
                          capture_output=True, text=True, timeout=60)

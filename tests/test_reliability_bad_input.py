@@ -24,9 +24,9 @@ import pytest
 
 from leasequeue import App, Context, JobRequest
 from leasequeue.errors import MalformedJob
-from leasequeue.scripts import parse_record
+from leasequeue.store.record import parse_record
+from tests.harness.redis_proc import env_with_path
 from tests.helpers import eventually, make_due, worker_running
-from tests.redis_proc import env_with_path
 
 pytestmark = pytest.mark.anyio
 
@@ -150,7 +150,8 @@ def test_cli_worker_refuses_a_memory_url(tmp_path: Path) -> None:
     env.update(LQ_URL="memory://shared", LQ_PREFIX="mem")
     with (tmp_path / "worker.log").open("w+b") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "leasequeue.cli", "worker", "tests.apps.reliability_app:app",
+            [sys.executable, "-m", "leasequeue.cli", "worker",
+             "tests.harness.apps.reliability_app:app",
              "--worker-id", "mem", "--lease", "1"],
             env=env, stdout=log, stderr=subprocess.STDOUT)
         try:

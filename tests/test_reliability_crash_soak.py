@@ -26,9 +26,9 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import JobRequest
-from tests.procs import WorkerProcs
-from tests.redis_proc import RedisProcess
-from tests.reliability import (
+from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import RedisProcess
+from tests.harness.reliability import (
     RELIABILITY_APP,
     counters,
     enqueue,

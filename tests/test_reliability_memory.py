@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 from leasequeue import App, Context, JobRequest
-from leasequeue.scripts import StoreSettings
+from leasequeue.store.settings import StoreSettings
+from tests.harness.redis_proc import RedisProcess
 from tests.helpers import eventually, worker_running
-from tests.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
 

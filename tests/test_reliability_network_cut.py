@@ -17,11 +17,11 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import App, JobRequest
-from leasequeue.claimer import IDLE_POLL
+from leasequeue.runtime.claimer import IDLE_POLL
 from tests.conftest import wait_for
-from tests.procs import WorkerProcs
-from tests.redis_proc import RedisProcess
-from tests.reliability import (
+from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import RedisProcess
+from tests.harness.reliability import (
     RELIABILITY_APP,
     Execution,
     counters,
@@ -31,7 +31,7 @@ from tests.reliability import (
     records,
     succeeded_events,
 )
-from tests.tcp_proxy import TcpProxy
+from tests.harness.tcp_proxy import TcpProxy
 
 JOB_S = 3.0
 LEASE = "1.5"

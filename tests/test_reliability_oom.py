@@ -12,8 +12,8 @@ import pytest
 
 from leasequeue import App, Context, JobRequest
 from leasequeue.errors import LeaseQueueError
+from tests.harness.redis_proc import RedisProcess
 from tests.helpers import eventually, worker_running
-from tests.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +91,8 @@ async def _settled_or_rerun(app: App, job_id: str) -> bool:
 async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> None:
     """Every script a worker needs to finish what it holds frees memory or keeps
     it level, so none may be refused by the maxmemory guard."""
-    from leasequeue.scripts import Scripts, StoreSettings
+    from leasequeue.store.scripts import Scripts
+    from leasequeue.store.settings import StoreSettings
     from tests.helpers import expire_lease
 
     qk = app.keys(Q)

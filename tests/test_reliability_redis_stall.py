@@ -16,9 +16,9 @@ import redis as redis_sync
 
 from leasequeue import JobRequest
 from tests.conftest import wait_for
-from tests.procs import WorkerProcs
-from tests.redis_proc import RedisProcess
-from tests.reliability import (
+from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import RedisProcess
+from tests.harness.reliability import (
     RELIABILITY_APP,
     counters,
     enqueue,

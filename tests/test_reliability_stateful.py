@@ -34,11 +34,11 @@ from hypothesis.stateful import (
 )
 
 from leasequeue import App
-from leasequeue.connection import _MEMORY_SERVERS
 from leasequeue.errors import JobNotFound
-from leasequeue.scripts import parse_record
+from leasequeue.store.connection import _MEMORY_SERVERS
+from leasequeue.store.record import parse_record
+from tests.harness.redis_proc import RedisProcess
 from tests.helpers import expire_lease, make_due, server_ms
-from tests.redis_proc import RedisProcess
 
 T = TypeVar("T")
 Q = "default"

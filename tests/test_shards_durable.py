@@ -8,7 +8,7 @@ import pytest
 
 from leasequeue import App, Context, JobRequest, Worker
 from leasequeue.errors import NotDurable
-from tests.redis_proc import RedisProcess
+from tests.harness.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
 

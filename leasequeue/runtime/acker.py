@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import anyio
 
-from .errors import RedisUnavailable, ScriptError
-from .keys import QueueKeys
-from .log import get_log
-from .run import Run
-from .scripts import Scripts
+from ..errors import RedisUnavailable, ScriptError
+from ..log import get_log
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
+from .handler import Run
 
 MAX_BATCH = 500
 

@@ -112,6 +112,6 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str,
 
 def env_with_path() -> dict[str, str]:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     return env

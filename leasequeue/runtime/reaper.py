@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from .errors import RedisUnavailable, ScriptError
-from .keys import QueueKeys
-from .log import get_log
-from .scripts import Scripts
+from ..errors import RedisUnavailable, ScriptError
+from ..log import get_log
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
 
 REAP_BATCH = 100
 EXPIRE_BATCH = 500

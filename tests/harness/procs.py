@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tests.redis_proc import env_with_path
+from tests.harness.redis_proc import env_with_path
 
 
 @dataclass
@@ -21,7 +21,7 @@ class WorkerProcs:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
-    def start(self, worker_id: str, *args: str, app: str = "tests.apps.worker_app:app",
+    def start(self, worker_id: str, *args: str, app: str = "tests.harness.apps.worker_app:app",
               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start a CLI worker; ``env`` adds (or overrides) environment variables."""
         full_env = env_with_path()

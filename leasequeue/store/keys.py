@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 # Letters, digits and a few separators. Braces would break the hash tag,
 # whitespace and ':' would make key layouts ambiguous.

@@ -9,9 +9,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..models import QueueStats
 from .keys import QueueKeys, check_queue_name, queue_keys
-from .models import QueueStats
 
 SEPARATOR = "#"
 

@@ -12,13 +12,13 @@ import anyio
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import codec
-from .codec import Envelope
-from .context import Context
-from .errors import LeaseQueueError, PermanentError, Retry, TransientError
-from .models import ClaimedJob
-from .registry import JobDefinition
-from .shards import logical
+from .. import codec
+from ..codec import Envelope
+from ..context import Context
+from ..errors import LeaseQueueError, PermanentError, Retry, TransientError
+from ..models import ClaimedJob
+from ..registry import JobDefinition
+from ..store.shards import logical
 
 # failures of the infrastructure around the job, retried under their own budget
 INFRA_ERRORS: tuple[type[BaseException], ...] = (

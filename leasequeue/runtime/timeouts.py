@@ -9,7 +9,7 @@ from collections.abc import Collection
 
 import anyio
 
-from .run import Run
+from .handler import Run
 
 TICK = 0.05
 

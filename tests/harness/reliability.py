@@ -15,10 +15,12 @@ import anyio
 import redis as redis_sync
 
 from leasequeue import App, JobRequest
-from leasequeue.keys import queue_keys
-from leasequeue.scripts import SPECS, parse_record, script_source
+from leasequeue.store.keys import queue_keys
+from leasequeue.store.loader import script_source
+from leasequeue.store.record import parse_record
+from leasequeue.store.specs import SPECS
 
-RELIABILITY_APP = "tests.apps.reliability_app:app"
+RELIABILITY_APP = "tests.harness.apps.reliability_app:app"
 Q = "default"
 
 
@@ -32,7 +34,7 @@ class Execution:
 
 
 def executions(r: redis_sync.Redis, prefix: str) -> list[Execution]:
-    """Every execution recorded by tests/apps/reliability_app.py, in order."""
+    """Every execution recorded by tests/harness/apps/reliability_app.py, in order."""
     out = []
     rows: Any = r.lrange(f"{prefix}:test:executions", 0, -1)
     for raw in rows:

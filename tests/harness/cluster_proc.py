@@ -18,7 +18,7 @@ from typing import Any
 import redis
 from redis.crc import key_slot
 
-from tests.redis_proc import RedisProcess, free_port, wait_until
+from tests.harness.redis_proc import RedisProcess, free_port, wait_until
 
 SLOTS = 16384
 

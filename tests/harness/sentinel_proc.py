@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from tests.redis_proc import RedisProcess, free_port, redis_server_binary, wait_until
+from tests.harness.redis_proc import RedisProcess, free_port, redis_server_binary, wait_until
 
 MASTER_NAME = "mymaster"
 

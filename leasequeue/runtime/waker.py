@@ -12,11 +12,9 @@ from collections.abc import Sequence
 import anyio
 from anyio.abc import TaskGroup
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .direct import CLUSTER_ERRORS
-from .errors import RedisUnavailable
+from ..errors import RedisUnavailable
+from ..store.translate import UNAVAILABLE
 
 
 class Waker:
@@ -40,7 +38,7 @@ class Waker:
                 await self._redis.blpop(self._keys, timeout=block_for)
                 return
             await self._wait_any(block_for)
-        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as exc:
+        except UNAVAILABLE as exc:
             raise RedisUnavailable("(wake list)", exc) from exc
 
     async def _wait_any(self, block_for: float) -> None:
@@ -59,7 +57,7 @@ class Waker:
         try:
             if await self._redis.blpop([key], timeout=block_for):
                 self._woken.set()
-        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS):
+        except UNAVAILABLE:
             # this list's Redis is down (a shard in a failover): wait a little
             # rather than wake the claimer into a tight loop
             await anyio.sleep(0.5)

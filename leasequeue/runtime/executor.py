@@ -9,19 +9,19 @@ from typing import Any
 
 import anyio
 
-from . import codec
+from .. import codec
+from ..backoff import delay_ms
+from ..errors import MalformedJob, RedisUnavailable, ScriptError
+from ..log import get_log
+from ..models import ClaimedJob
+from ..registry import Registry
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
 from .acker import Acker
-from .backoff import delay_ms
 from .dispatch import Closed, Dispatch
-from .errors import MalformedJob, RedisUnavailable, ScriptError
-from .keys import QueueKeys
+from .handler import Outcome, Run
 from .leases import LeaseTable
 from .limits import Limits
-from .log import get_log
-from .models import ClaimedJob
-from .registry import Registry
-from .run import Outcome, Run
-from .scripts import Scripts
 from .slots import Slots
 
 WRITE_TRIES = 5

@@ -1,7 +1,7 @@
 """A claimer process for test_one_holder: N concurrent async claimers that
 claim small random batches until the queue is empty and record every claim.
 
-Run as ``python -m tests.claimer_proc URL PREFIX QUEUE PROC_ID ...``. It reports
+Run as ``python -m tests.harness.claimer_proc URL PREFIX QUEUE PROC_ID ...``. It reports
 ready (RPUSH), then waits on a start barrier (BLPOP on a go list) so every
 process starts at once; it never sleeps: an empty claim means the queue is
 drained (nothing is scheduled and no lease can expire during the run).

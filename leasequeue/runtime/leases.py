@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from .models import ClaimedJob
-from .run import Run
+from ..models import ClaimedJob
+from .handler import Run
 
 
 class Held:

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import anyio
 
-from .errors import RedisUnavailable, ScriptError
-from .keys import QueueKeys
+from ..errors import RedisUnavailable, ScriptError
+from ..log import get_log
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
 from .leases import Held, LeaseTable
 from .limits import Limits
-from .log import get_log
-from .scripts import Scripts
 
 CHUNK = 500
 

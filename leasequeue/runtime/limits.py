@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 
 import anyio
 
-from .errors import LeaseQueueError
-from .keys import QueueKeys
-from .limiter import Limiter
-from .log import get_log
-from .run import Run
-from .scripts import Scripts
+from ..errors import LeaseQueueError
+from ..limiter import Limiter
+from ..log import get_log
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
+from .handler import Run
 
 SLOT_POLL = 0.05  # how often the head of a line asks again (slots other processes free)
 

@@ -12,12 +12,12 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ..errors import RedisUnavailable, ScriptError
+from ..log import get_log
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
 from .dispatch import Dispatch
-from .errors import RedisUnavailable, ScriptError
-from .keys import QueueKeys
 from .leases import LeaseTable
-from .log import get_log
-from .scripts import Scripts
 from .slots import Slots
 from .waker import Waker
 

@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - hiredis is a declared dependency
     _hiredis_pack = None  # type: ignore[assignment]
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 _MEMORY_SERVERS: dict[str, Any] = {}
 SOCKET_TIMEOUT = 5.0

@@ -8,7 +8,7 @@ from collections import deque
 
 import anyio
 
-from .models import ClaimedJob
+from ..models import ClaimedJob
 
 
 class Closed(Exception):

@@ -1,5 +1,5 @@
 """The App that reliability-test worker processes run (``leasequeue worker
-tests.apps.reliability_app:app``). Everything comes from the environment:
+tests.harness.apps.reliability_app:app``). Everything comes from the environment:
 
 - ``LQ_URL`` / ``LQ_PREFIX``: where the queue lives (``LQ_URL`` may point at a
   TCP proxy in front of Redis);
@@ -25,7 +25,7 @@ import anyio
 from redis.asyncio import Redis
 
 from leasequeue import App, Context
-from leasequeue.scripts import StoreSettings
+from leasequeue.store.settings import StoreSettings
 
 SKEW_S = float(os.environ.get("LQ_CLOCK_SKEW", "0") or 0)
 if SKEW_S:

@@ -17,25 +17,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    ClusterError,
-    MovedError,
-    NoScriptError,
-    RedisClusterException,
-    SlotNotCoveredError,
-    TryAgainError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
-
-# the slot moved or the cluster is re-forming (a failover): retry later
-TOPOLOGY_ERRORS = (MovedError, AskError, ClusterDownError, TryAgainError, SlotNotCoveredError)
-# every error a cluster client raises while the cluster is unreachable or re-forming
-CLUSTER_ERRORS = (*TOPOLOGY_ERRORS, RedisClusterException, ClusterError)
+from .translate import TOPOLOGY_ERRORS
 
 
 async def run_direct(redis: Redis, script: AsyncScript, keys: Sequence[bytes],

@@ -1,0 +1,26 @@
+"""Knobs every script call passes along (stream caps, audit, batch sizes,
+durable mode). Plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """Knobs every script call passes along."""
+
+    events_maxlen: int = 10_000
+    audit_all: bool = False
+    letters_maxlen: int = 10_000
+    wake_cap: int = 64
+    promote_batch: int = 100
+    retention_ms: int = 24 * 3600 * 1000  # of canceled records
+    durable_replicas: int = 0  # > 0: WAIT for that many replicas after enqueue and ack
+    durable_timeout_ms: int = 1000
+
+    @property
+    def audit_flag(self) -> str:
+        return "1" if self.audit_all else "0"
+
+
