@@ -15,6 +15,7 @@ from .errors import (
     PermanentError,
     RedisUnavailable,
     Retry,
+    RunStopped,
     TransientError,
     UnknownJob,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "RedisLimiter",
     "RedisUnavailable",
     "Retry",
+    "RunStopped",
     "TransientError",
     "UnknownJob",
     "Worker",

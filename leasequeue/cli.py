@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 from dataclasses import asdict
@@ -19,6 +20,8 @@ from . import log
 from .app import App
 from .errors import ConfigError, LeaseQueueError
 from .store.connection import is_memory_url
+
+EXIT_ABANDONED = 3  # the worker stopped because handler threads would not stop
 
 
 def load_app(target: str) -> App:
@@ -95,6 +98,12 @@ async def _worker(args: argparse.Namespace) -> int:
                     allow_eviction=args.allow_eviction, reap_interval=args.reap_interval,
                     reap_backoff=(args.reap_backoff_base, args.reap_backoff_cap))
     await worker.run()
+    if worker.abandoned or worker.abandoned_cap_reached:
+        # a thread that would not stop cannot be killed, and it would hold the
+        # interpreter open: leave now (its job's lease lapses and it runs again)
+        code = EXIT_ABANDONED if worker.abandoned_cap_reached else 0
+        logging.shutdown()
+        os._exit(code)
     await app.close()
     return 0
 

@@ -1,33 +1,52 @@
-"""Context: what a handler knows about its run (ids, attempt, a logger that
-carries the ids on every line, and whether it should stop)."""
+"""Context: what a handler knows about its run (ids, attempt, failure counts,
+a logger that carries the ids on every line, and whether it should stop).
+It reads the run's stop reason from the run table's record; it never
+changes it."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
+from .errors import LeaseLost, RunStopped
 from .log import Log, get_log
+
+
+class _StopState(Protocol):
+    """What a Context reads of its run's record (the run table writes it)."""
+
+    @property
+    def stop_reason(self) -> Any: ...
+
+    @property
+    def timeout_at(self) -> float: ...  # time.monotonic(); inf = no timeout
 
 
 class Context:
     __slots__ = (
-        "_log", "_soft_deadline", "_stop_reason", "attempt", "correlation_id", "job_id",
-        "name", "queue", "request_id", "token", "worker_id",
+        "_log", "_run", "attempt", "correlation_id", "infra_failures",
+        "job_id", "name", "queue", "request_id", "token", "work_failures", "worker_id",
     )
 
     def __init__(self, *, job_id: str, name: str, queue: str, attempt: int, token: int,
                  worker_id: str, correlation_id: str, request_id: str,
-                 soft_deadline: float) -> None:
+                 run: _StopState, work_failures: int = 0,
+                 infra_failures: int = 0) -> None:
         self.job_id = job_id
         self.name = name
         self.queue = queue
+        #: this run's attempt against max_attempts (1 = the first). An
+        #: infrastructure failure refunds its attempt, so a job that only ever
+        #: meets TransientError sees attempt 1 each time: read infra_failures.
         self.attempt = attempt
         self.token = token
         self.worker_id = worker_id
         self.correlation_id = correlation_id
         self.request_id = request_id
-        self._soft_deadline = soft_deadline  # time.monotonic(); inf = no timeout
-        self._stop_reason: str | None = None
+        #: work failures and infrastructure failures of earlier runs
+        self.work_failures = work_failures
+        self.infra_failures = infra_failures
+        self._run = run
         self._log: Log | None = None
 
     @property
@@ -43,19 +62,28 @@ class Context:
         return self._log
 
     def is_stopping(self) -> bool:
-        """True once the run should wrap up: timeout reached, lease lost, cancel
-        requested, or the worker shutting down. Long loops should check it."""
-        return self._stop_reason is not None or time.monotonic() >= self._soft_deadline
+        """True once the run should wrap up: timeout reached, lease or a limiter
+        slot lost, cancel requested, replaced, or the worker shutting down.
+        Long loops should check it."""
+        return self._run.stop_reason is not None or time.monotonic() >= self._run.timeout_at
 
     @property
     def stop_reason(self) -> str | None:
-        if self._stop_reason is None and time.monotonic() >= self._soft_deadline:
+        """Why the run should stop (timeout, lease-lost, slot-lost, canceled,
+        replaced, shutdown), or None."""
+        reason = self._run.stop_reason
+        if reason is None and time.monotonic() >= self._run.timeout_at:
             return "timeout"
-        return self._stop_reason
+        return None if reason is None else str(reason)
 
-    def _request_stop(self, reason: str) -> None:
-        if self._stop_reason is None:
-            self._stop_reason = reason
+    def raise_if_stopping(self) -> None:
+        """Raise RunStopped (LeaseLost when the lease is gone) once the run
+        should stop: a one-line way out of a long loop in a sync handler."""
+        reason = self.stop_reason
+        if reason == "lease-lost":
+            raise LeaseLost(f"job {self.job_id}: the lease of run {self.token} is gone")
+        if reason is not None:
+            raise RunStopped(reason)
 
     def __repr__(self) -> str:
         return f"Context(job_id={self.job_id!r}, name={self.name!r}, attempt={self.attempt})"

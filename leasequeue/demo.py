@@ -45,7 +45,7 @@ class Cluster:
             await worker.run()
 
     def crash(self, worker_id: str) -> list[str]:
-        held = [run.job.id for run in self.workers[worker_id].table.runs()]
+        held = [run.job.id for run in self.workers[worker_id].table]
         self.scopes.pop(worker_id).cancel()
         self.workers.pop(worker_id)
         return held
@@ -72,7 +72,10 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
     app = App(url, prefix=f"demo{int(time.time())}")
     cluster = Cluster(app)
 
-    @app.job(queue="demo", max_attempts=3)
+    # a crash charges an attempt to every run its worker had started: a healthy
+    # job can share a worker with the poison job on each of its 3 crashes and
+    # be on the crashed worker too (4 charges), so it gets 5 attempts
+    @app.job(queue="demo", max_attempts=5)
     async def resize(ctx: Context, image: int) -> int:
         await anyio.sleep(random.uniform(0.005, 0.03))
         return image * 2
@@ -108,10 +111,11 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
             while cluster.crash_requests:
                 victim = cluster.crash_requests.pop()
                 if victim in cluster.workers:
-                    cluster.crash(victim)
+                    taken = [j for j in cluster.crash(victim) if j != "poison-1"]
                     rec = await app.get_job("poison-1", "demo")
-                    _say(f"** poison-1 killed {victim} (attempt {rec.attempt} of "
-                         f"{rec.max_attempts}); starting a new worker")
+                    also = f", taking {', '.join(taken[:4])} down with it" if taken else ""
+                    _say(f"** poison-1 killed {victim} (attempt {rec.attempt} of 3){also}; "
+                         "starting a new worker")
                     cluster.new_worker(tg)
             if done >= total and st.leased == 0:
                 break

@@ -76,12 +76,24 @@ class NotDurable(LeaseQueueError):
         super().__init__(f"{operation}: {acked} of {wanted} replica(s) acknowledged in time")
 
 
-class LeaseLost(LeaseQueueError):
-    """The lease on a job is gone (expired and reaped, or taken by another claim)."""
+class RunStopped(LeaseQueueError):
+    """Raised by ``ctx.raise_if_stopping()`` once the run should stop; carries
+    the stop reason (timeout, slot-lost, canceled, replaced, shutdown). The
+    worker settles the run by that reason, not as a failure of the handler."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"run stopped: {reason}")
 
 
-class NotOwner(LeaseLost):
-    """A fenced write carried a stale token: this worker no longer holds the job."""
+class LeaseLost(RunStopped):
+    """Raised by ``ctx.raise_if_stopping()`` when the run's lease is gone
+    (expired and reaped, or taken by another claim): its result would be
+    refused by the fencing check, so the handler should stop."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("lease-lost")
+        self.args = (message,)
 
 
 # -- raised by handlers ------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Worker: composes the claimer, executors, acker, heartbeater and reaper in
-one anyio task group. It never calls Redis itself beyond the boot checks."""
+"""Worker: composes the run table, claimer, starter, executors, acker,
+heartbeater, reaper and timeouts in one anyio task group. It never calls
+Redis itself beyond the boot checks."""
 
 from __future__ import annotations
 
@@ -17,20 +18,22 @@ from .app import App
 from .errors import ConfigError
 from .limiter import Limiter
 from .log import get_log
-from .runtime.acker import Acker
-from .runtime.claimer import Claimer
+from .registry import JobDefinition
+from .runtime.acker import Acker, AckerParams
+from .runtime.claimer import Claimer, ClaimerParams
 from .runtime.dispatch import Dispatch
-from .runtime.executor import Executor
-from .runtime.handler import Run
-from .runtime.heartbeater import Heartbeater
-from .runtime.leases import LeaseTable
-from .runtime.limits import Limits
-from .runtime.reaper import Reaper
+from .runtime.executor import Executor, ExecutorParams
+from .runtime.heartbeater import Heartbeater, HeartbeaterParams
+from .runtime.limits import Limits, LimitsParams
+from .runtime.reaper import Reaper, ReaperParams
+from .runtime.runs import RunRecord, RunTable, StopReason
 from .runtime.slots import Slots
-from .runtime.timeouts import TimeoutWatch
+from .runtime.starter import Starter, StarterParams
+from .runtime.timeouts import TimeoutParams, TimeoutWatch
 from .store.connection import is_cluster, is_memory_url
 from .store.keys import check_queue_name, check_worker_id
 from .store.record import text
+from .store.shards import logical
 
 # maxmemory policies that may delete our keys (leases would vanish silently)
 EVICTING = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
@@ -58,11 +61,14 @@ class Worker:
         handle_signals: bool = False,
         limiter: Limiter | None = None,
         queue_limits: dict[str, int] | None = None,
+        max_abandoned: int = 1,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
         if lease < 1.0:
             raise ConfigError(f"lease must be >= 1 second, got {lease}")
+        if not isinstance(max_abandoned, int) or max_abandoned < 1:
+            raise ConfigError(f"max_abandoned must be an int >= 1, got {max_abandoned!r}")
         self.app = app
         self.queues = [check_queue_name(q) for q in (queues or app.known_queues())]
         # a sharded queue is claimed from every shard, the claimer rotating over all
@@ -73,33 +79,45 @@ class Worker:
         self.shutdown_timeout = shutdown_timeout
         self.allow_eviction = allow_eviction
         self.handle_signals = handle_signals
+        self.max_abandoned = max_abandoned
+        #: set when the worker stopped because abandoned threads reached
+        #: max_abandoned: its process should exit (the CLI exits with code 3)
+        self.abandoned_cap_reached = False
         self._log = get_log("worker", worker_id=self.worker_id)
         self._stop = anyio.Event()
         self.ready = anyio.Event()  # set once the boot checks passed and claiming starts
         self._hard_stop = False
-        self._claim_scope: anyio.CancelScope | None = None
 
         keys = app.keys
         if limiter is not None:
             limiter.bind(app.redis, app.url, app.prefix)
-        self.limits = Limits(limiter or app.limiter, {**app.queue_limits, **(queue_limits or {})},
-                             self.worker_id, app.scripts, keys)
+        self.limits = Limits(LimitsParams(
+            limiter or app.limiter, {**app.queue_limits, **(queue_limits or {})},
+            self.worker_id, app.prefix))
+        definitions = app.registry.all()
         self.slots = Slots(concurrency)
-        self.table = LeaseTable()
-        self.acker = Acker(app.scripts, keys, self._acked)
-        self.executor = Executor(app.scripts, app.registry, keys, self.table, self.slots,
-                                 self.acker, self.worker_id, anyio.CapacityLimiter(concurrency),
-                                 self.limits)
-        self.claimer = Claimer(app.redis, app.scripts, self.physical_queues, keys, self.slots,
-                               self.table, self.lease_ms, self.worker_id,
-                               blocking=not is_memory_url(app.url),
-                               cluster=is_cluster(app.redis))
-        self.heartbeater = Heartbeater(app.scripts, self.table, self.lease_ms, keys, self.limits)
-        self.reaper = Reaper(
+        self.table = RunTable(lease, self.worker_id)
+        self.acker = Acker(AckerParams(app.scripts, keys, self._acked))
+        self.starter = Starter(StarterParams(app.scripts, keys, self.table))
+        self.executor = Executor(ExecutorParams(
+            app.scripts, app.registry, keys, self.table, self.slots, self.acker, self.starter,
+            self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease))
+        self.claimer = Claimer(ClaimerParams(
+            app.redis, app.scripts, self.physical_queues, keys, self.slots, self.table,
+            self.lease_ms, self.worker_id,
+            frozenset(q for q in self.physical_queues
+                      if self.limits.limited_queue(q, definitions)),
+            blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis)))
+        self.heartbeater = Heartbeater(HeartbeaterParams(
+            app.scripts, keys, self.table, lease, self.limits.limiter, self.limits.lease_s))
+        self.reaper = Reaper(ReaperParams(
             app.scripts, self.physical_queues, keys,
             reap_interval if reap_interval is not None else min(5.0, lease / 2),
             int(reap_backoff[0] * 1000), int(reap_backoff[1] * 1000),
-        )
+            _budgets(self.physical_queues, definitions),
+            (app.registry.defaults.max_attempts, app.registry.defaults.max_infra_attempts)))
+        self.timeouts = TimeoutWatch(TimeoutParams(self.table, max_abandoned,
+                                                   self._abandoned_cap))
 
     # -- control --------------------------------------------------------------
 
@@ -107,12 +125,25 @@ class Worker:
         """Graceful stop: no more claims; running jobs get until shutdown_timeout."""
         self._stop.set()
 
-    def _acked(self, run: Run, accepted: bool) -> None:
-        self.table.remove(run.job)
+    def _abandoned_cap(self, abandoned: int) -> None:
+        self._log.error(
+            "abandoned handler threads reached max_abandoned: stopping the worker so that its "
+            "process can exit and end them; their jobs run again after their leases lapse",
+            abandoned=abandoned, max_abandoned=self.max_abandoned)
+        self.abandoned_cap_reached = True
+        self.stop()
+
+    def _acked(self, run: RunRecord, accepted: bool) -> None:
+        self.table.settled(run, accepted)
         if not accepted:
-            run.ctx.log.warning("ack refused: lease lost; result discarded")
+            self._log.warning("ack refused: lease lost; result discarded", **run.fields())
         elif self._log.enabled(10):
-            run.ctx.log.debug("job finished")
+            self._log.debug("job finished", **run.fields())
+
+    @property
+    def abandoned(self) -> int:
+        """Handler threads past their stop grace that have not returned."""
+        return self.table.abandoned
 
     # -- the run --------------------------------------------------------------
 
@@ -120,12 +151,13 @@ class Worker:
         await self._boot()
         dispatch = Dispatch()
         async with anyio.create_task_group() as services:
-            # services outlive the work: leases stay renewed and acks flush
-            # until the last run is settled
+            # services outlive the work: leases stay renewed, starts marked and
+            # acks flushed until the last run is settled
             services.start_soon(self.heartbeater.run)
             services.start_soon(self.reaper.run)
             services.start_soon(self.acker.run)
-            services.start_soon(TimeoutWatch(self.executor.running).run)
+            services.start_soon(self.starter.run)
+            services.start_soon(self.timeouts.run)
             if self.handle_signals:
                 services.start_soon(self._watch_signals)
             self.ready.set()
@@ -133,13 +165,14 @@ class Worker:
                 for _ in range(self.concurrency):
                     work.start_soon(self.executor.serve, dispatch)
                 work.start_soon(self._claim_until_stopped, dispatch)
-            # shutdown order: 1. claims stopped, 2. runs finished or returned
-            # to the queue, 3. acks flushed, 4. services stopped
+            # shutdown order: 1. claims stopped, 2. runs finished, returned to
+            # the queue or left behind, 3. acks flushed, 4. services stopped
             self.acker.close()
             with anyio.move_on_after(10):
                 await self.acker.finished.wait()
             services.cancel_scope.cancel()
-        self._log.info("worker stopped", still_held=len(self.table))
+        self._log.info("worker stopped", still_held=len(self.table),
+                       abandoned=self.table.abandoned)
 
     async def _claim_until_stopped(self, dispatch: Dispatch) -> None:
         try:
@@ -151,12 +184,23 @@ class Worker:
             # they run, then return
             self.executor.draining = True
             dispatch.close()
-        self._log.info("stopping: no more claims", running=len(self.executor.running),
+        self._log.info("stopping: no more claims", running=len(self.table.running()),
                        deadline_s=self.shutdown_timeout)
         with anyio.move_on_after(self.shutdown_timeout if not self._hard_stop else 0):
             await self.slots.wait_empty()
-        for run in list(self.executor.running):
-            run.stop("shutdown")
+        await self._stop_running()
+
+    async def _stop_running(self) -> None:
+        """Stop what still runs; a sync handler gets its stop grace, then is
+        left behind (its lease lapses; the job runs again elsewhere)."""
+        for run in self.table.running():
+            self.table.stop(run, StopReason.SHUTDOWN)
+        grace = max((r.stop_grace for r in self.table.running() if r.is_sync), default=0.0)
+        with anyio.move_on_after(grace):
+            await self.slots.wait_empty()
+        for run in self.table.running():
+            if run.thread_scope is not None:
+                run.thread_scope.cancel()
 
     async def _wait_stop_then_cancel(self, scope: anyio.CancelScope) -> None:
         await self._stop.wait()
@@ -168,8 +212,8 @@ class Worker:
                 if self._stop.is_set():
                     self._log.warning("second signal: stopping running jobs now")
                     self._hard_stop = True
-                    for run in list(self.executor.running):
-                        run.stop("shutdown")
+                    for run in self.table.running():
+                        self.table.stop(run, StopReason.SHUTDOWN)
                 else:
                     self._log.info("signal received: graceful shutdown",
                                    signal=signal.Signals(signum).name)
@@ -235,3 +279,10 @@ def _policy(config: Any) -> str:
     return text(config.get(b"maxmemory-policy") or config.get("maxmemory-policy") or "")
 
 
+
+
+def _budgets(queues: Sequence[str],
+             definitions: list[JobDefinition]) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per physical queue, the budgets of the jobs defined for it."""
+    return {q: {d.name: (d.max_attempts, d.max_infra_attempts) for d in definitions
+                if d.queue == logical(q)} for q in queues}

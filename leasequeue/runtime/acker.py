@@ -1,10 +1,12 @@
-"""Coalesces finished runs into one ack script call per queue: while one
-flush is in flight, the next batch gathers. Runs leave the lease table only
-once their ack is written, so the heartbeater keeps them alive until then."""
+"""Coalesces finished runs into one ack script call per (queue, outcome,
+retention): while one flush is in flight, the next batch gathers. A run
+stays in the run table (settling, its lease renewed) until its ack is
+written; a group whose call failed is sent again, and only that group."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 
@@ -12,28 +14,40 @@ from ..errors import RedisUnavailable, ScriptError
 from ..log import get_log
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
-from .handler import Run
+from ..store.specs import AckReply
+from .runs import RunRecord
 
 MAX_BATCH = 500
 
-AckItem = tuple[str, int, bytes]  # id, token, result
+
+@dataclass(frozen=True, slots=True)
+class AckItem:
+    run: RunRecord
+    outcome: str  # succeeded | skipped | canceled
+    retention_ms: int
+    result: bytes
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckerParams:
+    scripts: Scripts
+    keys: Callable[[str], QueueKeys]
+    on_done: Callable[[RunRecord, bool], None]  # (run, accepted) once written or refused
 
 
 class Acker:
-    def __init__(self, scripts: Scripts, keys: Callable[[str], QueueKeys],
-                 on_done: Callable[[Run, bool], None]) -> None:
-        self._scripts = scripts
-        self._keys = keys
-        self._on_done = on_done  # (run, accepted) once the ack is written or refused
-        self._pending: list[tuple[Run, str, AckItem]] = []
+    def __init__(self, params: AckerParams) -> None:
+        self._p = params
+        self._pending: list[AckItem] = []
         self._wakeup = anyio.Event()
         self._closing = False
         self.finished = anyio.Event()
         self._log = get_log("acker")
 
-    def submit(self, run: Run, outcome: str, result: bytes) -> None:
-        job = run.job
-        self._pending.append((run, outcome, (job.id, job.token, result)))
+    def submit(self, run: RunRecord, outcome: str, retention_ms: int, result: bytes = b"",
+               note: str = "") -> None:
+        self._pending.append(AckItem(run, outcome, retention_ms, result, note))
         self._wakeup.set()
 
     def close(self) -> None:
@@ -57,26 +71,33 @@ class Acker:
                 self._wakeup = anyio.Event()
                 continue
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            try:
-                await self._flush(batch)
+            unsent = await self._flush(batch)
+            if not unsent:
                 delay = 0.05
-            except (RedisUnavailable, ScriptError) as exc:
-                # keep the batch; the leases may lapse meanwhile, then the
-                # fencing check refuses these acks and the jobs run again
-                self._pending[:0] = batch
-                self._log.warning("ack failed; retrying", error=str(exc), pending=len(
-                    self._pending), retry_in=delay)
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                continue
+            # keep what did not land; its leases stay renewed meanwhile, and if
+            # they lapse the fencing check refuses these acks (the jobs run again)
+            self._pending[:0] = unsent
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
-    async def _flush(self, batch: list[tuple[Run, str, AckItem]]) -> None:
-        # one script call per (queue, outcome, retention): usually just one
-        groups: dict[tuple[str, str, int], list[tuple[Run, AckItem]]] = {}
-        for run, outcome, item in batch:
-            group = (run.job.queue, outcome, run.definition.retention_ms)
-            groups.setdefault(group, []).append((run, item))
-        for (queue, outcome, retention_ms), entries in groups.items():
-            answers = await self._scripts.ack(self._keys(queue), outcome, retention_ms,
-                                              [item for _, item in entries])
-            for (run, _item), accepted in zip(entries, answers, strict=True):
-                self._on_done(run, accepted == 1)
+    async def _flush(self, batch: list[AckItem]) -> list[AckItem]:
+        """Send each group; return the items of the groups that failed."""
+        groups: dict[tuple[str, str, int], list[AckItem]] = {}
+        for item in batch:
+            groups.setdefault((item.run.job.queue, item.outcome, item.retention_ms),
+                              []).append(item)
+        unsent: list[AckItem] = []
+        for (queue, outcome, retention_ms), items in groups.items():
+            try:
+                answers = await self._p.scripts.ack(
+                    self._p.keys(queue), outcome, retention_ms,
+                    [(i.run.job.id, i.run.job.token, i.result, i.note) for i in items])
+            except (RedisUnavailable, ScriptError) as exc:
+                self._log.warning("ack failed; retrying", queue=queue, error=str(exc),
+                                  jobs=len(items))
+                unsent += items
+                continue
+            for item, answer in zip(items, answers, strict=True):
+                self._p.on_done(item.run, answer is AckReply.FINISHED)
+        return unsent

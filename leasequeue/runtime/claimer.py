@@ -5,19 +5,20 @@ queues' wake lists instead of polling."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import anyio
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import RedisUnavailable, ScriptError
 from ..log import get_log
+from ..models import ClaimBatch
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 from .dispatch import Dispatch
-from .leases import LeaseTable
+from .runs import RunTable
 from .slots import Slots
 from .waker import Waker
 
@@ -26,24 +27,35 @@ BATCH_WINDOW = 0.002  # how long a partly free worker waits to claim a bigger ba
 IDLE_POLL = 1.0  # the longest an idle worker blocks before it claims anyway
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimerParams:
+    redis: Redis
+    scripts: Scripts
+    queues: Sequence[str]  # physical queues, claimed in rotation
+    keys: Callable[[str], QueueKeys]
+    slots: Slots
+    table: RunTable
+    lease_ms: int
+    worker_id: str
+    limited_queues: frozenset[str]  # runs there may wait for a slot: never started at claim
+    blocking: bool = True  # False for memory:// (fakeredis cannot block)
+    cluster: bool = False
+
+
 class Claimer:
-    def __init__(self, redis: Redis, scripts: Scripts, queues: Sequence[str],
-                 keys: Callable[[str], QueueKeys], slots: Slots, table: LeaseTable,
-                 lease_ms: int, worker_id: str, blocking: bool = True,
-                 cluster: bool = False) -> None:
-        self._redis = redis
-        self._scripts = scripts
-        self._queues = list(queues)
-        self._keys = keys
-        self._slots = slots
-        self._table = table
-        self._lease_ms = lease_ms
-        self._worker_id = worker_id
-        self._blocking = blocking  # False for memory:// (fakeredis cannot block)
-        self._waker = Waker(redis, [keys(q).wake for q in queues], one_call=not cluster)
+    def __init__(self, params: ClaimerParams) -> None:
+        self._p = params
+        self._queues = list(params.queues)
+        self._keys = params.keys
+        self._slots = params.slots
+        self._waker = Waker(params.redis, [params.keys(q).wake for q in params.queues],
+                            one_call=not params.cluster)
         self._turn = 0
         self._warned_at = 0.0
-        self._log = get_log("claimer", worker_id=worker_id)
+        # a claim whose reply never came is sent again with the same id: if it
+        # ran, Redis answers with the jobs it leased then instead of new ones
+        self._unanswered: dict[str, str] = {}
+        self._log = get_log("claimer", worker_id=params.worker_id)
 
     async def run(self, dispatch: Dispatch) -> None:
         async with anyio.create_task_group() as tg:
@@ -67,7 +79,7 @@ class Claimer:
                 if not got:
                     await self._idle(next_due_ms)
                 backoff = 0.1
-            except (RedisUnavailable, ScriptError, RedisConnectionError, RedisTimeoutError) as exc:
+            except (RedisUnavailable, ScriptError) as exc:
                 # bounded reconnect rate: at most a few attempts per second
                 self._log.warning("claim failed; backing off", error=str(exc), retry_in=backoff)
                 await anyio.sleep(backoff)
@@ -90,11 +102,7 @@ class Claimer:
                 break
             queue = self._queues[(self._turn + i) % n]
             try:
-                # shielded: a claim cancelled on the wire (shutdown) would still
-                # lease its jobs in Redis, to nobody; the socket timeout bounds it
-                with anyio.CancelScope(shield=True):
-                    batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
-                                                      self._lease_ms, self._worker_id)
+                batch, sent_at = await self._claim(queue, min(free, MAX_BATCH), dispatch)
             except (RedisUnavailable, ScriptError) as exc:
                 failure, failed = exc, failed + 1
                 continue
@@ -102,8 +110,8 @@ class Claimer:
                 next_due = batch.next_due_in_ms
             if batch.jobs:
                 self._slots.take(len(batch.jobs))
-                self._table.claimed(batch.jobs)  # renewed from now on, started or not
-                dispatch.put_many(batch.jobs)
+                # renewed from now on, started or not
+                dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at))
                 got += len(batch.jobs)
         if failure is not None and failed == n:
             raise failure
@@ -112,11 +120,29 @@ class Claimer:
             self._log.warning("claim failed on a queue; the others go on", error=str(failure))
         return got, next_due
 
+    async def _claim(self, queue: str, count: int,
+                     dispatch: Dispatch) -> tuple[ClaimBatch, float]:
+        """One claim call. The jobs that idle executors will start at once are
+        marked started by the claim itself; the rest (claimed ahead, or in a
+        queue whose runs may wait for a limiter slot) are marked when they
+        start, so a lost reply or a killed worker's buffer costs no attempt."""
+        claim_id = self._unanswered.get(queue) or uuid.uuid4().hex
+        self._unanswered[queue] = claim_id
+        start_now = 0 if queue in self._p.limited_queues else dispatch.idle_takers
+        sent_at = time.monotonic()
+        # shielded: a claim cancelled on the wire (shutdown) would still lease
+        # its jobs in Redis, to nobody; the socket timeout bounds it
+        with anyio.CancelScope(shield=True):
+            batch = await self._p.scripts.claim(self._keys(queue), count, self._p.lease_ms,
+                                                self._p.worker_id, start_now, claim_id)
+        del self._unanswered[queue]
+        return batch, sent_at
+
     async def _idle(self, next_due_ms: int) -> None:
         timeout = IDLE_POLL if next_due_ms < 0 else min(IDLE_POLL, next_due_ms / 1000.0)
         if timeout <= 0:
             return
-        if not self._blocking:
+        if not self._p.blocking:
             await anyio.sleep(min(timeout, 0.01))
             return
         await self._waker.wait(max(timeout, 0.01))

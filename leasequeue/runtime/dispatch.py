@@ -8,7 +8,7 @@ from collections import deque
 
 import anyio
 
-from ..models import ClaimedJob
+from .runs import RunRecord
 
 
 class Closed(Exception):
@@ -20,12 +20,13 @@ YIELD_EVERY = 16
 
 class Dispatch:
     def __init__(self) -> None:
-        self._jobs: deque[ClaimedJob] = deque()
+        self._jobs: deque[RunRecord] = deque()
         self._arrived = anyio.Event()
         self._closed = False
         self._taken = 0
+        self._waiting = 0  # executors blocked in get()
 
-    def put_many(self, jobs: list[ClaimedJob]) -> None:
+    def put_many(self, jobs: list[RunRecord]) -> None:
         self._jobs.extend(jobs)
         self._arrived.set()
 
@@ -33,7 +34,7 @@ class Dispatch:
         self._closed = True
         self._arrived.set()
 
-    async def get(self) -> ClaimedJob:
+    async def get(self) -> RunRecord:
         while True:
             if self._jobs:
                 self._taken += 1
@@ -48,7 +49,16 @@ class Dispatch:
                 raise Closed
             if self._arrived.is_set():
                 self._arrived = anyio.Event()
-            await self._arrived.wait()
+            self._waiting += 1
+            try:
+                await self._arrived.wait()
+            finally:
+                self._waiting -= 1
+
+    @property
+    def idle_takers(self) -> int:
+        """Executors that would take a job handed over now, beyond what waits."""
+        return max(0, self._waiting - len(self._jobs))
 
     def __len__(self) -> int:
         return len(self._jobs)

@@ -1,186 +1,256 @@
-"""Executors: take claimed jobs from the claimer, run them, and settle the
-outcome in Redis (ack through the acker, fail, or release). Bounded by the
-worker's slots; one executor task per slot."""
+"""Executors: take claimed runs from the claimer, start them (limiter slots
+first, then the start check of the run table), run them, and settle the
+outcome in Redis (ack through the acker, fail, or release). One executor
+task per unit of concurrency: a handler that will not return keeps its
+executor busy, so it keeps counting against ``concurrency``."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from .. import codec
 from ..backoff import delay_ms
+from ..context import Context
 from ..errors import MalformedJob, RedisUnavailable, ScriptError
 from ..log import get_log
-from ..models import ClaimedJob
-from ..registry import Registry
+from ..registry import JobDefinition, Registry
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
+from ..store.shards import logical
+from ..store.specs import FailReply, ReleaseReply
 from .acker import Acker
 from .dispatch import Closed, Dispatch
-from .handler import Outcome, Run
-from .leases import LeaseTable
+from .handler import Ending, Outcome, execute
 from .limits import Limits
+from .runs import Phase, RunRecord, RunTable, StopReason
 from .slots import Slots
+from .starter import Starter
 
 WRITE_TRIES = 5
 SLOT_WAIT = 1.0  # most a run waits in place for a slot before going back to the queue
+# a run that waited longer than this since its claim asks Redis before its
+# handler runs (a cancel may have reached it); one that starts sooner is
+# marked started in the background while its handler runs
+CONFIRM_AFTER = 0.05
+# a run starts only while its lease (and slots) stay valid this much longer
+# by our own clock; less means the process stalled or renewals failed
+MIN_LEASE_SHARE = 1 / 3
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorParams:
+    scripts: Scripts
+    registry: Registry
+    keys: Callable[[str], QueueKeys]
+    table: RunTable
+    slots: Slots
+    acker: Acker
+    starter: Starter
+    limits: Limits
+    worker_id: str
+    threads: anyio.CapacityLimiter
+    lease_s: float
 
 
 class Executor:
-    def __init__(self, scripts: Scripts, registry: Registry, keys: Callable[[str], QueueKeys],
-                 table: LeaseTable, slots: Slots, acker: Acker, worker_id: str,
-                 thread_limiter: anyio.CapacityLimiter, limits: Limits) -> None:
-        self._scripts = scripts
-        self._registry = registry
-        self._keys = keys
-        self._table = table
-        self._slots = slots
-        self._acker = acker
-        self._worker_id = worker_id
-        self._threads = thread_limiter
-        self._limits = limits
-        self.running: set[Run] = set()
-        self.draining = False  # set at shutdown: jobs not started yet go back at once
-        self._log = get_log("executor", worker_id=worker_id)
+    def __init__(self, params: ExecutorParams) -> None:
+        self._p = params
+        self.draining = False  # set at shutdown: runs not started yet go back at once
+        self._log = get_log("executor", worker_id=params.worker_id)
 
     async def serve(self, dispatch: Dispatch) -> None:
         while True:
             try:
-                job = await dispatch.get()
+                run = await dispatch.get()
             except Closed:
                 return
             try:
-                await self._process(job)
+                await self._process(run)
             finally:
-                self._slots.give()
+                self._p.slots.give()
 
-    async def _process(self, job: ClaimedJob) -> None:
-        run = await self._prepare(job)
-        if run is None:
-            self._table.remove(job)
+    async def _process(self, run: RunRecord) -> None:
+        prepared = await self._prepare(run)
+        if prepared is None:
             return
+        definition, kwargs = prepared
         if self.draining:
-            await self._release(run, "shutdown before start")
+            await self._not_started(run, "shutdown before start")
             return
-        slots: list[str] | None = None
-        if self._limits.applies(run):
-            d = run.definition
+        if self._p.limits.applies(definition, run.job.queue):
             # under `enqueue` a run first waits a little for a slot in place:
             # sending it back at once would churn the queue while slots turn over
-            wait = min(SLOT_WAIT, d.slot_backoff) if d.on_conflict == "enqueue" else 0.0
-            slots = await self._limits.acquire(run, wait)
-            if slots is None:
-                await self._on_conflict(run)
+            wait = (min(SLOT_WAIT, definition.slot_backoff)
+                    if definition.on_conflict == "enqueue" else 0.0)
+            if not await self._p.limits.acquire(run, definition, wait):
+                await self._on_conflict(run, definition)
                 return
-            if self.draining:  # shutdown began while it waited for a slot
-                await self._give_back(run, slots)
-                await self._release(run, "shutdown before start")
-                return
-        self.running.add(run)
+        if not await self._start(run):
+            await self._p.limits.release(run)
+            await self._not_started(run, "not started")
+            return
         try:
-            outcome = await run.execute(self._threads)
+            outcome = await execute(run, definition, kwargs, self._p.threads)
         finally:
-            run.finished = True
-            self.running.discard(run)
-            if slots:
-                await self._give_back(run, slots)
-        await self._settle(run, outcome)
+            self._p.table.returned(run)
+            await self._p.limits.release(run)  # only now: its thread has returned
+        await self._settle(run, definition, outcome)
 
-    async def _give_back(self, run: Run, slots: list[str]) -> None:
-        """Give limiter slots back even when cancelled: shielded, bounded."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            await self._limits.release(run, slots)
+    async def _start(self, run: RunRecord) -> bool:
+        """Whether the run may start now; marks it started in Redis."""
+        if self.draining or run.stop_reason is not None or run.phase is not Phase.CLAIMED:
+            return False
+        confirm = not run.start_known and time.monotonic() - run.claimed_at > CONFIRM_AFTER
+        if confirm and not await self._p.starter.confirm(run):
+            return False
+        if not self._p.table.start(run, self._p.lease_s * MIN_LEASE_SHARE):
+            if run.phase is Phase.CLAIMED and run.stop_reason is None:
+                run.ctx.log.warning("not started: its lease may have lapsed (stall or failed "
+                                    "renewals); it goes back to the queue")
+            return False
+        if run.timeout is not None:
+            run.timeout_at = run.started_at + run.timeout
+        if not run.start_known:
+            self._p.starter.mark(run)
+        return True
 
-    async def _on_conflict(self, run: Run) -> None:
-        """No slot free: skip (finish as skipped) or back to the queue after
-        slot_backoff with the attempt refunded (enqueue; and replace, which
-        gets here when a queue limit is full or the limiter is down)."""
-        d = run.definition
-        if d.on_conflict == "skip":
-            run.finished = True
-            run.ctx.log.info("skipped: no slot free", max_concurrent=d.max_concurrent,
-                             queue_limit=self._limits.queue_limits.get(run.ctx.queue))
-            self._acker.submit(run, "skipped", b"")
-        else:
-            await self._release(run, "slot busy", int(d.slot_backoff * 1000))
-
-    async def _prepare(self, job: ClaimedJob) -> Run | None:
-        """The run for a claimed job, or None when it cannot or must not start
-        (unknown name and bad payload are dead-lettered here)."""
-        definition = self._registry.find(job.name)
+    async def _prepare(self, run: RunRecord) -> tuple[JobDefinition, dict[str, Any]] | None:
+        """The definition and keyword arguments of a claimed run, or None when
+        it cannot run (unknown name and bad payload are dead-lettered here)."""
+        job = run.job
+        definition = self._p.registry.find(job.name)
         if definition is None:
-            await self._bury(job, "unknown-job",
+            await self._bury(run, "unknown-job",
                              f"no handler is registered for job name {job.name!r}")
             return None
         try:
             envelope = codec.decode_envelope(job.payload, job.id)
         except MalformedJob as exc:
-            await self._bury(job, "bad-payload", str(exc))
+            await self._bury(run, "bad-payload", str(exc))
             return None
-        run = Run(job, envelope, definition, self._worker_id)
-        if not self._table.started(run):
-            self._log.info("not started: its lease was lost while it waited", job_id=job.id)
-            return None
-        return run
+        run.is_sync = not definition.is_async
+        run.stop_grace = definition.stop_grace
+        run.timeout = definition.timeout
+        run.ctx = Context(
+            job_id=job.id, name=job.name, queue=logical(job.queue), attempt=run.attempt,
+            token=job.token, worker_id=self._p.worker_id,
+            correlation_id=envelope.correlation_id, request_id=envelope.request_id,
+            run=run, work_failures=job.work_failures,
+            infra_failures=job.infra_failures,
+        )
+        return definition, envelope.kwargs
 
-    async def _bury(self, job: ClaimedJob, reason: str, error: str) -> None:
-        await self._write(job, "fail", lambda: self._scripts.fail(
-            self._keys(job.queue), job.id, job.token, "dead", reason, error, 0))
-        self._log.warning("dead-lettered before running", job_id=job.id, job=job.name,
-                          queue=job.queue, reason=reason, error=error)
+    # -- settling --------------------------------------------------------------
 
-    async def _settle(self, run: Run, outcome: Outcome) -> None:
-        ending = outcome.ending
-        if outcome.abandoned:
-            run.ctx.log.warning("handler did not stop within its stop grace; abandoned",
-                                grace=run.definition.stop_grace, reason=ending)
-        if ending == "succeeded":
-            self._acker.submit(run, "succeeded", outcome.result)
-        elif ending == "canceled":
-            self._acker.submit(run, "canceled", b"")
-        elif ending == "lease-lost":
-            self._table.remove(run.job)
+    async def _settle(self, run: RunRecord, d: JobDefinition, outcome: Outcome) -> None:
+        ending, stop = outcome.ending, outcome.stop
+        if ending is Ending.LEFT:
+            run.ctx.log.warning("still running at the end of shutdown: left behind; its lease "
+                                "is left to lapse (the job runs again elsewhere)")
+            self._p.table.lose(run, StopReason.SHUTDOWN)
+            return
+        if run.phase is Phase.LOST:
             run.ctx.log.warning("lease lost; result discarded")
-        elif ending == "shutdown":
+            return
+        if ending is Ending.SUCCEEDED:
+            self._ack(run, d, "succeeded", outcome.result, outcome.note)
+        elif ending is Ending.STOPPED and stop in (StopReason.CANCELED, StopReason.REPLACED):
+            self._ack(run, d, "canceled")
+        elif ending is Ending.STOPPED and stop is StopReason.SHUTDOWN:
             await self._release(run, "shutdown")
+        elif ending is Ending.STOPPED:  # a limiter slot lost: an infrastructure failure
+            await self._fail(run, d, Outcome(Ending.INFRA, error=f"stopped: {stop}"))
         else:
-            await self._fail(run, outcome)
+            await self._fail(run, d, outcome)
 
-    async def _fail(self, run: Run, outcome: Outcome) -> None:
-        job, d = run.job, run.definition
-        if outcome.ending == "infra":
+    def _ack(self, run: RunRecord, d: JobDefinition, outcome: str, result: bytes = b"",
+             note: str = "") -> None:
+        if self._p.table.settling(run):
+            self._p.acker.submit(run, outcome, d.retention_ms, result, note)
+
+    async def _on_conflict(self, run: RunRecord, d: JobDefinition) -> None:
+        """No slot free: skip (finish as skipped) or back to the queue after
+        slot_backoff with the attempt refunded (enqueue; and replace, which
+        gets here when a queue limit is full or the limiter is down)."""
+        if d.on_conflict == "skip":
+            run.ctx.log.info("skipped: no slot free", max_concurrent=d.max_concurrent,
+                             queue_limit=self._p.limits.queue_limits.get(run.ctx.queue))
+            self._ack(run, d, "skipped")
+        else:
+            await self._release(run, "slot busy", int(d.slot_backoff * 1000))
+
+    async def _not_started(self, run: RunRecord, why: str) -> None:
+        """A run that must not start: ended canceled when that was asked, gone
+        when its lease was lost, else back to the queue (no attempt spent)."""
+        if run.phase is not Phase.CLAIMED:
+            return  # lost: nothing to write
+        if run.stop_reason is StopReason.CANCELED:
+            definition = self._p.registry.find(run.job.name)
+            if definition is not None:
+                self._ack(run, definition, "canceled")
+                return
+        await self._release(run, why)
+
+    async def _fail(self, run: RunRecord, d: JobDefinition, outcome: Outcome) -> None:
+        job = run.job
+        if outcome.ending is Ending.INFRA:
             kind, delay = "infra", delay_ms(d.infra_backoff, job.infra_failures + 1)
-        elif outcome.ending == "dead":
+        elif outcome.ending is Ending.DEAD:
             kind, delay = "dead", 0
         else:  # work failure, explicit retry, or our own timeout
             kind = "work"
-            delay = (delay_ms(lambda _: outcome.delay or 0.0, job.attempt)
-                     if outcome.delay is not None else delay_ms(d.backoff, job.attempt))
-        result = await self._write(job, "fail", lambda: self._scripts.fail(
-            self._keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error, delay))
-        self._table.remove(job)
+            retry = outcome.delay
+            delay = (delay_ms(lambda _: retry or 0.0, run.attempt) if retry is not None
+                     else delay_ms(d.backoff, run.attempt))
+        max_attempts = job.max_attempts or d.max_attempts
+        max_infra = job.max_infra or d.max_infra_attempts
+        if not self._p.table.settling(run):
+            return
+        result = await self._write(run, "fail", lambda: self._p.scripts.fail(
+            self._p.keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error,
+            delay, max_attempts, max_infra))
+        self._p.table.settled(run, result is not None and result.code is not FailReply.REFUSED)
         if result is None:
             return
-        if result.code == 0:
-            run.ctx.log.warning("failure not recorded: lease lost", error=outcome.error)
-        elif result.code == 2:
-            run.ctx.log.warning("job is dead", error=outcome.error, kind=kind,
-                                reason=result.state)
+        summary = outcome.error.split("\n", 1)[0]
+        log = run.ctx.log
+        if result.code is FailReply.REFUSED:
+            log.warning("failure not recorded: lease lost", error=summary)
+        elif result.code is FailReply.DEAD:
+            log.warning("job is dead", error=summary, kind=kind, reason=result.state,
+                        traceback=outcome.error)
         else:
-            run.ctx.log.warning("job failed; will retry", error=outcome.error, kind=kind,
-                                retry_in_ms=delay, state=result.state)
+            log.warning("job failed; will retry", error=summary, kind=kind, retry_in_ms=delay,
+                        state=result.state, traceback=outcome.error)
 
-    async def _release(self, run: Run, why: str, delay_ms: int = 0) -> None:
+    async def _release(self, run: RunRecord, why: str, delay: int = 0) -> None:
         job = run.job
-        answers = await self._write(job, "release", lambda: self._scripts.release(
-            self._keys(job.queue), [(job.id, job.token)], delay_ms, why))
-        self._table.remove(job)
-        if answers == [1]:
-            run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay_ms)
+        if not self._p.table.settling(run):
+            return
+        answers = await self._write(run, "release", lambda: self._p.scripts.release(
+            self._p.keys(job.queue), [(job.id, job.token)], delay, why))
+        released = answers is not None and answers[0] is not ReleaseReply.REFUSED
+        self._p.table.settled(run, released)
+        if released and run.ctx is not None:
+            run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay)
 
-    async def _write(self, job: ClaimedJob, what: str,
+    async def _bury(self, run: RunRecord, reason: str, error: str) -> None:
+        job = run.job
+        if not self._p.table.settling(run):
+            return
+        result = await self._write(run, "fail", lambda: self._p.scripts.fail(
+            self._p.keys(job.queue), job.id, job.token, "dead", reason, error, 0,
+            job.max_attempts or 1, job.max_infra or 1))
+        self._p.table.settled(run, result is not None and result.code is not FailReply.REFUSED)
+        self._log.warning("dead-lettered before running", job_id=job.id, job=job.name,
+                          queue=job.queue, reason=reason, error=error)
+
+    async def _write(self, run: RunRecord, what: str,
                      call: Callable[[], Awaitable[Any]]) -> Any:
         """Run one settling write, retrying a Redis outage a few times. When it
         never lands the lease lapses and the reaper hands the job back."""
@@ -188,7 +258,7 @@ class Executor:
             try:
                 return await call()
             except (RedisUnavailable, ScriptError) as exc:
-                self._log.warning(f"{what} failed", job_id=job.id, error=str(exc),
+                self._log.warning(f"{what} failed", job_id=run.job.id, error=str(exc),
                                   attempt=attempt + 1)
                 await anyio.sleep(0.1 * 2 ** attempt)
         return None

@@ -1,145 +1,141 @@
-"""One run of one job: call the handler under its timeout and stop grace,
-and classify how it ended. It never writes to Redis (executor.py settles)."""
+"""Calls one run's handler under its timeout and stop grace and classifies
+how it ended. It never writes to Redis (the executor settles) and never
+changes a run's phase (the run table does)."""
 
 from __future__ import annotations
 
-import math
-import time
+import traceback
 from dataclasses import dataclass
-from functools import partial
+from enum import StrEnum
+from typing import Any
 
 import anyio
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import codec
-from ..codec import Envelope
-from ..context import Context
-from ..errors import LeaseQueueError, PermanentError, Retry, TransientError
-from ..models import ClaimedJob
+from ..errors import LeaseQueueError, PermanentError, Retry, RunStopped, TransientError
 from ..registry import JobDefinition
-from ..store.shards import logical
+from .runs import RunRecord, StopReason
 
 # failures of the infrastructure around the job, retried under their own budget
 INFRA_ERRORS: tuple[type[BaseException], ...] = (
     TransientError, ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError,
 )
-MAX_ERROR_TEXT = 2000
+MAX_ERROR_TEXT = 4000  # one error with its traceback, as stored with the job
+
+
+class Ending(StrEnum):
+    SUCCEEDED = "succeeded"
+    WORK = "work"  # a work failure (exception, Retry, timeout): counts an attempt
+    INFRA = "infra"  # an infrastructure failure: refunds the attempt
+    DEAD = "dead"  # PermanentError, or a handler that cannot take the payload
+    STOPPED = "stopped"  # stopped by the worker: see Outcome.stop
+    LEFT = "left"  # still running at the end of shutdown: left behind, nothing written
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a run ended. ending: succeeded | work | infra | dead | timeout |
-    lease-lost | canceled | shutdown."""
-
-    ending: str
+    ending: Ending
     result: bytes = b""
     error: str = ""
-    reason: str = ""
+    reason: str = ""  # dead reason (permanent, bad-payload)
     delay: float | None = None  # explicit retry delay (Retry)
-    abandoned: bool = False
+    stop: StopReason | None = None
+    note: str = ""  # stored with a success (e.g. why the result was not stored)
 
 
-SUCCEEDED = Outcome("succeeded")
+SUCCEEDED = Outcome(Ending.SUCCEEDED)
 
 
-class Run:
-    """A leased job being run; the heartbeater and shutdown call stop()."""
+class _CannotTakePayload(Exception):
+    """The handler's signature does not accept (ctx, **payload)."""
 
-    __slots__ = ("_hard_scope", "_scope", "_timed_out", "ctx", "definition", "finished", "job",
-                 "kwargs", "started", "timeout_at")
 
-    def __init__(self, job: ClaimedJob, envelope: Envelope, definition: JobDefinition,
-                 worker_id: str) -> None:
-        self.job = job
-        self.kwargs = envelope.kwargs
-        self.definition = definition
-        self.started = time.monotonic()
-        timeout = definition.timeout
-        # time.monotonic() is also the clock of anyio's asyncio backend
-        self.timeout_at = self.started + timeout if timeout else math.inf
-        self._timed_out = False
-        self.ctx = Context(
-            job_id=job.id, name=job.name, queue=logical(job.queue), attempt=job.attempt,
-            token=job.token,
-            worker_id=worker_id, correlation_id=envelope.correlation_id,
-            request_id=envelope.request_id,
-            soft_deadline=self.timeout_at,
-        )
-        self._scope: anyio.CancelScope | None = None
-        self._hard_scope: anyio.CancelScope | None = None
-        # set once the handler has returned: a renewal that races the ack is
-        # then no reason to stop anything (the ack's fencing check decides)
-        self.finished = False
+def _call(fn: Any, ctx: Any, kwargs: dict[str, Any]) -> Any:
+    try:
+        return fn(ctx, **kwargs)
+    except TypeError as exc:
+        # raised by the call itself (no frame of the handler in the
+        # traceback): the payload does not fit the signature; retrying the
+        # same payload cannot help
+        tb = exc.__traceback__
+        if tb is not None and tb.tb_next is None:
+            raise _CannotTakePayload(str(exc)) from exc
+        raise
 
-    def stop(self, reason: str) -> None:
-        """Ask the run to stop: cancel an async handler now; give a sync handler
-        (a thread, which cannot be interrupted) its stop grace, then abandon it."""
-        self.ctx._request_stop(reason)
-        if self._scope is not None:
-            self._scope.cancel()
-        if self._hard_scope is not None:
-            grace_end = anyio.current_time() + self.definition.stop_grace
-            self._hard_scope.deadline = min(self._hard_scope.deadline, grace_end)
 
-    def time_out(self) -> None:
-        """Called by the timeout watch once the run is past its timeout."""
-        if not self._timed_out:
-            self._timed_out = True
-            self.stop("timeout")
+async def execute(run: RunRecord, definition: JobDefinition, kwargs: dict[str, Any],
+                  threads: anyio.CapacityLimiter) -> Outcome:
+    """Run the handler. An async handler runs in a cancel scope the run table
+    cancels on a stop; a sync handler runs in a worker thread to the end (it
+    keeps its concurrency slot meanwhile), unless shutdown leaves it behind."""
+    ctx = run.ctx
+    try:
+        if definition.is_async:
+            with anyio.CancelScope() as scope:
+                run.scope = scope
+                if run.stop_reason is not None:  # stopped before it started
+                    scope.cancel()
+                value = await _call(definition.fn, ctx, kwargs)
+            run.scope = None
+            if scope.cancelled_caught:
+                return stopped(run)
+        else:
+            with anyio.CancelScope() as left:
+                run.thread_scope = left
+                value = await anyio.to_thread.run_sync(
+                    _call, definition.fn, ctx, kwargs, abandon_on_cancel=True, limiter=threads)
+            run.thread_scope = None
+            if left.cancelled_caught:
+                return Outcome(Ending.LEFT, stop=run.stop_reason)
+    except Exception as exc:  # every handler error is classified, none escapes
+        return failed(run, exc)
+    if value is None:
+        return SUCCEEDED
+    try:
+        return Outcome(Ending.SUCCEEDED, result=codec.encode_result(value))
+    except LeaseQueueError as exc:
+        note = f"result not stored: {exc}"
+        ctx.log.warning("result cannot be stored; the run counts as succeeded", error=str(exc))
+        return Outcome(Ending.SUCCEEDED, note=note[:MAX_ERROR_TEXT])
 
-    async def execute(self, thread_limiter: anyio.CapacityLimiter) -> Outcome:
-        d = self.definition
-        kwargs = self.kwargs
-        try:
-            if d.is_async:
-                # no deadline on the scope: the timeout watch stops it (cheaper)
-                with anyio.CancelScope() as scope:
-                    self._scope = scope
-                    if self.ctx._stop_reason is not None:  # stopped before it started
-                        scope.cancel()
-                    value = await d.fn(self.ctx, **kwargs)
-                if scope.cancelled_caught:
-                    return self._stopped(abandoned=False)
-            else:
-                with anyio.CancelScope(deadline=self.timeout_at + d.stop_grace) as hard:
-                    self._hard_scope = hard
-                    if self.ctx.stop_reason is not None:
-                        self.stop(self.ctx.stop_reason)
-                    value = await anyio.to_thread.run_sync(
-                        partial(d.fn, self.ctx, **kwargs), abandon_on_cancel=True,
-                        limiter=thread_limiter,
-                    )
-                if hard.cancelled_caught:
-                    return self._stopped(abandoned=True)
-        except Exception as exc:  # every handler error is classified, none escapes
-            return self._failed(exc)
-        if value is None:
-            return SUCCEEDED
-        try:
-            return Outcome("succeeded", result=codec.encode_result(value))
-        except LeaseQueueError as exc:
-            self.ctx.log.warning("result cannot be stored; the run counts as succeeded",
-                                 error=str(exc))
-            return Outcome("succeeded")
 
-    def _stopped(self, abandoned: bool) -> Outcome:
-        reason = self.ctx.stop_reason or "timeout"
-        if reason == "timeout":
-            return Outcome("timeout", error=f"timed out after {self.definition.timeout}s",
-                           abandoned=abandoned)
-        return Outcome(reason, error=f"stopped: {reason}", abandoned=abandoned)
+def stopped(run: RunRecord) -> Outcome:
+    reason = run.stop_reason or StopReason.TIMEOUT
+    if reason is StopReason.TIMEOUT:
+        return Outcome(Ending.WORK, error=f"TimeoutError: timed out after {run.timeout}s",
+                       stop=reason)
+    return Outcome(Ending.STOPPED, error=f"stopped: {reason}", stop=reason)
 
-    def _failed(self, exc: Exception) -> Outcome:
-        stop = self.ctx.stop_reason
-        if stop in ("lease-lost", "canceled", "shutdown"):
-            # the handler raised because it was told to stop: that is the stop
-            return Outcome(stop, error=f"stopped: {stop}")
-        text = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT]
-        if isinstance(exc, PermanentError):
-            return Outcome("dead", error=text, reason="permanent")
-        if isinstance(exc, Retry):
-            return Outcome("work", error=text, delay=exc.delay)
-        if isinstance(exc, INFRA_ERRORS):
-            return Outcome("infra", error=text)
-        return Outcome("work", error=text)
+
+def failed(run: RunRecord, exc: Exception) -> Outcome:
+    if isinstance(exc, _CannotTakePayload):
+        return Outcome(Ending.DEAD, reason="bad-payload",
+                       error=f"the handler cannot take this payload: {exc}")
+    if run.stop_reason is not None and (isinstance(exc, RunStopped)
+                                        or run.stop_reason is not StopReason.TIMEOUT):
+        # the handler raised because it was told to stop: that is the stop
+        return stopped(run)
+    if isinstance(exc, RunStopped):  # raise_if_stopping() on a timeout
+        return stopped(run)
+    text = error_text(exc)
+    if isinstance(exc, PermanentError):
+        return Outcome(Ending.DEAD, error=text, reason="permanent")
+    if isinstance(exc, Retry):
+        return Outcome(Ending.WORK, error=text, delay=exc.delay)
+    if isinstance(exc, INFRA_ERRORS):
+        return Outcome(Ending.INFRA, error=text)
+    return Outcome(Ending.WORK, error=text)
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` on the first line, then the traceback, capped
+    (the head and the innermost frames are kept)."""
+    head = f"{type(exc).__name__}: {exc}"
+    trace = "".join(traceback.format_exception(exc)).rstrip()
+    text = f"{head}\n\n{trace}"
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    keep = MAX_ERROR_TEXT - len(head) - 20
+    return f"{head}\n\n...\n{trace[-keep:]}" if keep > 0 else head[:MAX_ERROR_TEXT]

@@ -1,93 +1,123 @@
-"""Renews every held lease in one script call per queue, about every lease/3.
-A lease reported lost, or a cancel request, stops that run."""
+"""Renews what every run holds, about every lease/3: the job leases (one
+script call per queue) and the limiter slots (one call per limit), all at
+once, each call with a deadline well under its lease, so that a silent
+limiter or one master failing over cannot delay the renewal of anything
+else. What renewal reports lost, or what could not be renewed in time by
+our own clock, stops its run through the run table."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 
-from ..errors import RedisUnavailable, ScriptError
+from ..errors import LeaseQueueError
+from ..limiter import Limiter
 from ..log import get_log
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
-from .leases import Held, LeaseTable
-from .limits import Limits
+from ..store.specs import LimiterRenewReply, RenewReply
+from .runs import Phase, RunRecord, RunTable, SlotHold, StopReason
 
 CHUNK = 500
+DEADLINE_SHARE = 0.25  # a renewal call gives up after this share of its lease
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeaterParams:
+    scripts: Scripts
+    keys: Callable[[str], QueueKeys]
+    table: RunTable
+    lease_s: float
+    limiter: Limiter
+    limiter_lease_s: float | None  # None: the limiter's slots never lapse (in-process)
 
 
 class Heartbeater:
-    def __init__(self, scripts: Scripts, table: LeaseTable, lease_ms: int,
-                 keys: Callable[[str], QueueKeys], limits: Limits | None = None) -> None:
-        self._scripts = scripts
-        self._table = table
-        self._lease_ms = lease_ms
-        self._keys = keys
-        self._limits = limits
+    def __init__(self, params: HeartbeaterParams) -> None:
+        self._p = params
         self._log = get_log("heartbeater")
 
     @property
     def interval(self) -> float:
         """A third of the shortest lease it keeps alive: the jobs' and the limiter's."""
-        lease_ms = self._lease_ms
-        if self._limits is not None and self._limits.lease_ms is not None:
-            lease_ms = min(lease_ms, self._limits.lease_ms)
-        return lease_ms / 3000.0
+        lease = self._p.lease_s
+        if self._p.limiter_lease_s is not None:
+            lease = min(lease, self._p.limiter_lease_s)
+        return lease / 3
 
     async def run(self) -> None:
+        next_beat = time.monotonic() + self.interval
         while True:
-            await anyio.sleep(self.interval)
+            await anyio.sleep(max(0.0, next_beat - time.monotonic()))
+            next_beat = time.monotonic() + self.interval
             await self.beat()
 
     async def beat(self) -> None:
-        if self._limits is not None:
-            await self._limits.renew()
-        for queue, holdings in self._table.by_queue().items():
-            for start in range(0, len(holdings), CHUNK):
-                chunk = holdings[start:start + CHUNK]
-                try:
-                    answers = await self._scripts.renew(
-                        self._keys(queue), [(h.job.id, h.job.token) for h in chunk],
-                        self._lease_ms)
-                except (RedisUnavailable, ScriptError) as exc:
-                    self._log.warning("lease renewal failed", queue=queue, error=str(exc))
-                    self._lapse(chunk)
-                    continue  # the other queues may live on other nodes
-                now = time.monotonic()
-                for held, answer in zip(chunk, answers, strict=True):
-                    if answer:
-                        held.renewed_at = now
-                    self._apply(held, answer)
+        sent_at = time.monotonic()
+        table = self._p.table
+        async with anyio.create_task_group() as tg:
+            # job leases first, then limiter slots; every call on its own
+            for queue, runs in table.for_renewal().items():
+                for start in range(0, len(runs), CHUNK):
+                    tg.start_soon(self._renew_leases, queue, runs[start:start + CHUNK], sent_at)
+            for name, holds in table.slots_by_limit().items():
+                tg.start_soon(self._renew_slots, name, holds, sent_at)
+        for run, reason in table.lapses(time.monotonic()):
+            self._log.warning("renewals failed for longer than the lease; stopping the run",
+                              reason=str(reason), **run.fields())
 
-    def _lapse(self, chunk: list[Held]) -> None:
-        """Renewals keep failing: once a lease must have run out by our own
-        (monotonic) clock, stop its run. The job is someone else's by now, and
-        the fencing check would refuse this run's result anyway."""
-        now = time.monotonic()
-        for held in chunk:
-            if now - held.renewed_at <= self._lease_ms / 1000:
+    async def _renew_leases(self, queue: str, runs: list[RunRecord], sent_at: float) -> None:
+        answers: list[RenewReply] | None = None
+        with anyio.move_on_after(self._p.lease_s * DEADLINE_SHARE):
+            try:
+                answers = await self._p.scripts.renew(
+                    self._p.keys(queue), [(r.job.id, r.job.token) for r in runs],
+                    int(self._p.lease_s * 1000))
+            except LeaseQueueError as exc:
+                self._log.warning("lease renewal failed", queue=queue, error=str(exc))
+                return
+        if answers is None:
+            self._log.warning("lease renewal timed out", queue=queue,
+                              deadline_s=self._p.lease_s * DEADLINE_SHARE)
+            return
+        table = self._p.table
+        for run, answer in zip(runs, answers, strict=True):
+            if answer is RenewReply.LOST:
+                # a run settling: its settle reply decides (the ack may have won)
+                if run.phase is not Phase.SETTLING:
+                    self._log.warning("lease lost; stopping the run, its result will be "
+                                      "discarded", **run.fields())
+                    table.lose(run, StopReason.LEASE_LOST)
                 continue
-            run = held.run
-            if run is None:
-                held.lost = True  # not started: it must not start now
-            elif not run.finished:
-                run.ctx.log.warning("lease lapsed: renewals failed for longer than the lease; "
-                                    "stopping the run")
-                run.stop("lease-lost")
+            table.renewed(run, sent_at)
+            if answer is RenewReply.CANCEL_REQUESTED and run.stop_reason is None and \
+                    run.phase in (Phase.CLAIMED, Phase.STARTED, Phase.ABANDONED):
+                self._log.info("cancel requested; stopping the run", **run.fields())
+                table.stop(run, StopReason.CANCELED)
 
-    def _apply(self, held: Held, answer: int) -> None:
-        run = held.run
-        if answer == 0 and run is None:
-            held.lost = True  # claimed but not started: the executor skips it
-            self._log.warning("lease lost before the run started", job_id=held.job.id,
-                              queue=held.job.queue)
-        elif run is None or run.finished:
-            return  # not started yet, or its ack or failure is being written
-        elif answer == 0:
-            run.ctx.log.warning("lease lost; stopping the run, its result will be discarded")
-            run.stop("lease-lost")
-        elif answer == 2:
-            run.ctx.log.info("cancel requested; stopping the run")
-            run.stop("canceled")
+    async def _renew_slots(self, name: str, holds: list[tuple[RunRecord, SlotHold]],
+                           sent_at: float) -> None:
+        lease_s = self._p.limiter_lease_s
+        answers: list[LimiterRenewReply] | None = None
+        with anyio.move_on_after((lease_s or 30.0) * DEADLINE_SHARE):
+            try:
+                answers = await self._p.limiter.renew(name, [h.holder for _, h in holds])
+            except LeaseQueueError as exc:
+                self._log.warning("limiter renewal failed", limit=name, error=str(exc))
+                return
+        if answers is None:
+            self._log.warning("limiter renewal timed out", limit=name)
+            return
+        table = self._p.table
+        for (run, hold), answer in zip(holds, answers, strict=True):
+            if answer is LimiterRenewReply.RENEWED:
+                table.slot_renewed(hold, sent_at)
+            elif run.running and run.stop_reason is None:
+                reason = (StopReason.REPLACED if answer is LimiterRenewReply.EVICTED
+                          else StopReason.SLOT_LOST)
+                self._log.warning("limiter slot lost; stopping the run", limit=name,
+                                  reason=str(reason), **run.fields())
+                table.stop(run, reason)

@@ -21,3 +21,15 @@ async def slow(ctx: Context, seconds: float) -> str:
     await anyio.sleep(seconds)
     await app.redis.rpush(EXEC_KEY, f"end {ctx.job_id} {ctx.token} {ctx.worker_id}")
     return ctx.worker_id
+
+
+@app.job(stop_grace=0.5)
+def stubborn(ctx: Context, seconds: float) -> None:
+    """A sync handler that ignores ctx.is_stopping(): it cannot be interrupted."""
+    import time
+
+    import redis
+
+    redis.Redis.from_url(app.url).rpush(EXEC_KEY, f"start {ctx.job_id} {ctx.token} "
+                                                  f"{ctx.worker_id}")
+    time.sleep(seconds)

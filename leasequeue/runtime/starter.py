@@ -1,0 +1,106 @@
+"""Tells Redis which claimed runs have started (start.lua), so that a lease
+that expires counts as an attempt only for a run that really started
+(invariant 4). A run handed to an idle executor at once is marked started by
+the claim itself; the others (claimed ahead, or waiting for a limiter slot)
+are marked here: in batches, one call per queue, while their handlers
+already run — or, for a run that waited long enough for a cancel to reach
+it, before its handler runs (``confirm``). A run that finishes before its
+mark is sent needs none: its ack or failure counts the attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+from ..errors import RedisUnavailable, ScriptError
+from ..log import get_log
+from ..store.keys import QueueKeys
+from ..store.scripts import Scripts
+from ..store.specs import StartReply
+from .runs import Phase, RunRecord, RunTable, StopReason
+
+COALESCE = 0.002  # seconds between two batched marks: starts gather meanwhile
+LIVE = (Phase.CLAIMED, Phase.STARTED, Phase.ABANDONED)
+
+
+@dataclass(frozen=True, slots=True)
+class StarterParams:
+    scripts: Scripts
+    keys: Callable[[str], QueueKeys]
+    table: RunTable
+
+
+class Starter:
+    def __init__(self, params: StarterParams) -> None:
+        self._p = params
+        self._pending: list[RunRecord] = []
+        self._wakeup = anyio.Event()
+        self._log = get_log("starter")
+
+    def mark(self, run: RunRecord) -> None:
+        """Mark a started run in the next batch (its handler runs meanwhile)."""
+        self._pending.append(run)
+        self._wakeup.set()
+
+    async def confirm(self, run: RunRecord) -> bool:
+        """Mark one run started before its handler runs; False when Redis
+        refused (lease gone, or canceled before it started) or could not be
+        asked: the run must not start."""
+        try:
+            (answer,) = await self._p.scripts.start(self._p.keys(run.job.queue),
+                                                    [(run.job.id, run.job.token)])
+        except (RedisUnavailable, ScriptError) as exc:
+            self._log.warning("could not mark the run started; it goes back", job_id=run.job.id,
+                              error=str(exc))
+            return False
+        self._apply(run, answer)
+        return answer is not StartReply.LOST
+
+    async def run(self) -> None:
+        delay = 0.05
+        while True:
+            if not self._pending:
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
+                continue
+            batch, self._pending = self._pending, []
+            try:
+                await self._flush(batch)
+                delay = 0.05
+            except (RedisUnavailable, ScriptError) as exc:
+                # keep them: their leases may lapse meanwhile, which the
+                # heartbeater sees and the reaper counts as never started
+                self._pending[:0] = batch
+                self._log.warning("start marks failed; retrying", error=str(exc),
+                                  pending=len(self._pending), retry_in=delay)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            await anyio.sleep(COALESCE)
+
+    async def _flush(self, batch: list[RunRecord]) -> None:
+        by_queue: dict[str, list[RunRecord]] = {}
+        for run in batch:
+            # a run already settling needs no mark: its ack or failure counts it
+            if run.phase in LIVE and not run.start_known:
+                by_queue.setdefault(run.job.queue, []).append(run)
+        for queue, runs in by_queue.items():
+            answers = await self._p.scripts.start(self._p.keys(queue),
+                                                  [(r.job.id, r.job.token) for r in runs])
+            for run, answer in zip(runs, answers, strict=True):
+                self._apply(run, answer)
+
+    def _apply(self, run: RunRecord, answer: StartReply) -> None:
+        table = self._p.table
+        if run.phase not in LIVE:
+            return  # settled meanwhile: the settle reply decides
+        if answer is StartReply.LOST:
+            self._log.warning("lease lost before the run could be marked started; stopping it",
+                              **run.fields())
+            table.lose(run, StopReason.LEASE_LOST)
+            return
+        table.start_confirmed(run)
+        if answer is StartReply.CANCEL_REQUESTED:
+            table.stop(run, StopReason.CANCELED)

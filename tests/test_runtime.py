@@ -1,0 +1,418 @@
+"""The run table and the worker runtime's findings of issue 10, each a
+regression test that failed before the fix: lapsed or silent limiter slots,
+`replace` across services, abandoned threads, stale starts, cancel before
+start, partial ack flushes, and what a new user trips over (tracebacks,
+signatures, results that cannot be stored, the infra-failure count)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import pytest
+
+from leasequeue import App, Context, LocalLimiter, RedisLimiter, TransientError, fixed
+from leasequeue.errors import LeaseQueueError, RedisUnavailable
+from leasequeue.models import ClaimedJob
+from leasequeue.runtime.acker import Acker, AckerParams
+from leasequeue.runtime.runs import InvalidTransition, Phase, RunTable, SlotHold, StopReason
+from leasequeue.store.specs import AckReply
+from tests.harness.redis_proc import RedisProcess
+from tests.harness.tcp_proxy import TcpProxy
+from tests.helpers import eventually, worker_running
+
+pytestmark = pytest.mark.anyio
+
+
+def _job(job_id: str = "j", queue: str = "default", token: int = 1,
+         started: bool = True) -> ClaimedJob:
+    return ClaimedJob(job_id, queue, token, 1, "noop", b"", 3, 10, 0, 0, 0, started)
+
+
+# -- the run table ----------------------------------------------------------------
+
+
+def test_phases_follow_the_table_and_invalid_changes_raise() -> None:
+    table = RunTable(lease_s=30)
+    (run,) = table.claimed([_job()], time.monotonic())
+    assert run.phase is Phase.CLAIMED and len(table) == 1
+    assert table.start(run, min_remaining=1.0) and run.phase is Phase.STARTED and run.running
+    with pytest.raises(InvalidTransition):
+        table.settling(run)  # a started run settles only once its handler returned
+    table.returned(run)
+    assert run.phase is Phase.FINISHED and not run.running
+    assert table.settling(run) and run.phase is Phase.SETTLING
+    with pytest.raises(InvalidTransition):
+        table.settling(run)
+    table.settled(run, accepted=True)
+    assert run.phase is Phase.SETTLED and len(table) == 0
+
+
+def test_a_lost_run_stays_counted_until_its_handler_returns() -> None:
+    table = RunTable(lease_s=30)
+    (run,) = table.claimed([_job()], time.monotonic())
+    run.is_sync, run.stop_grace = True, 5.0
+    assert table.start(run, 1.0)
+    table.lose(run)
+    assert run.phase is Phase.LOST and run.stop_reason == "lease-lost"
+    assert table.running() == [run] and len(table) == 1  # still holds its executor
+    assert not table.settling(run)  # nothing may be written for a lost run
+    table.returned(run)
+    assert len(table) == 0
+
+
+def test_a_run_whose_lease_may_have_lapsed_does_not_start() -> None:
+    table = RunTable(lease_s=3)
+    (stale,) = table.claimed([_job("stale")], time.monotonic() - 2.5)  # 0.5 s left
+    (fresh,) = table.claimed([_job("fresh")], time.monotonic())
+    assert not table.start(stale, min_remaining=1.0)
+    assert stale.phase is Phase.CLAIMED
+    assert table.start(fresh, min_remaining=1.0)
+
+
+def test_lapses_lose_leases_and_stop_runs_whose_slot_lapsed() -> None:
+    table = RunTable(lease_s=3)
+    now = time.monotonic()
+    (lapsed, slotted) = table.claimed([_job("a"), _job("b")], now)
+    for run in (lapsed, slotted):
+        assert table.start(run, 1.0)
+    lapsed.lease_confirmed_at = now - 4
+    slotted.slots.append(SlotHold("job.x", "h", lease_s=1.0, confirmed_at=now - 2))
+    stopped = dict((r.job.id, reason) for r, reason in table.lapses(time.monotonic()))
+    assert stopped == {"a": "lease-lost", "b": "slot-lost"}
+    assert lapsed.phase is Phase.LOST and slotted.phase is Phase.STARTED
+    assert slotted.stop_reason == "slot-lost"
+
+
+# -- finding 11: a partly failed ack flush re-sends only what did not land ----------
+
+
+class _FlakyScripts:
+    """Acks land for queue "ok"; the first call for queue "down" fails."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+        self.failed_once = False
+
+    async def ack(self, qk: Any, outcome: str, retention_ms: int,
+                  items: Sequence[tuple[str, int, bytes, str]]) -> list[AckReply]:
+        self.calls.append((qk, [i[0] for i in items]))
+        if qk == "down" and not self.failed_once:
+            self.failed_once = True
+            raise RedisUnavailable("redis://down", ConnectionError("reset"))
+        return [AckReply.FINISHED] * len(items)
+
+
+async def test_a_partly_failed_ack_flush_resends_only_the_failed_group() -> None:
+    scripts = _FlakyScripts()
+    done: list[tuple[str, bool]] = []
+    table = RunTable(lease_s=30)
+    runs = table.claimed([_job("a", "ok"), _job("b", "down")], time.monotonic())
+    acker = Acker(AckerParams(scripts, lambda q: q, lambda r, ok: done.append((r.job.id, ok))))
+    for run in runs:
+        assert table.start(run, 1.0)
+        table.returned(run)
+        assert table.settling(run)
+        acker.submit(run, "succeeded", 1000)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(acker.run)
+        await eventually(lambda: len(done) == 2)
+        acker.close()
+    assert sorted(done) == [("a", True), ("b", True)]
+    assert scripts.calls == [("ok", ["a"]), ("down", ["b"]), ("down", ["b"])]
+
+
+# -- findings 1 and 2: a run holds its lease and its limiter slots ----------------
+
+
+async def test_a_lapsed_limiter_slot_stops_the_run(real_app: App) -> None:
+    app = real_app
+    seen: list[str | None] = []
+    with RedisProcess() as limiter_redis:
+        limiter = RedisLimiter(limiter_redis.url, prefix=f"{app.prefix}:lim", lease=1.0)
+
+        @app.job(max_concurrent=1, max_infra_attempts=5, infra_backoff=fixed(30))
+        async def solo(ctx: Context) -> None:
+            try:
+                await anyio.sleep(30)
+            finally:
+                seen.append(ctx.stop_reason)
+
+        await app.enqueue("solo", job_id="s")
+        async with worker_running(app, limiter=limiter, lease=10.0):
+            await eventually(lambda: _state(app, "s", "leased"))
+            await anyio.sleep(0.2)
+            limiter_redis.kill()  # the slot can no longer be renewed
+            t0 = time.monotonic()
+            await eventually(lambda: seen, limit=5, what="the run to be stopped")
+            stopped_after = time.monotonic() - t0
+        rec = await app.get_job("s")
+    assert seen == ["slot-lost"]
+    assert stopped_after < 1.0 + 1.0  # within the limiter lease and a heartbeat
+    # an infrastructure failure: no attempt spent, tried again later
+    assert (rec.state, rec.infra_failures, rec.attempt) == ("scheduled", 1, 0)
+
+
+async def test_a_silent_limiter_does_not_delay_job_lease_renewals(
+        real_app: App, redis_server: RedisProcess) -> None:
+    app = real_app
+    runs: list[tuple[str, int]] = []
+    proxy = TcpProxy(redis_server.port)
+    proxy.start()
+    try:
+        limiter = RedisLimiter(proxy.url, prefix=f"{app.prefix}:lim", lease=2.0)
+
+        @app.job(max_concurrent=1, max_infra_attempts=5, infra_backoff=fixed(30))
+        async def limited(ctx: Context) -> None:
+            await anyio.sleep(4)
+
+        @app.job
+        async def free(ctx: Context) -> str:
+            runs.append((ctx.job_id, ctx.token))
+            await anyio.sleep(4)
+            return "done"
+
+        await app.enqueue("limited", job_id="l")
+        await app.enqueue("free", job_id="f")
+        async with worker_running(app, limiter=limiter, lease=1.5, reap_interval=0.2):
+            await eventually(lambda: runs)
+            proxy.blackhole()  # the limiter's connections go silent
+            rec = await eventually(lambda: _state(app, "f", "succeeded"), limit=15)
+    finally:
+        proxy.stop()
+    # the unrelated job kept its lease: it ran once, under its first token
+    assert runs == [("f", 1)] and rec.token == 1
+
+
+# -- finding 3: `replace` across services stops the run where its job lives ----------
+
+
+async def test_replace_across_services_cancels_in_the_holders_keyspace(
+        redis_server: RedisProcess, prefix: str) -> None:
+    shared = f"{prefix}:shared"
+    a = App(redis_server.url, prefix=f"{prefix}a", limiter=RedisLimiter(prefix=shared, lease=1.5))
+    b = App(redis_server.url, prefix=f"{prefix}b", limiter=RedisLimiter(prefix=shared, lease=1.5))
+    stopped: list[str | None] = []
+    try:
+        for app in (a, b):
+            @app.job(name="sync_crm", max_concurrent=1, on_conflict="replace")
+            async def sync_crm(ctx: Context) -> None:
+                try:
+                    await anyio.sleep(30)
+                finally:
+                    stopped.append(f"{ctx.queue}:{ctx.job_id}:{ctx.stop_reason}")
+
+            @app.job(name="other")
+            async def other(ctx: Context) -> str:
+                await anyio.sleep(2)
+                return "kept"
+
+        await a.enqueue("sync_crm", job_id="j1")  # token 1 in a's keyspace
+        await b.enqueue("other", job_id="j1")  # same id and token in b's keyspace
+        async with worker_running(a, worker_id="wa"), worker_running(b, worker_id="wb"):
+            await eventually(lambda: _state(a, "j1", "leased"))
+            await eventually(lambda: _state(b, "j1", "leased"))
+            await b.enqueue("sync_crm", job_id="j2")  # evicts a's run
+            await eventually(lambda: _state(a, "j1", "canceled"), limit=10)
+            rec_b = await eventually(lambda: _state(b, "j1", "succeeded"), limit=10)
+        assert rec_b.result == "kept" and not rec_b.cancel_requested
+        assert "default:j1:replaced" in stopped
+    finally:
+        await a.close()
+        await b.close()
+
+
+# -- finding 4: an abandoned thread keeps its slot and its job ------------------------
+
+
+async def test_an_abandoned_thread_keeps_its_concurrency_slot_and_its_job(
+        real_app: App, caplog: pytest.LogCaptureFixture) -> None:
+    app = real_app
+    release = threading.Event()
+    ran: list[str] = []
+
+    @app.job(timeout=0.2, stop_grace=0.2, max_attempts=3)
+    def stuck(ctx: Context) -> str:
+        ran.append(f"stuck:{ctx.token}")
+        release.wait(20)  # ignores ctx.is_stopping()
+        return "late"
+
+    @app.job
+    async def after(ctx: Context) -> None:
+        ran.append("after")
+
+    caplog.set_level(logging.WARNING, logger="leasequeue")
+    await app.enqueue("stuck", job_id="s")
+    async with worker_running(app, concurrency=1, max_abandoned=2, lease=1.0) as worker:
+        await eventually(lambda: worker.abandoned == 1, what="the thread to be abandoned")
+        await app.enqueue("after", job_id="a")
+        await anyio.sleep(1.5)  # longer than the lease: it is renewed, not reaped
+        assert ran == ["stuck:1"]  # the next job waits: the slot is still taken
+        assert (await app.get_job("s")).state == "leased"
+        release.set()
+        await eventually(lambda: _state(app, "a", "succeeded"))
+    rec = await app.get_job("s")
+    assert ran == ["stuck:1", "after"] and (rec.state, rec.token) == ("succeeded", 1)
+    assert any("abandoned" in r.getMessage() for r in caplog.records)
+
+
+async def test_abandoned_threads_at_the_cap_stop_the_worker(
+        real_app: App, caplog: pytest.LogCaptureFixture) -> None:
+    app = real_app
+    release = threading.Event()
+
+    @app.job(timeout=0.2, stop_grace=0.2)
+    def stuck(ctx: Context) -> None:
+        release.wait(20)
+
+    caplog.set_level(logging.ERROR, logger="leasequeue")
+    await app.enqueue("stuck", job_id="s")
+    from leasequeue import Worker
+
+    worker = Worker(app, concurrency=2, lease=2.0, shutdown_timeout=0.5, max_abandoned=1)
+    try:
+        with anyio.fail_after(10):
+            await worker.run()  # returns on its own
+        assert worker.abandoned_cap_reached
+        assert any("max_abandoned" in r.getMessage() for r in caplog.records)
+        # the thread still runs: its job was not handed back to run twice
+        assert (await app.get_job("s")).state == "leased"
+    finally:
+        release.set()
+
+
+# -- findings 9 and 12: no start after a stall, no start after a cancel ------------
+
+
+async def test_a_run_claimed_before_a_stall_is_not_started(real_app: App) -> None:
+    from leasequeue import Worker
+
+    app = real_app
+    ran: list[str] = []
+
+    @app.job(max_attempts=1)
+    async def once(ctx: Context) -> None:
+        ran.append(ctx.job_id)
+
+    await app.enqueue("once", job_id="o")
+    worker = Worker(app, lease=3.0)
+    batch = await app.scripts.claim(app.keys("default"), 1, 3000, worker.worker_id, 0, "c1")
+    # the claim happened 2.5 s ago by this process's clock: a stall (GC, a
+    # paused container) left too little of the lease to start safely
+    (run,) = worker.table.claimed(batch.jobs, time.monotonic() - 2.5)
+    await worker.executor._process(run)
+    rec = await app.get_job("o")
+    assert ran == [] and (rec.state, rec.attempt) == ("queued", 0)
+
+
+async def test_a_cancel_before_start_ends_the_job_without_running_it(real_app: App) -> None:
+    app = real_app
+    app.limiter = LocalLimiter()
+    ran: list[str] = []
+
+    @app.job(max_concurrent=1, slot_backoff=5)
+    async def one(ctx: Context, hold: float) -> None:
+        ran.append(ctx.job_id)
+        await anyio.sleep(hold)
+
+    await app.enqueue("one", {"hold": 0.8}, job_id="first")
+    async with worker_running(app, concurrency=2):
+        await eventually(lambda: ran == ["first"])
+        await app.enqueue("one", {"hold": 0}, job_id="second")
+        await eventually(lambda: _state(app, "second", "leased"))  # waits for the slot
+        assert await app.cancel("second") == "canceled"
+        await eventually(lambda: _state(app, "first", "succeeded"))
+        await anyio.sleep(0.3)
+    assert ran == ["first"] and (await app.get_job("second")).state == "canceled"
+
+
+# -- what a new user trips over ------------------------------------------------------
+
+
+async def test_a_failure_keeps_its_traceback_and_a_history(real_app: App) -> None:
+    app = real_app
+
+    @app.job(max_attempts=2, backoff=fixed(0))
+    async def broken(ctx: Context) -> None:
+        raise ValueError(f"bad on attempt {ctx.attempt}")
+
+    await app.enqueue("broken", job_id="b")
+    async with worker_running(app):
+        rec = await eventually(lambda: _state(app, "b", "dead"))
+    assert rec.error is not None and rec.error.startswith("ValueError: bad on attempt 2")
+    assert "Traceback" in rec.error and "in broken" in rec.error
+    assert [(e.attempt, e.kind) for e in rec.errors] == [(1, "work"), (2, "work")]
+
+
+async def test_a_handler_that_cannot_take_the_payload_is_dead_at_once(real_app: App) -> None:
+    app = real_app
+
+    @app.job(max_attempts=3)
+    async def greet(ctx: Context, name: str) -> str:
+        return f"hello {name}"
+
+    await app.enqueue("greet", {"nmae": "typo"}, job_id="g")
+    async with worker_running(app):
+        rec = await eventually(lambda: _state(app, "g", "dead"))
+    assert rec.reason == "bad-payload" and rec.attempt == 1
+    assert "cannot take this payload" in (rec.error or "")
+
+
+async def test_a_result_that_cannot_be_stored_says_why(real_app: App) -> None:
+    app = real_app
+
+    @app.job
+    async def odd(ctx: Context) -> object:
+        return object()
+
+    await app.enqueue("odd", job_id="o")
+    async with worker_running(app):
+        rec = await eventually(lambda: _state(app, "o", "succeeded"))
+    assert rec.result is None and "result not stored" in (rec.error or "")
+
+
+async def test_the_context_counts_infrastructure_failures(real_app: App) -> None:
+    app = real_app
+    seen: list[tuple[int, int]] = []
+
+    @app.job(max_infra_attempts=5, infra_backoff=fixed(0))
+    async def flaky(ctx: Context) -> None:
+        seen.append((ctx.attempt, ctx.infra_failures))
+        if ctx.infra_failures < 2:
+            raise TransientError("upstream 503")
+
+    await app.enqueue("flaky", job_id="f")
+    async with worker_running(app):
+        await eventually(lambda: _state(app, "f", "succeeded"))
+    # the attempt is refunded each time: infra_failures is what moves
+    assert seen == [(1, 0), (1, 1), (1, 2)]
+
+
+def test_raise_if_stopping_raises_lease_lost() -> None:
+    from leasequeue import Context
+    from leasequeue.errors import LeaseLost, RunStopped
+
+    table = RunTable(lease_s=30)
+    (run,) = table.claimed([_job()], time.monotonic())
+    assert table.start(run, 1.0)
+    ctx = Context(job_id="j", name="noop", queue="default", attempt=1, token=1,
+                  worker_id="w", correlation_id="", request_id="", run=run)
+    ctx.raise_if_stopping()  # nothing yet
+    table.stop(run, StopReason.CANCELED)
+    with pytest.raises(RunStopped):
+        ctx.raise_if_stopping()
+    run.stop_reason = None
+    table.lose(run)
+    with pytest.raises(LeaseLost):
+        ctx.raise_if_stopping()
+    assert isinstance(LeaseLost("x"), LeaseQueueError)
+
+
+async def _state(app: App, job_id: str, *states: str) -> Any:
+    rec = await app.get_job(job_id)
+    return rec if rec.state in states else None
+
