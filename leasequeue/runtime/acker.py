@@ -16,7 +16,7 @@ from .handler import Run
 
 MAX_BATCH = 500
 
-AckItem = tuple[str, int, bytes]  # id, token, result
+AckItem = tuple[str, int, bytes, str]  # id, token, result, note
 
 
 class Acker:
@@ -33,7 +33,7 @@ class Acker:
 
     def submit(self, run: Run, outcome: str, result: bytes) -> None:
         job = run.job
-        self._pending.append((run, outcome, (job.id, job.token, result)))
+        self._pending.append((run, outcome, (job.id, job.token, result, "")))
         self._wakeup.set()
 
     def close(self) -> None:

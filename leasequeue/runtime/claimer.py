@@ -5,6 +5,7 @@ queues' wake lists instead of polling."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 
 import anyio
@@ -93,8 +94,9 @@ class Claimer:
                 # shielded: a claim cancelled on the wire (shutdown) would still
                 # lease its jobs in Redis, to nobody; the socket timeout bounds it
                 with anyio.CancelScope(shield=True):
-                    batch = await self._scripts.claim(self._keys(queue), min(free, MAX_BATCH),
-                                                      self._lease_ms, self._worker_id)
+                    count = min(free, MAX_BATCH)
+                    batch = await self._scripts.claim(self._keys(queue), count, self._lease_ms,
+                                                      self._worker_id, count, uuid.uuid4().hex)
             except (RedisUnavailable, ScriptError) as exc:
                 failure, failed = exc, failed + 1
                 continue

@@ -126,8 +126,10 @@ class Executor:
         return run
 
     async def _bury(self, job: ClaimedJob, reason: str, error: str) -> None:
+        # kind "dead" checks no budget; any positive one will do
         await self._write(job, "fail", lambda: self._scripts.fail(
-            self._keys(job.queue), job.id, job.token, "dead", reason, error, 0))
+            self._keys(job.queue), job.id, job.token, "dead", reason, error, 0,
+            max(job.max_attempts, 1), max(job.max_infra, 1)))
         self._log.warning("dead-lettered before running", job_id=job.id, job=job.name,
                           queue=job.queue, reason=reason, error=error)
 
@@ -159,7 +161,8 @@ class Executor:
             delay = (delay_ms(lambda _: outcome.delay or 0.0, job.attempt)
                      if outcome.delay is not None else delay_ms(d.backoff, job.attempt))
         result = await self._write(job, "fail", lambda: self._scripts.fail(
-            self._keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error, delay))
+            self._keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error, delay,
+            job.max_attempts or d.max_attempts, job.max_infra or d.max_infra_attempts))
         self._table.remove(job)
         if result is None:
             return

@@ -18,6 +18,7 @@ from ..limiter import Limiter
 from ..log import get_log
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
+from ..store.specs import LimiterRenewReply
 from .handler import Run
 
 SLOT_POLL = 0.05  # how often the head of a line asks again (slots other processes free)
@@ -144,7 +145,7 @@ class Limits:
                 self._log.warning("limiter renewal failed", limit=name, error=str(exc))
                 continue
             for holder, kept in zip(listed, answers, strict=True):
-                if not kept:
+                if kept != LimiterRenewReply.RENEWED:
                     # evicted by a `replace`, whose cancel request stops the run
                     self._log.warning("limiter slot lost", limit=name, holder=holder)
 

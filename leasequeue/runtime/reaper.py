@@ -10,12 +10,16 @@ import anyio
 
 from ..errors import RedisUnavailable, ScriptError
 from ..log import get_log
+from ..registry import Defaults
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 
 REAP_BATCH = 100
 EXPIRE_BATCH = 500
 MAX_ROUNDS = 20  # batches per queue per tick, so one tick stays short
+# the runtime starts every run it claims, and enqueue writes each job's budgets:
+# these only apply to a record written without them
+_DEFAULT_BUDGET = (Defaults().max_attempts, Defaults().max_infra_attempts)
 
 
 class Reaper:
@@ -42,7 +46,8 @@ class Reaper:
         for queue in self._queues:
             qk = self._keys(queue)
             for _ in range(MAX_ROUNDS):
-                out = await self._scripts.reap(qk, REAP_BATCH, self._base_ms, self._cap_ms)
+                out = await self._scripts.reap(qk, REAP_BATCH, self._base_ms, self._cap_ms,
+                                               {}, _DEFAULT_BUDGET)
                 if out.requeued or out.dead or out.canceled:
                     self._log.info("reaped expired leases", queue=queue, requeued=out.requeued,
                                    dead=out.dead, canceled=out.canceled)
