@@ -18,6 +18,7 @@ from .store.connection import connect
 from .store.keys import check_prefix, limit_keys
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
+from .store.specs import LimiterAcquireReply, LimiterRenewReply
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,9 @@ class Limiter(Protocol):
 
     async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant: ...
 
-    async def renew(self, name: str, holders: list[str]) -> list[bool]: ...
+    async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
+        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
+        or LOST (its slot lapsed)."""
 
     async def release(self, name: str, holders: list[str]) -> None: ...
 
@@ -55,6 +58,9 @@ class LocalLimiter:
 
     def __init__(self) -> None:
         self._holders: dict[str, dict[str, None]] = {}  # insertion order = age
+        # holders pushed out by `replace`, until their renew has been told once
+        # (bounded: a holder is a run this process started and then releases)
+        self._evicted: dict[str, set[str]] = {}
 
     def bind(self, redis: Redis, url: str, prefix: str) -> None:
         return None
@@ -70,23 +76,37 @@ class LocalLimiter:
         if replace:
             oldest = next(iter(holders))
             del holders[oldest]
+            self._evicted.setdefault(name, set()).add(oldest)
             holders[holder] = None
             return Grant(True, oldest)
         return NO_SLOT
 
-    async def renew(self, name: str, holders: list[str]) -> list[bool]:
+    async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
         held = self._holders.get(name, {})
-        return [h in held for h in holders]
+        evicted = self._evicted.get(name, set())
+        answers = []
+        for h in holders:
+            if h in held:
+                answers.append(LimiterRenewReply.RENEWED)
+            elif h in evicted:
+                evicted.discard(h)
+                answers.append(LimiterRenewReply.EVICTED)
+            else:
+                answers.append(LimiterRenewReply.LOST)
+        return answers
 
     async def release(self, name: str, holders: list[str]) -> None:
         held = self._holders.get(name, {})
+        evicted = self._evicted.get(name, set())
         for holder in holders:
             held.pop(holder, None)
+            evicted.discard(holder)
 
 
 class RedisLimiter:
     """Counts across processes: one ZSET per limit (holder -> lease expiry on
-    the server clock) at ``{prefix:name}``. A holder that dies stops renewing
+    the server clock) at ``{prefix:name}``, and the holders `replace` evicted at
+    ``{prefix:name}:evicted`` (told once to their renew). A holder that dies stops renewing
     and its slot frees itself when the lease lapses. Services built with the
     same ``prefix`` (and Redis) share every limit of the same name."""
 
@@ -139,14 +159,13 @@ class RedisLimiter:
                 self._log.warning("limiter unavailable: counted as no slot free", limit=name,
                                   error=str(exc))
             return NO_SLOT
-        if code == 0:
+        if code == LimiterAcquireReply.NO_SLOT:
             return NO_SLOT
         return Grant(True, evicted or None)
 
-    async def renew(self, name: str, holders: list[str]) -> list[bool]:
+    async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
         scripts, prefix = self._ready()
-        answers = await scripts.limiter_renew(limit_keys(prefix, name), holders, self.lease_ms)
-        return [a == 1 for a in answers]
+        return await scripts.limiter_renew(limit_keys(prefix, name), holders, self.lease_ms)
 
     async def release(self, name: str, holders: list[str]) -> None:
         scripts, prefix = self._ready()

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .store.specs import FailReply
+
 
 class JobState(StrEnum):
     QUEUED = "queued"
@@ -57,11 +59,12 @@ class ClaimedJob:
     attempt: int
     name: str
     payload: bytes  # the msgpack envelope; decoded by the executor
-    max_attempts: int
-    max_infra: int
+    max_attempts: int  # 0 = unset: the job's definition decides
+    max_infra: int  # 0 = unset: the job's definition decides
     work_failures: int
     infra_failures: int
     enqueued_ms: int
+    started: bool = False  # the run's attempt is counted (claim start_now, or start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,7 @@ class ClaimBatch:
 
 @dataclass(frozen=True, slots=True)
 class FailOutcome:
-    code: int  # 0 refused, 1 retry, 2 dead, 3 canceled
+    code: FailReply
     state: str
     attempt: int
     work_failures: int
@@ -86,6 +89,17 @@ class ReapOutcome:
     dead: int
     canceled: int
     stale: int
+    unstarted: int = 0  # of the requeued and dead: leases that expired never started
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEntry:
+    """One entry of a job's error history."""
+
+    attempt: int  # the attempt it happened on (0: unknown, an entry of old data)
+    kind: str  # work | infra | dead | lease-expired | note ('' : old data)
+    at_ms: int  # server clock (0: unknown)
+    text: str
 
 
 @dataclass(slots=True)
@@ -100,8 +114,8 @@ class JobRecord:
     token: int
     work_failures: int
     infra_failures: int
-    max_attempts: int
-    max_infra_attempts: int
+    max_attempts: int | None  # None: unset when enqueued, the job's definition decides
+    max_infra_attempts: int | None
     priority: int
     correlation_id: str
     request_id: str
@@ -114,9 +128,10 @@ class JobRecord:
     worker: str | None
     cancel_requested: bool
     reason: str | None
-    error: str | None
+    error: str | None  # the text of the newest entry of `errors`
     payload: dict[str, Any] = field(default_factory=dict)
     result: Any = None
+    errors: list[ErrorEntry] = field(default_factory=list)  # oldest first, the last 5
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,14 +7,19 @@
 --                   by '|' (parsed with one string.match; a JSON record cost
 --                   7 us of decode+encode per job per script, this one under 1)
 --   {P:Q}:payloads  id -> msgpack envelope [1, corr, req, kwargs], opaque here
---   {P:Q}:errors    id -> the last error text (written on failure only)
+--   {P:Q}:errors    id -> the last ERRORS_KEPT errors (push_error), entries joined by
+--                   "\30", each `attempt \31 kind \31 at_ms \31 text`
 --   {P:Q}:results   id -> msgpack result (written on success only)
--- Record fields, in order (RECORD_FIELDS; the record starts with version "1"):
+-- Record fields, in order (RECORD_FIELDS; the record starts with version "2";
+-- version "1" records, without `started`, are still read):
 --   state        queued | scheduled | leased | succeeded | skipped | canceled | dead
 --   token        fencing token, bumped by every claim, never reset
---   attempt      attempts counted against max_attempts (claims less refunds)
---   work_fail, infra_fail, max_attempts, max_infra
+--   attempt      runs counted against max_attempts (started runs less refunds)
+--   work_fail, infra_fail, max_attempts, max_infra  (a budget 0 = unset: the
+--                worker's definition of the job decides)
 --   cancel       1 = cancel requested
+--   started      1 = the current lease's run has started (its attempt is counted);
+--                0 = not leased, or leased and not started yet
 --   prio, seq    ready-set order: higher prio first, FIFO (seq) within a prio
 --   enq_ms, ready_ms, due_ms, claim_ms, end_ms   server-clock instants (0 = never)
 --   name         job name;  worker: holder of the current or last lease;
@@ -46,24 +51,34 @@ local function ready_score(meta)
   return int((PRIO_OFFSET - tonumber(meta.prio)) * SEQ_SPAN + tonumber(meta.seq))
 end
 
-local RECORD_PATTERN = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|' ..
-                       '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
+local RECORD_PATTERN = '^2|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|' ..
+                       '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
+local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|' ..
+                          '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
 
 -- Fields stay text as parsed (tonumber and number formatting cost more than
 -- the rest of a claim); scripts call tonumber on the few they compute with.
+-- A version 1 record has no `started`: its claim counted the attempt, so a
+-- leased one counts as started.
 local function parse_meta(raw)
-  local state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, prio,
-        seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
+  local state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, started,
+        prio, seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
     string.match(raw, RECORD_PATTERN)
   if not state then
-    return nil
+    state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, prio,
+      seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
+      string.match(raw, RECORD_PATTERN_V1)
+    if not state then
+      return nil
+    end
+    started = state == 'leased' and '1' or '0'
   end
   return {
     state = state, token = token, attempt = attempt, work_fail = work_fail,
     infra_fail = infra_fail, max_attempts = max_attempts, max_infra = max_infra,
-    cancel = cancel, prio = prio, seq = seq, enq_ms = enq_ms, ready_ms = ready_ms,
-    due_ms = due_ms, claim_ms = claim_ms, end_ms = end_ms, name = name, worker = worker,
-    reason = reason,
+    cancel = cancel, started = started, prio = prio, seq = seq, enq_ms = enq_ms,
+    ready_ms = ready_ms, due_ms = due_ms, claim_ms = claim_ms, end_ms = end_ms, name = name,
+    worker = worker, reason = reason,
   }
 end
 
@@ -82,8 +97,9 @@ end
 
 local function encode_meta(m)
   return table.concat({
-    '1', m.state, str(m.token), str(m.attempt), str(m.work_fail), str(m.infra_fail),
-    str(m.max_attempts), str(m.max_infra), str(m.cancel), str(m.prio), str(m.seq),
+    '2', m.state, str(m.token), str(m.attempt), str(m.work_fail), str(m.infra_fail),
+    str(m.max_attempts), str(m.max_infra), str(m.cancel), str(m.started), str(m.prio),
+    str(m.seq),
     str(m.enq_ms), str(m.ready_ms), str(m.due_ms), str(m.claim_ms), str(m.end_ms),
     m.name, m.worker, m.reason,
   }, '|')
@@ -125,8 +141,9 @@ local function emit(events_key, maxlen, id, event, detail)
   end
 end
 
--- the job is in no set when this is called; put it back in line
+-- the job is in no set when this is called; put it back in line (not started)
 local function requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
+  meta.started = 0
   if delay_ms > 0 then
     meta.state = 'scheduled'
     meta.due_ms = now + delay_ms
@@ -144,6 +161,7 @@ local function bury(meta, id, now, reason, err, dead_key, letters_key, letters_m
   meta.reason = reason
   meta.end_ms = now
   meta.cancel = 0
+  meta.started = 0
   redis.call('ZADD', dead_key, int(now), id)
   redis.call('XADD', letters_key, 'MAXLEN', '~', letters_maxlen, '*',
              'job', id, 'name', meta.name, 'reason', reason, 'error', err,
@@ -183,10 +201,85 @@ local function finish(meta, id, now, state, retention_ms, k)
   meta.state = state
   meta.end_ms = now
   meta.cancel = 0
+  meta.started = 0
   if retention_ms > 0 then
     save_meta(k.jobs, id, meta)
     redis.call('ZADD', k.done, int(now + retention_ms), id)
   else
     forget(id, k)
   end
+end
+
+-- a budget: the record's own when set (> 0), else the one the worker passed
+local function budget(stored, given)
+  local n = tonumber(stored)
+  if n > 0 then
+    return n
+  end
+  return given
+end
+
+-- delete finished records whose retention ran out (at most `batch`); a record
+-- that is live again (never expected) is left alone. Returns how many.
+-- k: a table with done, jobs, payloads, errors, results keys
+local function expire_done(k, now, batch)
+  if batch <= 0 then
+    return 0
+  end
+  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', int(now), 'LIMIT', 0, batch)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', k.done, id)
+    local meta = load_meta(k.jobs, id)
+    if not meta or meta.state == 'succeeded' or meta.state == 'skipped' or meta.state == 'canceled' then
+      forget(id, k)
+    end
+  end
+  return #ids
+end
+
+-- the dead set is capped by count and by age, trimmed by the scripts that
+-- bury, at most TRIM_DEAD_BATCH of the oldest per call (so it may run over
+-- dead_max by a few between calls, never by more than the burials of a call)
+local TRIM_DEAD_BATCH = 20
+local function trim_dead(k, dead_key, stats_key, now, dead_max, dead_retention_ms)
+  local over = redis.call('ZCARD', dead_key) - dead_max
+  local cutoff = now - dead_retention_ms
+  local oldest = redis.call('ZRANGE', dead_key, 0, TRIM_DEAD_BATCH - 1, 'WITHSCORES')
+  local n = 0
+  for i = 1, #oldest, 2 do
+    if n >= over and tonumber(oldest[i + 1]) > cutoff then
+      break
+    end
+    local id = oldest[i]
+    redis.call('ZREM', dead_key, id)
+    local meta = load_meta(k.jobs, id)
+    if not meta or meta.state == 'dead' then
+      forget(id, k)
+    end
+    n = n + 1
+  end
+  if n > 0 then
+    redis.call('HINCRBY', stats_key, 'dead', -n)
+    redis.call('HINCRBY', stats_key, 'dead_trimmed', n)
+  end
+  return n
+end
+
+-- the error history of a job: the last ERRORS_KEPT entries joined by RS,
+-- each `attempt US kind US at_ms US text` (the text never holds RS or US:
+-- Python strips them). A value written before the history (plain text) stays
+-- as the oldest entry until it is pushed out.
+local ERRORS_KEPT = 5
+local RS, US = '\30', '\31'
+local function push_error(errors_key, id, meta, kind, now, text)
+  local entries = {}
+  local old = redis.call('HGET', errors_key, id)
+  if old then
+    for entry in string.gmatch(old, '[^' .. RS .. ']+') do
+      entries[#entries + 1] = entry
+    end
+  end
+  entries[#entries + 1] = table.concat({str(meta.attempt), kind, int(now), text}, US)
+  local first = math.max(1, #entries - ERRORS_KEPT + 1)
+  redis.call('HSET', errors_key, id, table.concat(entries, RS, first, #entries))
 end

@@ -1,9 +1,12 @@
 -- ack.lua: finish leased jobs without failure (succeeded, skipped, or
 -- canceled after a cancel request), fenced by token; a batch in one call.
+-- A run that was leased but never marked started did run: its attempt is
+-- counted now. Then expire up to `expire_batch` finished records whose
+-- retention ran out, so retention keeps pace with the rate work finishes.
 -- KEYS[1] leases       ZSET   leased ids
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
--- KEYS[4] errors       HASH   id -> last error
+-- KEYS[4] errors       HASH   id -> error history
 -- KEYS[5] results      HASH   id -> result (msgpack)
 -- KEYS[6] done         ZSET   finished ids, score = expiry of the record (ms)
 -- KEYS[7] stats        HASH   counters
@@ -12,24 +15,29 @@
 -- ARGV[2] audit_all        0|1   also record the hot transitions (succeeded)
 -- ARGV[3] outcome          str   succeeded | skipped | canceled, for the whole batch
 -- ARGV[4] retention_ms     int   how long the records are kept (0 = delete now)
--- ARGV[5..] per job, 3 values: id, token, result (bytes, '' = none)
--- Returns: per job 1 finished, 0 refused (stale token or not leased)
+-- ARGV[5] expire_batch     int   most expired finished records deleted by this call
+-- ARGV[6..] per job, 4 values: id, token, result (bytes, '' = none),
+--           note (str, '' = none; else kept in the error history as kind 'note')
+-- Returns: per job CODE_FINISHED, or CODE_REFUSED (stale token or not leased)
+local CODE_REFUSED, CODE_FINISHED = 0, 1
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local outcome, retention_ms = ARGV[3], tonumber(ARGV[4])
-local FIELDS = 3
+local expire_batch = tonumber(ARGV[5])
+local FIELDS = 4
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
            results = results_key}
 
 local now = now_ms()
 local now_text = int(now)
-local ids, tokens, given = {}, {}, {}
-for base = 5, #ARGV, FIELDS do
+local ids, tokens, given, notes = {}, {}, {}, {}
+for base = 6, #ARGV, FIELDS do
   ids[#ids + 1] = ARGV[base]
   tokens[#tokens + 1] = tonumber(ARGV[base + 1])
   given[#given + 1] = ARGV[base + 2]
+  notes[#notes + 1] = ARGV[base + 3]
 end
 local raws = bulk('HMGET', jobs_key, ids)
 
@@ -44,10 +52,14 @@ for i, id in ipairs(ids) do
   if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then
     finished_now[id] = true
     leases[#leases + 1] = id
+    if meta.started ~= '1' then
+      meta.attempt = tonumber(meta.attempt) + 1  -- it ran: the attempt counts
+    end
     if retention_ms > 0 then
       meta.state = outcome
       meta.end_ms = now_text
       meta.cancel = '0'
+      meta.started = '0'
       records[#records + 1] = id
       records[#records + 1] = encode_meta(meta)
       done[#done + 1] = done_until
@@ -56,6 +68,9 @@ for i, id in ipairs(ids) do
         results[#results + 1] = id
         results[#results + 1] = result
       end
+      if notes[i] ~= '' then
+        push_error(errors_key, id, meta, 'note', now, notes[i])
+      end
     else
       finish(meta, id, now, outcome, 0, k)
     end
@@ -63,9 +78,9 @@ for i, id in ipairs(ids) do
       emit(events_key, events_maxlen, id, outcome, '')
     end
     finished = finished + 1
-    reply[#reply + 1] = 1
+    reply[#reply + 1] = CODE_FINISHED
   else
-    reply[#reply + 1] = 0
+    reply[#reply + 1] = CODE_REFUSED
   end
 end
 bulk('ZREM', leases_key, leases)
@@ -75,4 +90,5 @@ bulk('HSET', results_key, results)
 if finished > 0 then
   redis.call('HINCRBY', stats_key, outcome, finished)
 end
+expire_done(k, now, expire_batch)
 return reply

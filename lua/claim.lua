@@ -1,8 +1,15 @@
 -- claim.lua: promote due scheduled jobs (bounded), then lease up to `count`
--- ready jobs in priority/FIFO order: count the attempt, give the run a new
--- fencing token, set the lease expiry from the server clock. Tokens come from
--- one counter per queue, so they never repeat, even for a job id reused after
--- its record was deleted.
+-- ready jobs in priority/FIFO order: give each run a new fencing token and
+-- set the lease expiry from the server clock. The first `start_now` jobs are
+-- started at once (their attempt counted); the rest are leased not started
+-- (start.lua starts them; a lease that expires unstarted is no attempt).
+-- Tokens come from the queue's counter key, and a job's new token is always
+-- above its last one, so a token never repeats for a job even when the
+-- counter is lost.
+-- A claim is idempotent by `claim_id`: the worker's claim key remembers the
+-- last claim's jobs; a retry with the same claim_id (a reply lost on the wire
+-- and the call sent again) returns those still leased with their tokens and
+-- leases nothing new.
 -- KEYS[1] ready        ZSET   claimable ids
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
@@ -10,8 +17,10 @@
 -- KEYS[5] payloads     HASH   id -> payload
 -- KEYS[6] dead         ZSET   dead ids, score = dead ms
 -- KEYS[7] deadletters  STREAM dead-letter entries
--- KEYS[8] stats        HASH   counters
+-- KEYS[8] stats        HASH   counters (seq; token of old data, read once)
 -- KEYS[9] events       STREAM audit trail
+-- KEYS[10] token        STRING the fencing token counter
+-- KEYS[11] claim        STRING this worker's last claim: claim_id, then (id, token)s; PX lease_ms
 -- ARGV[1] count            int   most jobs to lease
 -- ARGV[2] lease_ms         int   lease duration
 -- ARGV[3] worker_id        str   holder, recorded on the job
@@ -19,12 +28,14 @@
 -- ARGV[5] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[6] audit_all        0|1   also record the hot transitions (claimed)
 -- ARGV[7] letters_maxlen   int   cap of the dead-letter stream
--- Returns: {now_ms, next_due_in_ms (-1: nothing scheduled), n, then per job 10
+-- ARGV[8] start_now        int   how many of the leased jobs start now (attempt counted)
+-- ARGV[9] claim_id         str   this call's id ([A-Za-z0-9_.:-]); the same id = a retry
+-- Returns: {now_ms, next_due_in_ms (-1: nothing scheduled), n, then per job 11
 --          values: id, token, attempt, name, payload, max_attempts, max_infra,
---          work_fail, infra_fail, enq_ms}
+--          work_fail, infra_fail, enq_ms, started (0|1)}
 local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
-local stats_key, events_key = KEYS[8], KEYS[9]
+local stats_key, events_key, token_key, claim_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
@@ -32,10 +43,65 @@ local promote_batch = tonumber(ARGV[4])
 local events_maxlen = tonumber(ARGV[5])
 local audit_all = ARGV[6] == '1'
 local letters_maxlen = tonumber(ARGV[7])
+local start_now = tonumber(ARGV[8])
+local claim_id = ARGV[9]
 
 local now = now_ms()
 local now_text = int(now)
 local lease_until = int(now + lease_ms)
+
+local jobs = {}
+local n = 0
+local function add_job(id, meta, payload)
+  n = n + 1
+  local j = #jobs
+  jobs[j + 1] = id
+  jobs[j + 2] = str(meta.token)
+  jobs[j + 3] = str(meta.attempt)
+  jobs[j + 4] = meta.name
+  jobs[j + 5] = payload or ''
+  jobs[j + 6] = meta.max_attempts
+  jobs[j + 7] = meta.max_infra
+  jobs[j + 8] = meta.work_fail
+  jobs[j + 9] = meta.infra_fail
+  jobs[j + 10] = meta.enq_ms
+  jobs[j + 11] = str(meta.started)
+end
+
+local function reply_with_jobs()
+  local next_due = -1
+  local first = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
+  if #first > 0 then
+    next_due = math.max(0, tonumber(first[2]) - now)
+  end
+  local reply = {int(now), int(next_due), n}
+  for i = 1, #jobs do
+    reply[3 + i] = jobs[i]
+  end
+  return reply
+end
+
+-- 0. a retried call: the jobs of the first call that are still leased to it
+local last = redis.call('GET', claim_key)
+if last then
+  local sep = string.find(last, '\n', 1, true)
+  if sep and string.sub(last, 1, sep - 1) == claim_id then
+    local pos = sep + 1
+    while pos <= #last do
+      local token, len, at = string.match(last, '^(%d+):(%d+):()', pos)
+      if not token then
+        break
+      end
+      local id = string.sub(last, at, at + tonumber(len) - 1)
+      pos = at + tonumber(len)
+      local meta = load_meta(jobs_key, id)
+      if meta and meta.state == 'leased' and meta.token == token then
+        add_job(id, meta, redis.call('HGET', payloads_key, id))
+      end
+    end
+    return reply_with_jobs()
+  end
+end
 
 -- 1. promote due scheduled jobs; a retry enters the line behind what is queued
 local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now_text, 'LIMIT', 0, promote_batch)
@@ -52,8 +118,6 @@ for _, id in ipairs(due) do
 end
 
 -- 2. lease, reading and writing the batch with one call per key
-local jobs = {}
-local n = 0
 if count > 0 then
   local popped = redis.call('ZPOPMIN', ready_key, count)
   local ids = {}
@@ -63,36 +127,45 @@ if count > 0 then
   local raws = bulk('HMGET', jobs_key, ids)
   local payloads = bulk('HMGET', payloads_key, ids)
   -- reserve one token per popped id (unused ones leave harmless gaps)
-  local token = #ids > 0 and redis.call('HINCRBY', stats_key, 'token', #ids) - #ids or 0
-  local records, leases = {}, {}
+  local token, top = 0, 0
+  if #ids > 0 then
+    top = redis.call('INCRBY', token_key, #ids)
+    if top == #ids then
+      -- the counter was just created: continue from the old counter, if any
+      local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
+      if old > 0 then
+        top = redis.call('INCRBY', token_key, old)
+      end
+    end
+    token = top - #ids
+  end
+  local highest = top
+  local records, leases, listed = {}, {}, {claim_id}
   for i, id in ipairs(ids) do
     local meta = raws[i] and parse_meta(raws[i])
     if meta and meta.state == 'queued' then
       meta.state = 'leased'
-      meta.attempt = tonumber(meta.attempt) + 1
+      if n < start_now then
+        meta.started = 1
+        meta.attempt = tonumber(meta.attempt) + 1
+      else
+        meta.started = 0
+      end
       token = token + 1
-      meta.token = token
+      -- above the job's last token even if the counter was lost
+      meta.token = math.max(token, tonumber(meta.token) + 1)
+      highest = math.max(highest, meta.token)
       meta.worker = worker_id
       meta.claim_ms = now_text
       records[#records + 1] = id
       records[#records + 1] = encode_meta(meta)
       leases[#leases + 1] = lease_until
       leases[#leases + 1] = id
+      listed[#listed + 1] = int(meta.token) .. ':' .. #id .. ':' .. id
       if audit_all then
         emit(events_key, events_maxlen, id, 'claimed', worker_id)
       end
-      n = n + 1
-      local j = #jobs
-      jobs[j + 1] = id
-      jobs[j + 2] = meta.token
-      jobs[j + 3] = meta.attempt
-      jobs[j + 4] = meta.name
-      jobs[j + 5] = payloads[i] or ''
-      jobs[j + 6] = meta.max_attempts
-      jobs[j + 7] = meta.max_infra
-      jobs[j + 8] = meta.work_fail
-      jobs[j + 9] = meta.infra_fail
-      jobs[j + 10] = meta.enq_ms
+      add_job(id, meta, payloads[i])
     elseif raws[i] then
       if meta then
         -- a record in another state: a stale entry in the ready set
@@ -105,18 +178,14 @@ if count > 0 then
       redis.call('HINCRBY', stats_key, 'garbage', 1)
     end
   end
+  if highest > top then
+    redis.call('SET', token_key, int(highest))  -- the counter catches up with the records
+  end
   bulk('HSET', jobs_key, records)
   bulk('ZADD', leases_key, leases)
+  if n > 0 then
+    redis.call('SET', claim_key, listed[1] .. '\n' .. table.concat(listed, '', 2), 'PX', lease_ms)
+  end
 end
 
-local next_due = -1
-local first = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
-if #first > 0 then
-  next_due = math.max(0, tonumber(first[2]) - now)
-end
-
-local reply = {int(now), int(next_due), n}
-for i = 1, #jobs do
-  reply[3 + i] = jobs[i]
-end
-return reply
+return reply_with_jobs()

@@ -1,6 +1,6 @@
 -- enqueue.lua: add one job or a batch; a job id that exists already is not
 -- duplicated (the existing job's state is returned instead).
--- KEYS[1] jobs         HASH   id -> job record (JSON)
+-- KEYS[1] jobs         HASH   id -> job record
 -- KEYS[2] payloads     HASH   id -> payload (msgpack, opaque here)
 -- KEYS[3] ready        ZSET   claimable ids
 -- KEYS[4] scheduled    ZSET   delayed ids, score = due ms
@@ -12,8 +12,9 @@
 -- ARGV[3] wake_cap        int   most tokens kept in the wake list
 -- ARGV[4..] per job, 7 values: id, name, payload, delay_ms, priority,
 --           max_attempts, max_infra
--- Returns: per job two values: created (1 new, 0 existed) and its state
---          ('malformed' when the existing record cannot be decoded).
+-- Returns: per job two values: CODE_CREATED (new) or CODE_EXISTED, and its
+--          state ('malformed' when the existing record cannot be decoded).
+local CODE_EXISTED, CODE_CREATED = 0, 1
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local events_maxlen = tonumber(ARGV[1])
@@ -44,7 +45,7 @@ for i, id in ipairs(ids) do
     state = meta and meta.state or 'malformed'
   end
   if state then
-    reply[#reply + 1] = 0
+    reply[#reply + 1] = CODE_EXISTED
     reply[#reply + 1] = state
   else
     local delay_ms = tonumber(ARGV[base + 3])
@@ -52,7 +53,7 @@ for i, id in ipairs(ids) do
       name = ARGV[base + 1], prio = ARGV[base + 4], seq = seq,
       attempt = '0', token = '0', work_fail = '0', infra_fail = '0',
       max_attempts = ARGV[base + 5], max_infra = ARGV[base + 6],
-      cancel = '0', enq_ms = now_text, ready_ms = '0', due_ms = '0', claim_ms = '0',
+      cancel = '0', started = '0', enq_ms = now_text, ready_ms = '0', due_ms = '0', claim_ms = '0',
       end_ms = '0', worker = '', reason = '',
     }
     if delay_ms > 0 then
@@ -75,7 +76,7 @@ for i, id in ipairs(ids) do
     end
     fresh[id] = meta.state
     created = created + 1
-    reply[#reply + 1] = 1
+    reply[#reply + 1] = CODE_CREATED
     reply[#reply + 1] = meta.state
   end
 end

@@ -1,9 +1,13 @@
--- limiter_renew.lua: extend the slots this worker holds in one limit.
+-- limiter_renew.lua: extend the slots this worker holds in one limit, and
+-- tell each holder evicted by a `replace` that it was (once).
 -- KEYS[1] limit        ZSET   holder -> lease expiry (ms, server clock)
+-- KEYS[2] evicted      ZSET   evicted holder -> when its marker lapses (ms)
 -- ARGV[1] lease_ms         int   new lease from now
 -- ARGV[2..] holder ids
--- Returns: per holder 1 renewed, 0 gone (evicted by replace, or lapsed and taken)
-local limit_key = KEYS[1]
+-- Returns: per holder CODE_RENEWED (in the limit), CODE_EVICTED (evicted by a
+--          replace; the marker is removed), CODE_LOST (neither: lapsed and pruned)
+local CODE_LOST, CODE_RENEWED, CODE_EVICTED = 0, 1, 2
+local limit_key, evicted_key = KEYS[1], KEYS[2]
 local lease_ms = tonumber(ARGV[1])
 
 local until_ms = int(now_ms() + lease_ms)
@@ -11,9 +15,11 @@ local reply = {}
 for i = 2, #ARGV do
   if redis.call('ZSCORE', limit_key, ARGV[i]) then
     redis.call('ZADD', limit_key, until_ms, ARGV[i])
-    reply[#reply + 1] = 1
+    reply[#reply + 1] = CODE_RENEWED
+  elseif redis.call('ZREM', evicted_key, ARGV[i]) == 1 then
+    reply[#reply + 1] = CODE_EVICTED
   else
-    reply[#reply + 1] = 0
+    reply[#reply + 1] = CODE_LOST
   end
 end
 return reply

@@ -1,6 +1,7 @@
 -- release.lua: hand leased jobs back without counting the run as an attempt
--- (graceful shutdown, slot busy); fenced by token, idempotent. A job whose
--- cancel was requested ends canceled instead.
+-- (graceful shutdown, slot busy); fenced by token, idempotent. A started
+-- run's attempt is refunded; a run never started had none counted. A job
+-- whose cancel was requested ends canceled instead.
 -- KEYS[1] leases       ZSET   leased ids
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
@@ -17,7 +18,9 @@
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[4] why              str   recorded in the audit trail
 -- ARGV[5..] per job, 2 values: id, token
--- Returns: per job 1 released, 2 canceled (cancel was requested), 0 refused
+-- Returns: per job CODE_RELEASED, CODE_CANCELED (cancel was requested),
+--          CODE_REFUSED (stale token or not leased)
+local CODE_REFUSED, CODE_RELEASED, CODE_CANCELED = 0, 1, 2
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11]
@@ -34,21 +37,23 @@ for base = 5, #ARGV, 2 do
   local meta = load_meta(jobs_key, id)
   if meta and meta.state == 'leased' and tonumber(meta.token) == token then
     redis.call('ZREM', leases_key, id)
-    meta.attempt = math.max(0, tonumber(meta.attempt) - 1)
+    if meta.started == '1' then
+      meta.attempt = math.max(0, tonumber(meta.attempt) - 1)
+    end
     if tonumber(meta.cancel) == 1 then
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
       emit(events_key, events_maxlen, id, 'canceled', why)
-      reply[#reply + 1] = 2
+      reply[#reply + 1] = CODE_CANCELED
     else
       requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'released', why)
       released = released + 1
-      reply[#reply + 1] = 1
+      reply[#reply + 1] = CODE_RELEASED
     end
   else
-    reply[#reply + 1] = 0
+    reply[#reply + 1] = CODE_REFUSED
   end
 end
 if released > 0 then

@@ -6,8 +6,9 @@
 -- ARGV[1] lease_ms         int   new lease duration from now
 -- ARGV[2] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[3..] per job, 2 values: id, token
--- Returns: per job 1 renewed, 2 renewed but a cancel was requested, 0 lost
---          (token stale, or the job is no longer leased)
+-- Returns: per job CODE_RENEWED, CODE_CANCEL_REQUESTED (renewed, but a cancel
+--          was requested), CODE_LOST (token stale, or the job is no longer leased)
+local CODE_LOST, CODE_RENEWED, CODE_CANCEL_REQUESTED = 0, 1, 2
 local leases_key, jobs_key, events_key = KEYS[1], KEYS[2], KEYS[3]
 local lease_ms = tonumber(ARGV[1])
 local events_maxlen = tonumber(ARGV[2])
@@ -21,13 +22,13 @@ for base = 3, #ARGV, 2 do
   if meta and meta.state == 'leased' and tonumber(meta.token) == token then
     redis.call('ZADD', leases_key, until_ms, id)
     if meta.cancel == '1' then
-      reply[#reply + 1] = 2
+      reply[#reply + 1] = CODE_CANCEL_REQUESTED
     else
-      reply[#reply + 1] = 1
+      reply[#reply + 1] = CODE_RENEWED
     end
   else
     emit(events_key, events_maxlen, id, 'renew-lost', tostring(token))
-    reply[#reply + 1] = 0
+    reply[#reply + 1] = CODE_LOST
   end
 end
 return reply

@@ -1,7 +1,7 @@
 -- replay.lua: put dead jobs back in the queue with fresh counters. The
 -- fencing token is kept (it only ever grows).
 -- KEYS[1] jobs         HASH   id -> job record
--- KEYS[2] errors       HASH   id -> last error
+-- KEYS[2] errors       HASH   id -> error history
 -- KEYS[3] ready        ZSET   claimable ids
 -- KEYS[4] dead         ZSET   dead ids
 -- KEYS[5] stats        HASH   counters
@@ -9,7 +9,8 @@
 -- KEYS[7] events       STREAM audit trail
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2..] job ids
--- Returns: per id 1 replayed, 0 not dead (or missing), -1 malformed record
+-- Returns: per id CODE_REPLAYED, CODE_NOT_DEAD (or missing), CODE_MALFORMED record
+local CODE_MALFORMED, CODE_NOT_DEAD, CODE_REPLAYED = -1, 0, 1
 local jobs_key, errors_key, ready_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stats_key, wake_key, events_key = KEYS[5], KEYS[6], KEYS[7]
 local events_maxlen = tonumber(ARGV[1])
@@ -30,11 +31,11 @@ for i = 2, #ARGV do
     save_meta(jobs_key, id, meta)
     emit(events_key, events_maxlen, id, 'replayed', '')
     replayed = replayed + 1
-    reply[#reply + 1] = 1
+    reply[#reply + 1] = CODE_REPLAYED
   elseif problem == 'malformed' then
-    reply[#reply + 1] = -1
+    reply[#reply + 1] = CODE_MALFORMED
   else
-    reply[#reply + 1] = 0
+    reply[#reply + 1] = CODE_NOT_DEAD
   end
 end
 if replayed > 0 then

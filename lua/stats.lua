@@ -9,7 +9,8 @@
 -- KEYS[7] stats        HASH   counters
 -- ARGV[1] max_classes      int   most priority classes walked
 -- Returns: {now_ms, ready, scheduled, leased, dead, done, oldest_ready_ms
---           (-1: none), next_due_ms (-1: none), counters as a flat list}
+--           (-1: none), next_due_ms (-1: none), counters as a flat list}; the
+--           old 'token' counter of the stats hash (now the token key) is left out
 local ready_key, scheduled_key, leases_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local done_key, jobs_key, stats_key = KEYS[5], KEYS[6], KEYS[7]
 local max_classes = tonumber(ARGV[1])
@@ -36,7 +37,14 @@ local first_due = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
 if #first_due > 0 then
   next_due = first_due[2]
 end
+local counters = {}
+local flat = redis.call('HGETALL', stats_key)
+for i = 1, #flat, 2 do
+  if flat[i] ~= 'token' then
+    counters[#counters + 1] = flat[i]
+    counters[#counters + 1] = flat[i + 1]
+  end
+end
 return {int(now), redis.call('ZCARD', ready_key), redis.call('ZCARD', scheduled_key),
         redis.call('ZCARD', leases_key), redis.call('ZCARD', dead_key),
-        redis.call('ZCARD', done_key), int(oldest), next_due,
-        redis.call('HGETALL', stats_key)}
+        redis.call('ZCARD', done_key), int(oldest), next_due, counters}

@@ -3,6 +3,7 @@ into the past relative to the server clock (no sleeping)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,6 +11,9 @@ from typing import Any
 import anyio
 
 from leasequeue import App, Worker
+from leasequeue.models import FailOutcome
+from leasequeue.store.keys import QueueKeys
+from leasequeue.store.record import parse_record
 from leasequeue.store.scripts import Scripts
 
 
@@ -75,3 +79,23 @@ async def eventually(check: Callable[[], Any], limit: float = 10.0,
                 await anyio.sleep(0.02)
     except TimeoutError:
         raise AssertionError(f"timed out after {limit}s waiting for {what}") from None
+
+
+# -- script calls as the runtime makes them (every claimed run started) --------
+
+START_ALL = 1_000_000  # claim's start_now: start every job the call leases
+DEFAULT_BUDGET = (3, 10)  # reap's default (max_attempts, max_infra)
+
+
+def new_claim_id() -> str:
+    return uuid.uuid4().hex
+
+
+async def fail_job(app: App, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
+                   error: str, delay_ms: int) -> FailOutcome:
+    """scripts.fail with the job's own budgets, as a worker passes them."""
+    raw = await app.redis.hget(qk.jobs, job_id)
+    m = parse_record(raw) if raw else {"max_attempts": 0, "max_infra": 0}
+    return await app.scripts.fail(qk, job_id, token, kind, reason, error, delay_ms,
+                                  m["max_attempts"] or DEFAULT_BUDGET[0],
+                                  m["max_infra"] or DEFAULT_BUDGET[1])

@@ -42,7 +42,7 @@ from tests.harness.cluster_proc import (
 )
 from tests.harness.procs import WorkerProcs
 from tests.harness.sentinel_proc import SentinelSetup
-from tests.helpers import eventually, worker_running
+from tests.helpers import START_ALL, eventually, new_claim_id, worker_running
 
 # The core script tests, run here against an App on the cluster (the `app`
 # fixture below overrides the one of tests/conftest.py for this module).
@@ -141,8 +141,9 @@ async def test_every_key_of_a_queue_is_in_one_slot(redis_cluster: RedisCluster) 
             assert {node.command("CLUSTER", "KEYSLOT", k) for k in qk.all()} == {slot}
             await a.enqueue("j", queue=queue, job_id="a")
             await a.enqueue("j", queue=queue, job_id="b", delay=60)
-            job = (await a.scripts.claim(qk, 1, 30_000, "w1")).jobs[0]
-            assert await a.scripts.ack(qk, "succeeded", 60_000, [(job.id, job.token, b"")]) == [1]
+            job = (await a.scripts.claim(qk, 1, 30_000, "w1", START_ALL, new_claim_id())).jobs[0]
+            assert await a.scripts.ack(qk, "succeeded", 60_000,
+                                       [(job.id, job.token, b"", "")]) == [1]
             in_slot = {k.decode() for k in node.command("CLUSTER", "GETKEYSINSLOT", slot, 1000)}
             ours = {k for k in in_slot if k.startswith(qk.tag)}
             assert {qk.jobs, qk.payloads, qk.done, qk.scheduled, qk.stats} <= ours
@@ -362,10 +363,10 @@ async def test_durable_enqueue_waits_for_a_replica_or_raises_not_durable(
         handler = _ListHandler(warnings, logging.WARNING)
         logging.getLogger("leasequeue").addHandler(handler)
         try:
-            batch = await app_.scripts.claim(qk, 2, 30_000, "w1")
+            batch = await app_.scripts.claim(qk, 2, 30_000, "w1", START_ALL, new_claim_id())
             assert {j.id for j in batch.jobs} == {"a", "b"}
             acked = await app_.scripts.ack(qk, "succeeded", 60_000,
-                                           [(j.id, j.token, b"") for j in batch.jobs])
+                                           [(j.id, j.token, b"", "") for j in batch.jobs])
             assert acked == [1, 1]
         finally:
             logging.getLogger("leasequeue").removeHandler(handler)

@@ -27,4 +27,4 @@ async def test_the_demo_fifty_times_in_a_row(capsys: pytest.CaptureFixture[str])
     for run in range(runs):
         assert await run_demo(url=f"memory://demo-slow-{run}") == 0, capsys.readouterr().out
         out = capsys.readouterr().out
-        assert f"succeeded 300/300, dead 1," in out, out
+        assert "succeeded 300/300, dead 1," in out, out

@@ -22,6 +22,7 @@ from leasequeue.errors import (
     UnknownJob,
 )
 from tests.harness.redis_proc import free_port
+from tests.helpers import START_ALL, new_claim_id
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +83,7 @@ async def test_redis_unreachable(prefix: str) -> None:
     async with App(url, prefix=prefix) as app:
         calls: list[Callable[[], Awaitable[object]]] = [
             lambda: app.enqueue("j", queue=Q), lambda: app.get_job("x", queue=Q), app.ping,
-            lambda: app.scripts.claim(app.keys(Q), 1, 1000, "w"),
+            lambda: app.scripts.claim(app.keys(Q), 1, 1000, "w", START_ALL, new_claim_id()),
         ]
         for call in calls:
             with pytest.raises(RedisUnavailable) as caught:

@@ -20,7 +20,7 @@ from leasequeue.models import NewJob
 from leasequeue.store.keys import LimiterKeys, QueueKeys, limit_keys
 from leasequeue.store.loader import lua_dir, script_source
 from leasequeue.store.scripts import Scripts
-from leasequeue.store.specs import SPECS
+from leasequeue.store.specs import REPLY_CODES, SPECS
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 SCRIPTS = sorted(p.stem for p in LUA.glob("*.lua") if p.stem != "_lib")
@@ -29,7 +29,7 @@ KEY_LINE = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)")
 ARGV_LINE = re.compile(r"^-- ARGV\[(\d+)\]\s+(\w+)")
 GROUP_LINE = re.compile(r"^-- ARGV\[(\d+)\.\.\]\s+(.*)")
 NEXT_ENTRY = re.compile(r"^-- (KEYS|ARGV|Returns)")
-GROUP_TEXT = re.compile(r"^per job, (\d+) values?: (.*)$")
+GROUP_TEXT = re.compile(r"^per job(?: name)?, (\d+) values?: (.*)$")
 
 
 @dataclass
@@ -87,7 +87,10 @@ def test_header_agrees_with_spec(name: str) -> None:
     assert [i for i, _ in head.keys] == list(range(1, len(head.keys) + 1))
     assert tuple(k for _, k in head.keys) == spec.keys
     assert all(isinstance(getattr(QueueKeys, k, None), property) or k in LimiterKeys.__slots__
+               or (k in spec.worker_keys and callable(getattr(QueueKeys, k, None)))
                for k in spec.keys)
+    # the per-worker keys come last (the wrapper appends them)
+    assert spec.keys[len(spec.keys) - len(spec.worker_keys):] == spec.worker_keys
     assert [i for i, _ in head.argv] == list(range(1, len(head.argv) + 1))
     assert tuple(a for _, a in head.argv) == spec.argv
     if spec.per_item:
@@ -130,7 +133,9 @@ class Captured(Exception):
 async def test_wrappers_pass_the_argv_count_the_spec_declares(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
-    async def capture(name: str, _qk: QueueKeys, args: Sequence[Any]) -> Any:
+    async def capture(name: str, _qk: QueueKeys, args: Sequence[Any],
+                      worker_keys: Sequence[str] = ()) -> Any:
+        assert len(worker_keys) == len(SPECS[name].worker_keys)
         raise Captured(name, list(args))
 
     async with App(f"memory://{prefix}", prefix=prefix) as app:
@@ -140,11 +145,14 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         lk = limit_keys("lq:limiter", "job.j")
         job = NewJob("a", "j", b"", 0, 0, 3, 10)
         calls = [
-            s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w"),
+            s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w", 1, "c1"),
+            s.start(qk, [("a", 1), ("b", 1)]),
             s.renew(qk, [("a", 1), ("b", 1)], 1000),
-            s.ack(qk, "succeeded", 0, [("a", 1, b""), ("b", 1, b"")]),
-            s.fail(qk, "a", 1, "work", "", "e", 0), s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
-            s.reap(qk, 10, 0, 0), s.expire(qk, 10), s.cancel(qk, "a"),
+            s.ack(qk, "succeeded", 0, [("a", 1, b"", ""), ("b", 1, b"", "")]),
+            s.fail(qk, "a", 1, "work", "", "e", 0, 3, 10),
+            s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
+            s.reap(qk, 10, 0, 0, {"j": (3, 10), "k": (1, 1)}, (3, 10)), s.expire(qk, 10),
+            s.cancel(qk, "a"),
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),
             s.limiter_acquire(lk, "h", 1, 1000, False), s.limiter_renew(lk, ["h", "i"], 1000),
             s.limiter_release(lk, ["h", "i"]),
@@ -157,6 +165,69 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             assert len(caught.value.args_) == len(spec.argv) + 2 * len(spec.per_item), spec.name
             seen.add(spec.name)
         assert seen == set(SPECS)
+
+
+# `local CODE_A = 1` and `local CODE_A, CODE_B = 0, 1` (numbers or quoted strings)
+CODE_DECL = re.compile(r"^local ((?:CODE_\w+)(?:\s*,\s*CODE_\w+)*)\s*=\s*(.+)$", re.MULTILINE)
+CODE_VALUE = re.compile(r"\s*(-?\d+|'[^']*')\s*")
+# a bare literal where a reply value goes
+BARE_REPLY = re.compile(
+    r"reply\[#reply \+ 1\] = -?\d+\b"  # reply[#reply + 1] = 2
+    r"|return \{\s*-?\d+\s*[,}]"  # return {0, ...
+    r"|return -?\d+\s*$"  # return 0
+    r"|\bcode = -?\d+\b",  # code = 2
+    re.MULTILINE,
+)
+
+
+def declared_codes(body: str) -> dict[str, int | str]:
+    codes: dict[str, int | str] = {}
+    for m in CODE_DECL.finditer(body):
+        names = [n.strip() for n in m[1].split(",")]
+        values = [CODE_VALUE.fullmatch(v) for v in m[2].split(",")]
+        assert len(names) == len(values) and all(values), f"cannot read {m[0]!r}"
+        for n, v in zip(names, values, strict=True):
+            assert v is not None
+            text = v[1]
+            codes[n.removeprefix("CODE_")] = text[1:-1] if text.startswith("'") else int(text)
+    return codes
+
+
+def bare_reply_literals(body: str) -> list[str]:
+    return [m[0] for m in BARE_REPLY.finditer(body)]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_reply_codes_are_named_and_match_their_enum(name: str) -> None:
+    """Every code a script replies with is a CODE_<NAME> local equal to the
+    member of its enum in specs.REPLY_CODES, and no reply holds a bare literal."""
+    body = parse(LUA / f"{name}.lua").body
+    codes = declared_codes(body)
+    enum = REPLY_CODES.get(name)
+    if enum is None:
+        assert codes == {}, f"{name} declares codes but has no enum in REPLY_CODES"
+    else:
+        assert codes == {m.name: m.value for m in enum}
+    assert bare_reply_literals(body) == []
+
+
+FIXTURE_BARE = """
+local CODE_REFUSED, CODE_FINISHED = 0, 1
+if ok then
+  reply[#reply + 1] = CODE_FINISHED
+else
+  reply[#reply + 1] = 0
+end
+return {2, 'dead'}
+"""
+
+
+def test_the_bare_literal_check_catches_literals() -> None:
+    assert declared_codes(FIXTURE_BARE) == {"REFUSED": 0, "FINISHED": 1}
+    assert bare_reply_literals(FIXTURE_BARE) == ["reply[#reply + 1] = 0", "return {2,"]
+    assert bare_reply_literals("  return 0\n  code = 3\n") == ["return 0", "code = 3"]
+    assert bare_reply_literals("return {code, meta.state}\nreturn #ids\n") == []
+    assert declared_codes("local CODE_A, CODE_B = 'a-b', -1\n") == {"A": "a-b", "B": -1}
 
 
 def test_luacheck(tmp_path: Path) -> None:

@@ -13,7 +13,14 @@ import pytest
 from leasequeue import App, Context, JobRequest
 from leasequeue.errors import LeaseQueueError
 from tests.harness.redis_proc import RedisProcess
-from tests.helpers import eventually, worker_running
+from tests.helpers import (
+    DEFAULT_BUDGET,
+    START_ALL,
+    eventually,
+    fail_job,
+    new_claim_id,
+    worker_running,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +104,8 @@ async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> 
 
     qk = app.keys(Q)
     await app.enqueue_many([JobRequest("j", job_id=f"o{i}", queue=Q) for i in range(2)])
-    held = [] if step == "claim" else (await app.scripts.claim(qk, 1, 60_000, "w")).jobs
+    held = [] if step == "claim" else (await app.scripts.claim(qk, 1, 60_000, "w",
+                                                               START_ALL, new_claim_id())).jobs
     if step == "reap":
         await expire_lease(app, Q, held[0].id)  # a plain ZADD: before Redis is full
     await fill_up(app)
@@ -105,15 +113,15 @@ async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> 
     if step == "ack-succeeded-audited":
         scripts = Scripts(app.redis, app.url, StoreSettings(audit_all=True))
     if step == "claim":
-        assert len((await scripts.claim(qk, 1, 60_000, "w")).jobs) == 1
+        assert len((await scripts.claim(qk, 1, 60_000, "w", START_ALL, new_claim_id())).jobs) == 1
     elif step == "renew":
         assert await scripts.renew(qk, [(held[0].id, held[0].token)], 60_000) == [1]
     elif step.startswith("ack"):
         outcome = "canceled" if step == "ack-canceled" else "succeeded"
-        assert await scripts.ack(qk, outcome, 60_000, [(held[0].id, held[0].token, b"")]) == [1]
+        assert await scripts.ack(qk, outcome, 60_000, [(held[0].id, held[0].token, b"", "")]) == [1]
     elif step == "fail":
-        assert (await scripts.fail(qk, held[0].id, held[0].token, "work", "", "e", 0)).code == 1
+        assert (await fail_job(app, qk, held[0].id, held[0].token, "work", "", "e", 0)).code == 1
     elif step == "release":
         assert await scripts.release(qk, [(held[0].id, held[0].token)], 0, "t") == [1]
     else:
-        assert (await scripts.reap(qk, 10, 0, 0)).requeued == 1
+        assert (await scripts.reap(qk, 10, 0, 0, {}, DEFAULT_BUDGET)).requeued == 1

@@ -38,7 +38,15 @@ from leasequeue.errors import JobNotFound
 from leasequeue.store.connection import _MEMORY_SERVERS
 from leasequeue.store.record import parse_record
 from tests.harness.redis_proc import RedisProcess
-from tests.helpers import expire_lease, make_due, server_ms
+from tests.helpers import (
+    DEFAULT_BUDGET,
+    START_ALL,
+    expire_lease,
+    fail_job,
+    make_due,
+    new_claim_id,
+    server_ms,
+)
 
 T = TypeVar("T")
 Q = "default"
@@ -130,7 +138,8 @@ class QueueMachine(RuleBasedStateMachine):
             if m.state == "scheduled" and m.due:  # promoted by the claim
                 m.state, m.due = "queued", False
         claimable = set(self.ids_in("queued"))
-        batch = self.run(lambda: self.app.scripts.claim(self.qk, count, LEASE_MS, "w"))
+        batch = self.run(lambda: self.app.scripts.claim(self.qk, count, LEASE_MS, "w",
+                                                        START_ALL, new_claim_id()))
         got = [j.id for j in batch.jobs]
         assert len(got) == min(count, len(claimable)) and set(got) <= claimable, (got, claimable)
         for j in batch.jobs:
@@ -160,7 +169,7 @@ class QueueMachine(RuleBasedStateMachine):
     def ack(self, job_id: str, stale: bool, retention: int) -> None:
         token = self.token_for(job_id, stale)
         answer = self.run(lambda: self.app.scripts.ack(
-            self.qk, "succeeded", retention, [(job_id, token, b"\xa2ok")]))
+            self.qk, "succeeded", retention, [(job_id, token, b"\xa2ok", "")]))
         if not self.is_current(job_id, token):
             assert answer == [0], "a stale or unheld ack was accepted"
             return
@@ -176,7 +185,7 @@ class QueueMachine(RuleBasedStateMachine):
           kind=st.sampled_from(["work", "infra", "dead"]), delay_ms=st.sampled_from([0, 5000]))
     def fail(self, job_id: str, stale: bool, kind: str, delay_ms: int) -> None:
         token = self.token_for(job_id, stale)
-        out = self.run(lambda: self.app.scripts.fail(
+        out = self.run(lambda: fail_job(self.app,
             self.qk, job_id, token, kind, "permanent", f"{kind} failure", delay_ms))
         if not self.is_current(job_id, token):
             assert out.code == 0, "a stale or unheld failure was accepted"
@@ -225,7 +234,7 @@ class QueueMachine(RuleBasedStateMachine):
     def reap_expired(self, data: st.DataObject) -> None:
         job_id = data.draw(st.sampled_from(self.ids_in("leased")))
         self.run(lambda: expire_lease(self.app, Q, job_id))
-        out = self.run(lambda: self.app.scripts.reap(self.qk, 100, 0, 0))
+        out = self.run(lambda: self.app.scripts.reap(self.qk, 100, 0, 0, {}, DEFAULT_BUDGET))
         m = self.jobs[job_id]
         if m.cancel:
             m.state, m.cancel = "canceled", False
@@ -241,7 +250,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def maintenance_is_idempotent(self) -> None:
         """Reap and expire with nothing due change nothing (any worker runs them)."""
-        out = self.run(lambda: self.app.scripts.reap(self.qk, 100, 0, 0))
+        out = self.run(lambda: self.app.scripts.reap(self.qk, 100, 0, 0, {}, DEFAULT_BUDGET))
         assert (out.requeued, out.dead, out.canceled, out.stale) == (0, 0, 0, 0)
         assert self.run(lambda: self.app.scripts.expire(self.qk, 100)) == 0
 

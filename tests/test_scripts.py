@@ -8,7 +8,17 @@ import pytest
 
 from leasequeue import App, JobRequest
 from leasequeue.errors import MalformedJob
-from tests.helpers import all_keys_state, expire_lease, make_due, server_ms
+from leasequeue.store.record import RECORD_FIELDS
+from tests.helpers import (
+    DEFAULT_BUDGET,
+    START_ALL,
+    all_keys_state,
+    expire_lease,
+    fail_job,
+    make_due,
+    new_claim_id,
+    server_ms,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -16,7 +26,7 @@ Q = "default"
 
 
 async def claim(app: App, count: int = 1, lease_ms: int = 30_000, worker: str = "w1"):
-    return await app.scripts.claim(app.keys(Q), count, lease_ms, worker)
+    return await app.scripts.claim(app.keys(Q), count, lease_ms, worker, START_ALL, new_claim_id())
 
 
 async def test_enqueue_then_get_job(app: App) -> None:
@@ -98,9 +108,9 @@ async def test_ack_stores_result_and_refuses_stale(app: App) -> None:
     qk = app.keys(Q)
     await app.enqueue("j", queue=Q, job_id="a")
     j = (await claim(app)).jobs[0]
-    assert await app.scripts.ack(qk, "succeeded", 1000, [("a", j.token + 1, b"")]) == [0]
-    assert await app.scripts.ack(qk, "succeeded", 60_000, [("a", j.token, b"\xa2ok")]) == [1]
-    assert await app.scripts.ack(qk, "succeeded", 60_000, [("a", j.token, b"")]) == [0]
+    assert await app.scripts.ack(qk, "succeeded", 1000, [("a", j.token + 1, b"", "")]) == [0]
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [("a", j.token, b"\xa2ok", "")]) == [1]
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [("a", j.token, b"", "")]) == [0]
     rec = await app.get_job("a")
     assert rec.state == "succeeded" and rec.result == "ok" and rec.finished_ms is not None
     assert await all_keys_state(app, Q) == {
@@ -111,7 +121,7 @@ async def test_ack_stores_result_and_refuses_stale(app: App) -> None:
 async def test_ack_with_zero_retention_deletes_record(app: App) -> None:
     await app.enqueue("j", queue=Q, job_id="a")
     j = (await claim(app)).jobs[0]
-    assert await app.scripts.ack(app.keys(Q), "succeeded", 0, [("a", j.token, b"\x01")]) == [1]
+    assert await app.scripts.ack(app.keys(Q), "succeeded", 0, [("a", j.token, b"\x01", "")]) == [1]
     assert await app.redis.hlen(app.keys(Q).jobs) == 0
     assert await app.redis.hlen(app.keys(Q).payloads) == 0
 
@@ -120,7 +130,7 @@ async def test_expire_trims_finished_in_bounded_batches(app: App) -> None:
     qk = app.keys(Q)
     await app.enqueue_many([JobRequest("j", job_id=f"x{i}", queue=Q) for i in range(25)])
     jobs = (await claim(app, 25)).jobs
-    await app.scripts.ack(qk, "succeeded", 1, [(j.id, j.token, b"") for j in jobs])
+    await app.scripts.ack(qk, "succeeded", 1, [(j.id, j.token, b"", "") for j in jobs])
     now = await server_ms(app)
     await app.redis.zadd(qk.done, {j.id: now - 10 for j in jobs}, xx=True)
     assert await app.scripts.expire(qk, 10) == 10
@@ -135,7 +145,7 @@ async def test_fail_work_retries_with_delay_then_dies(app: App) -> None:
     await app.enqueue("j", queue=Q, job_id="a", max_attempts=2)
     j = (await claim(app)).jobs[0]
     before = await server_ms(app)
-    out = await app.scripts.fail(qk, "a", j.token, "work", "", "boom", 5_000)
+    out = await fail_job(app, qk, "a", j.token, "work", "", "boom", 5_000)
     assert (out.code, out.state, out.attempt, out.work_failures) == (1, "scheduled", 1, 1)
     rec = await app.get_job("a")
     assert rec.due_ms is not None and before + 5_000 <= rec.due_ms <= before + 6_000
@@ -143,7 +153,7 @@ async def test_fail_work_retries_with_delay_then_dies(app: App) -> None:
     await make_due(app, Q, "a")
     j2 = (await claim(app)).jobs[0]
     assert (j2.attempt, j2.token, j2.work_failures) == (2, 2, 1)
-    out = await app.scripts.fail(qk, "a", j2.token, "work", "", "boom again", 5_000)
+    out = await fail_job(app, qk, "a", j2.token, "work", "", "boom again", 5_000)
     assert (out.code, out.state) == (2, "dead")
     rec = await app.get_job("a")
     assert rec.reason == "max-attempts" and rec.error == "boom again"
@@ -160,10 +170,10 @@ async def test_fail_infra_has_its_own_budget_and_refunds_attempt(app: App) -> No
     for n in (1, 2):
         j = (await claim(app)).jobs[0]
         assert j.attempt == 1
-        out = await app.scripts.fail(qk, "a", j.token, "infra", "", "conn reset", 0)
+        out = await fail_job(app, qk, "a", j.token, "infra", "", "conn reset", 0)
         assert (out.code, out.state, out.attempt, out.infra_failures) == (1, "queued", 0, n)
     j = (await claim(app)).jobs[0]
-    out = await app.scripts.fail(qk, "a", j.token, "infra", "", "conn reset", 0)
+    out = await fail_job(app, qk, "a", j.token, "infra", "", "conn reset", 0)
     assert (out.code, out.state) == (2, "dead")
     assert (await app.get_job("a")).reason == "max-infra-attempts"
 
@@ -172,11 +182,11 @@ async def test_fail_permanent_goes_dead_at_once_and_stale_refused(app: App) -> N
     qk = app.keys(Q)
     await app.enqueue("j", queue=Q, job_id="a", max_attempts=10)
     j = (await claim(app)).jobs[0]
-    assert (await app.scripts.fail(qk, "a", j.token + 1, "dead", "permanent", "x", 0)).code == 0
-    out = await app.scripts.fail(qk, "a", j.token, "dead", "permanent", "bad input", 0)
+    assert (await fail_job(app, qk, "a", j.token + 1, "dead", "permanent", "x", 0)).code == 0
+    out = await fail_job(app, qk, "a", j.token, "dead", "permanent", "bad input", 0)
     assert (out.code, out.state) == (2, "dead")
     assert (await app.get_job("a")).reason == "permanent"
-    assert (await app.scripts.fail(qk, "a", j.token, "dead", "permanent", "x", 0)).code == 0
+    assert (await fail_job(app, qk, "a", j.token, "dead", "permanent", "x", 0)).code == 0
 
 
 async def test_release_refunds_attempt_keeps_place_and_is_idempotent(app: App) -> None:
@@ -195,15 +205,16 @@ async def test_reap_requeues_expired_and_is_idempotent(app: App) -> None:
     qk = app.keys(Q)
     await app.enqueue("j", queue=Q, job_id="a", max_attempts=3)
     j = (await claim(app)).jobs[0]
-    assert (await app.scripts.reap(qk, 100, 0, 0)).requeued == 0  # not expired yet
+    assert (await app.scripts.reap(qk, 100, 0, 0,
+                                   {}, DEFAULT_BUDGET)).requeued == 0  # not expired yet
     await expire_lease(app, Q, "a")
-    out = await app.scripts.reap(qk, 100, 0, 0)
+    out = await app.scripts.reap(qk, 100, 0, 0, {}, DEFAULT_BUDGET)
     assert (out.requeued, out.dead) == (1, 0)
-    assert (await app.scripts.reap(qk, 100, 0, 0)).requeued == 0
+    assert (await app.scripts.reap(qk, 100, 0, 0, {}, DEFAULT_BUDGET)).requeued == 0
     rec = await app.get_job("a")
     assert rec.state == "queued" and rec.attempt == 1  # the expired run was an attempt
     # the old holder's writes are refused now
-    assert await app.scripts.ack(qk, "succeeded", 1000, [("a", j.token, b"")]) == [0]
+    assert await app.scripts.ack(qk, "succeeded", 1000, [("a", j.token, b"", "")]) == [0]
     assert await app.scripts.renew(qk, [("a", j.token)], 1000) == [0]
 
 
@@ -213,7 +224,7 @@ async def test_reap_with_backoff_schedules(app: App) -> None:
     await claim(app)
     await expire_lease(app, Q, "a")
     before = await server_ms(app)
-    await app.scripts.reap(qk, 100, 1_000, 10_000)
+    await app.scripts.reap(qk, 100, 1_000, 10_000, {}, DEFAULT_BUDGET)
     rec = await app.get_job("a")
     assert rec.state == "scheduled" and rec.due_ms is not None
     assert before + 1_000 <= rec.due_ms <= before + 2_000
@@ -225,7 +236,7 @@ async def test_reap_is_bounded(app: App) -> None:
     await claim(app, 30)
     now = await server_ms(app)
     await app.redis.zadd(qk.leases, {f"x{i}": now - 1 for i in range(30)}, xx=True)
-    assert (await app.scripts.reap(qk, 10, 0, 0)).requeued == 10
+    assert (await app.scripts.reap(qk, 10, 0, 0, {}, DEFAULT_BUDGET)).requeued == 10
     assert (await app.stats(Q)).leased == 20
 
 
@@ -236,7 +247,7 @@ async def test_poison_job_dies_lease_expired(app: App) -> None:
         jobs = (await claim(app)).jobs
         assert [j.id for j in jobs] == ["p"]
         await expire_lease(app, Q, "p")
-        await app.scripts.reap(qk, 100, 0, 0)
+        await app.scripts.reap(qk, 100, 0, 0, {}, DEFAULT_BUDGET)
     rec = await app.get_job("p")
     assert rec.state == "dead" and rec.reason == "lease-expired" and rec.attempt == 3
     assert (await claim(app)).jobs == []
@@ -265,7 +276,7 @@ async def test_replay_gives_fresh_counters_and_purge(app: App) -> None:
     await app.enqueue_many([JobRequest("j", job_id=i, queue=Q, max_attempts=1)
                             for i in ("a", "b")])
     for j in (await claim(app, 2)).jobs:
-        await app.scripts.fail(qk, j.id, j.token, "work", "", "e", 0)
+        await fail_job(app, qk, j.id, j.token, "work", "", "e", 0)
     assert (await app.stats(Q)).dead == 2
     assert await app.replay(["a"], queue=Q) == 1
     assert await app.replay(["a"], queue=Q) == 0
@@ -284,7 +295,8 @@ async def test_stats_counts_and_oldest_age(app: App) -> None:
     # age the low-priority job by 5 s, as if it had waited
     raw = await app.redis.hget(qk.jobs, "old")
     fields = raw.split(b"|")
-    fields[12] = str(int(fields[12]) - 5_000).encode()  # ready_ms (see RECORD_FIELDS)
+    at = 1 + RECORD_FIELDS.index("ready_ms")  # after the version
+    fields[at] = str(int(fields[at]) - 5_000).encode()
     await app.redis.hset(qk.jobs, "old", b"|".join(fields))
     st = await app.stats(Q)
     assert (st.ready, st.scheduled, st.leased, st.dead) == (2, 1, 0, 0)

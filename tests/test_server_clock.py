@@ -13,7 +13,7 @@ import pytest
 from fakeredis.commands_mixins import server_mixin
 
 from leasequeue import App
-from tests.helpers import server_ms
+from tests.helpers import DEFAULT_BUDGET, START_ALL, new_claim_id, server_ms
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +52,7 @@ async def test_claim_lease_expiry_from_server_time(app: App, monkeypatch: pytest
     with client_clock(monkeypatch, skew_s):
         before = await server_ms(app)
         assert abs(time.time() * 1000 - before) > DAY_S * 1000 / 2  # the skew is in force
-        batch = await app.scripts.claim(app.keys(Q), 1, 30_000, "w")
+        batch = await app.scripts.claim(app.keys(Q), 1, 30_000, "w", START_ALL, new_claim_id())
         after = await server_ms(app)
     assert [j.id for j in batch.jobs] == ["a"]
     assert before <= batch.now_ms <= after
@@ -70,7 +70,7 @@ async def test_enqueue_due_time_from_server_time(app: App, monkeypatch: pytest.M
         await app.enqueue("j", queue=Q, job_id="now")
         after = await server_ms(app)
         # neither is due yet by the server clock, whatever the client's clock says
-        batch = await app.scripts.claim(app.keys(Q), 5, 30_000, "w")
+        batch = await app.scripts.claim(app.keys(Q), 5, 30_000, "w", START_ALL, new_claim_id())
     assert [j.id for j in batch.jobs] == ["now"]
     assert 59_000 <= batch.next_due_in_ms <= 60_000
     due = await app.redis.zscore(app.keys(Q).scheduled, "later")
@@ -87,16 +87,17 @@ async def test_workers_with_opposite_skews_agree_on_leases(
     await app.enqueue("j", queue=Q, job_id="b")
     before = await server_ms(app)
     with client_clock(monkeypatch, DAY_S):
-        ahead = (await app.scripts.claim(qk, 1, 30_000, "ahead")).jobs[0]
+        ahead = (await app.scripts.claim(qk, 1, 30_000, "ahead", START_ALL, new_claim_id())).jobs[0]
     with client_clock(monkeypatch, -DAY_S):
-        behind = (await app.scripts.claim(qk, 1, 30_000, "behind")).jobs[0]
+        behind = (await app.scripts.claim(qk, 1, 30_000, "behind",
+                                          START_ALL, new_claim_id())).jobs[0]
     after = await server_ms(app)
     for job in (ahead, behind):
         assert before + 30_000 <= await lease_expiry(app, job.id) <= after + 30_000
 
     # the worker whose clock runs a day ahead reaps nothing: no lease has expired
     with client_clock(monkeypatch, DAY_S):
-        assert (await app.scripts.reap(qk, 100, 0, 0)).requeued == 0
+        assert (await app.scripts.reap(qk, 100, 0, 0, {}, DEFAULT_BUDGET)).requeued == 0
     # the worker a day behind renews; its lease ends 60 s from server now, not a day ago
     with client_clock(monkeypatch, -DAY_S):
         renew_before = await server_ms(app)

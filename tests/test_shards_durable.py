@@ -9,6 +9,7 @@ import pytest
 from leasequeue import App, Context, JobRequest, Worker
 from leasequeue.errors import NotDurable
 from tests.harness.redis_proc import RedisProcess
+from tests.helpers import START_ALL, new_claim_id
 
 pytestmark = pytest.mark.anyio
 
@@ -92,9 +93,10 @@ async def test_durable_mode_waits_for_a_replica(prefix: str) -> None:
         assert job.created
         again = await app.enqueue("j", queue="default", job_id="a")  # the retry is deduped
         assert not again.created
-        batch = await app.scripts.claim(app.keys("default"), 2, 10_000, "w")
+        batch = await app.scripts.claim(app.keys("default"), 2, 10_000, "w",
+                                        START_ALL, new_claim_id())
         answers = await app.scripts.ack(app.keys("default"), "succeeded", 60_000,
-                                        [(j.id, j.token, b"") for j in batch.jobs])
+                                        [(j.id, j.token, b"", "") for j in batch.jobs])
         assert answers == [1, 1]
         await app.close()
     finally:

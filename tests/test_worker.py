@@ -13,7 +13,7 @@ import pytest
 from leasequeue import App, Context, PermanentError, Retry, TransientError, Worker, fixed
 from leasequeue.backoff import exponential
 from leasequeue.models import JobRecord
-from tests.helpers import eventually, expire_lease, server_ms, worker_running
+from tests.helpers import DEFAULT_BUDGET, eventually, expire_lease, server_ms, worker_running
 
 pytestmark = pytest.mark.anyio
 
@@ -205,7 +205,8 @@ async def test_stolen_lease_stops_run_and_discards_result(
     async with running(app, lease=3.0, reap_interval=60):
         await until(lambda: runs == [1])
         await expire_lease(app, "default", "h")
-        await app.scripts.reap(app.keys("default"), 10, 0, 0)  # another worker's reaper
+        await app.scripts.reap(app.keys("default"), 10, 0, 0,
+                               {}, DEFAULT_BUDGET)  # another worker's reaper
         rec = await until(lambda: state_is(app, "h", "succeeded"), limit=15)
     assert rec.result == 2 and rec.token == 2
     await until(lambda: stopped == [1])  # the stale run was stopped, not left running

@@ -60,7 +60,7 @@ class Reaper:
                     self._log.info("reaped expired leases", queue=queue, requeued=out.requeued,
                                    dead=out.dead, canceled=out.canceled,
                                    never_started=out.unstarted)
-                examined = out.requeued + out.dead + out.canceled + out.stale + out.unstarted
+                examined = out.requeued + out.dead + out.canceled + out.stale
                 if examined < REAP_BATCH:
                     break
             for _ in range(MAX_ROUNDS):

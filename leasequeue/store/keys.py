@@ -123,12 +123,23 @@ class QueueKeys:
     def stats(self) -> str:
         return self._key("stats")
 
+    @property
+    def token(self) -> str:
+        """The fencing token counter (STRING)."""
+        return self._key("token")
+
+    def claim(self, worker_id: str) -> str:
+        """One worker's last claim on this queue (STRING, expires with the lease):
+        its claim id and the (id, token) it leased, so a retried claim is idempotent."""
+        return self._key(f"claim:{check_worker_id(worker_id)}")
+
     def all(self) -> list[str]:
-        """Every key of the queue (for tests and for slot checks)."""
+        """Every fixed key of the queue (for tests and for slot checks); the
+        per-worker claim keys are not listed."""
         return [
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
-            self.wake, self.stats,
+            self.wake, self.stats, self.token,
         ]
 
 
@@ -149,13 +160,17 @@ def limiter_key(limiter_prefix: str, name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LimiterKeys:
-    """The one key of a limit (a ZSET: holder -> lease expiry)."""
+    """The keys of a limit, under one hash tag: ``limit`` (ZSET holder -> lease
+    expiry) and ``evicted`` (ZSET holder evicted by `replace` -> when the
+    marker lapses)."""
 
     limit: str
+    evicted: str
 
 
 def limit_keys(limiter_prefix: str, name: str) -> LimiterKeys:
-    return LimiterKeys(limiter_key(limiter_prefix, name))
+    limit = limiter_key(limiter_prefix, name)
+    return LimiterKeys(limit, f"{limit}:evicted")
 
 
 def default_limiter_prefix(prefix: str) -> str:

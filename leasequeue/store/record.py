@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import codec
 from ..errors import MalformedJob
-from ..models import JobRecord
+from ..models import ErrorEntry, JobRecord
 
 
 def text(value: Any) -> str:
@@ -16,24 +16,59 @@ def text(value: Any) -> str:
 
 RECORD_FIELDS = (
     "state", "token", "attempt", "work_fail", "infra_fail", "max_attempts", "max_infra",
-    "cancel", "prio", "seq", "enq_ms", "ready_ms", "due_ms", "claim_ms", "end_ms", "name",
-    "worker", "reason",
+    "cancel", "started", "prio", "seq", "enq_ms", "ready_ms", "due_ms", "claim_ms", "end_ms",
+    "name", "worker", "reason",
 )
-_NUMERIC = frozenset(RECORD_FIELDS[1:15])
+# version 1 (still read): no `started`; a leased v1 record counted its attempt at claim
+RECORD_FIELDS_V1 = tuple(f for f in RECORD_FIELDS if f != "started")
+_TEXT = frozenset(("state", "name", "worker", "reason"))
+
+# the error history (see push_error in lua/_lib.lua)
+ERROR_RS, ERROR_US = "\x1e", "\x1f"
+MAX_ERROR_TEXT = 4000
 
 
 def parse_record(raw: bytes) -> dict[str, Any]:
-    """The '|'-joined job record (see lua/_lib.lua) as a dict; ValueError if malformed."""
+    """The '|'-joined job record (see lua/_lib.lua), version 2 or 1, as a dict
+    with every RECORD_FIELDS name; ValueError if malformed."""
     parts = raw.decode().split("|")
-    if len(parts) != len(RECORD_FIELDS) + 1 or parts[0] != "1":
-        raise ValueError("not a version-1 record")
-    return {name: int(value) if name in _NUMERIC else value
-            for name, value in zip(RECORD_FIELDS, parts[1:], strict=True)}
+    version = parts[0]
+    fields = {"2": RECORD_FIELDS, "1": RECORD_FIELDS_V1}.get(version)
+    if fields is None or len(parts) != len(fields) + 1:
+        raise ValueError("not a version-1 or version-2 record")
+    m = {name: value if name in _TEXT else int(value)
+         for name, value in zip(fields, parts[1:], strict=True)}
+    if version == "1":
+        m["started"] = 1 if m["state"] == "leased" else 0
+    return m
+
+
+def error_text(text: str) -> str:
+    """An error text as the scripts keep it: capped, without the separators."""
+    clean = text.replace(ERROR_RS, " ").replace(ERROR_US, " ")
+    if len(clean) > MAX_ERROR_TEXT:
+        clean = clean[:MAX_ERROR_TEXT - 15] + " ...[truncated]"
+    return clean
+
+
+def parse_errors(raw: bytes | None) -> list[ErrorEntry]:
+    """The error history, oldest first; a plain text (written before the
+    history) is one entry of kind '' and attempt 0."""
+    if not raw:
+        return []
+    out = []
+    for entry in raw.decode(errors="replace").split(ERROR_RS):
+        parts = entry.split(ERROR_US, 3)
+        if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
+            out.append(ErrorEntry(int(parts[0]), parts[1], int(parts[2]), parts[3]))
+        else:
+            out.append(ErrorEntry(0, "", 0, entry))
+    return out
 
 
 def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float | None,
                   envelope: bytes | None, error: bytes | None) -> JobRecord | None:
-    """Decode a job from its record, payload envelope and last error; raise
+    """Decode a job from its record, payload envelope and error history; raise
     MalformedJob when the record or the envelope cannot be decoded."""
     if raw is None:
         return None
@@ -42,6 +77,7 @@ def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJob(f"job {job_id} in queue {queue}: record is malformed ({exc})") from exc
     env = codec.decode_envelope(envelope or b"", job_id)
+    errors = parse_errors(error)
 
     def instant(name: str) -> int | None:
         return m[name] or None
@@ -49,12 +85,13 @@ def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float
     return JobRecord(
         id=job_id, queue=queue, name=m["name"], state=m["state"], attempt=m["attempt"],
         token=m["token"], work_failures=m["work_fail"], infra_failures=m["infra_fail"],
-        max_attempts=m["max_attempts"], max_infra_attempts=m["max_infra"], priority=m["prio"],
+        max_attempts=m["max_attempts"] or None, max_infra_attempts=m["max_infra"] or None,
+        priority=m["prio"],
         correlation_id=env.correlation_id, request_id=env.request_id,
         enqueued_ms=instant("enq_ms"), ready_ms=instant("ready_ms"), due_ms=instant("due_ms"),
         claimed_ms=instant("claim_ms"), finished_ms=instant("end_ms"),
         lease_expires_ms=int(lease_score) if lease_score is not None else None,
         worker=m["worker"] or None, cancel_requested=m["cancel"] == 1,
-        reason=m["reason"] or None, error=error.decode(errors="replace") if error else None,
-        payload=env.kwargs,
+        reason=m["reason"] or None, error=errors[-1].text if errors else None,
+        payload=env.kwargs, errors=errors,
     )

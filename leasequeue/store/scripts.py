@@ -4,7 +4,8 @@ client and run with EVALSHA (reloaded on NOSCRIPT)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -23,10 +24,25 @@ from .connection import is_cluster
 from .direct import run_and_wait, run_direct
 from .keys import LimiterKeys, QueueKeys
 from .loader import script_source
-from .record import text
+from .record import error_text, text
 from .settings import StoreSettings
-from .specs import SPECS
+from .specs import (
+    SPECS,
+    AckReply,
+    CancelStatus,
+    EnqueueReply,
+    FailReply,
+    LimiterAcquireReply,
+    LimiterRenewReply,
+    ReleaseReply,
+    RenewReply,
+    ReplayReply,
+    StartReply,
+)
 from .translate import translate_errors
+
+# a claim id goes into the claim key's text: no newline, nothing odd
+_CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
 
 
 class Scripts:
@@ -48,17 +64,22 @@ class Scripts:
         # encode every key name on every call, a good part of a small call's cost
         cached = self._key_cache.get((name, qk))
         if cached is None:
-            cached = [getattr(qk, key).encode() for key in SPECS[name].keys]
+            spec = SPECS[name]
+            cached = [getattr(qk, key).encode() for key in spec.keys
+                      if key not in spec.worker_keys]
             self._key_cache[(name, qk)] = cached
         return cached
 
-    async def run(self, name: str, qk: QueueKeys | LimiterKeys, args: Sequence[Any]) -> Any:
+    async def run(self, name: str, qk: QueueKeys | LimiterKeys, args: Sequence[Any],
+                  worker_keys: Sequence[str] = ()) -> Any:
+        """Run a script; ``worker_keys``: the per-worker keys its spec lists last."""
         keys = self._keys_of(name, qk)
+        if worker_keys:
+            keys = [*keys, *(k.encode() for k in worker_keys)]
         if self._direct:
-            # a claim that may have reached Redis is never sent twice: its jobs
-            # would be leased to nobody (every other script is fenced or idempotent)
-            call = run_direct(self._redis, self._scripts[name], keys, args,
-                              retry=name != "claim")
+            # a dropped connection is retried once: every script is fenced or
+            # idempotent, the claim too (by its claim id)
+            call = run_direct(self._redis, self._scripts[name], keys, args)
         else:
             call = self._scripts[name](keys=keys, args=list(args))
         return await translate_errors(self._url, name, call)
@@ -85,86 +106,119 @@ class Scripts:
             args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts,
                      j.max_infra]
         reply = await self.run_durable("enqueue", qk, args)
-        return [(bool(reply[i]), text(reply[i + 1])) for i in range(0, len(reply), 2)]
+        return [(EnqueueReply(int(reply[i])) == EnqueueReply.CREATED, text(reply[i + 1]))
+                for i in range(0, len(reply), 2)]
 
-    async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str) -> ClaimBatch:
+    async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,
+                    start_now: int, claim_id: str) -> ClaimBatch:
+        """Lease up to ``count`` jobs; the first ``start_now`` start at once (their
+        attempt counted), the rest wait for start(). A call repeated with the same
+        ``claim_id`` (a lost reply) returns the same jobs and leases nothing new:
+        use a fresh id per claim."""
+        if not _CLAIM_ID.fullmatch(claim_id):
+            raise ValueError(f"invalid claim id {claim_id!r}: use 1-100 of A-Z a-z 0-9 _ . : -")
         s = self.settings
         reply = await self.run(
             "claim", qk,
             [count, lease_ms, worker_id, s.promote_batch, s.events_maxlen, s.audit_flag,
-             s.letters_maxlen],
+             s.letters_maxlen, start_now, claim_id],
+            worker_keys=[qk.claim(worker_id)],
         )
         jobs = []
         queue = qk.queue
-        for i in range(3, 3 + 10 * int(reply[2]), 10):
-            r = reply[i:i + 10]
+        for i in range(3, 3 + 11 * int(reply[2]), 11):
+            r = reply[i:i + 11]
             jobs.append(ClaimedJob(
                 r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4], int(r[5]),
-                int(r[6]), int(r[7]), int(r[8]), int(r[9]),
+                int(r[6]), int(r[7]), int(r[8]), int(r[9]), int(r[10]) == 1,
             ))
         return ClaimBatch(int(reply[0]), int(reply[1]), jobs)
 
+    async def start(self, qk: QueueKeys, held: Sequence[tuple[str, int]]) -> list[StartReply]:
+        """Mark leased runs started (their attempt counted once); held: (id, token)."""
+        args: list[Any] = []
+        for job_id, token in held:
+            args += [job_id, token]
+        return [StartReply(int(x)) for x in await self.run("start", qk, args)]
+
     async def renew(self, qk: QueueKeys, held: Sequence[tuple[str, int]],
-                    lease_ms: int) -> list[int]:
+                    lease_ms: int) -> list[RenewReply]:
         args: list[Any] = [lease_ms, self.settings.events_maxlen]
         for job_id, token in held:
             args += [job_id, token]
-        return [int(x) for x in await self.run("renew", qk, args)]
+        return [RenewReply(int(x)) for x in await self.run("renew", qk, args)]
 
     async def ack(self, qk: QueueKeys, outcome: str, retention_ms: int,
-                  items: Sequence[tuple[str, int, bytes]]) -> list[int]:
-        """Finish a batch with one outcome and retention; items: (id, token, result)."""
-        args: list[Any] = [self.settings.events_maxlen, self.settings.audit_flag, outcome,
-                           retention_ms]
-        for item in items:
-            args.extend(item)
+                  items: Sequence[tuple[str, int, bytes, str]]) -> list[AckReply]:
+        """Finish a batch with one outcome and retention; items: (id, token,
+        result, note), a note ('' = none) is kept in the job's error history.
+        Also deletes up to ``expire_on_ack`` expired finished records."""
+        s = self.settings
+        args: list[Any] = [s.events_maxlen, s.audit_flag, outcome, retention_ms,
+                           s.expire_on_ack]
+        for job_id, token, result, note in items:
+            args += [job_id, token, result, error_text(note) if note else ""]
         try:
             reply = await self.run_durable("ack", qk, args)
         except NotDurable as exc:
             reply = exc.reply  # the acks are written; a failover now may undo them
             get_log("scripts").warning("acks not confirmed by a replica in time",
                                        acked=exc.acked, wanted=exc.wanted, jobs=len(items))
-        return [int(x) for x in reply]
+        return [AckReply(int(x)) for x in reply]
 
     async def fail(self, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
-                   error: str, delay_ms: int) -> FailOutcome:
+                   error: str, delay_ms: int, max_attempts: int, max_infra: int) -> FailOutcome:
+        """A run failed (kind work | infra | dead); ``max_attempts`` / ``max_infra``:
+        the worker's effective budgets for this job (the record's own when set,
+        else its definition's), both > 0."""
+        if max_attempts <= 0 or max_infra <= 0:
+            raise ValueError("fail needs the job's budgets, both > 0")
         s = self.settings
         r = await self.run(
             "fail", qk,
-            [job_id, token, kind, reason, error, delay_ms, s.events_maxlen, s.letters_maxlen,
-             s.retention_ms],
+            [job_id, token, kind, reason, error_text(error), delay_ms, s.events_maxlen,
+             s.letters_maxlen, s.retention_ms, max_attempts, max_infra, s.dead_max,
+             s.dead_retention_ms],
         )
-        return FailOutcome(int(r[0]), text(r[1]), int(r[2]), int(r[3]), int(r[4]))
+        return FailOutcome(FailReply(int(r[0])), text(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
     async def release(self, qk: QueueKeys, held: Sequence[tuple[str, int]], delay_ms: int,
-                      why: str) -> list[int]:
+                      why: str) -> list[ReleaseReply]:
         s = self.settings
         args: list[Any] = [delay_ms, s.retention_ms, s.events_maxlen, why]
         for job_id, token in held:
             args += [job_id, token]
-        return [int(x) for x in await self.run("release", qk, args)]
+        return [ReleaseReply(int(x)) for x in await self.run("release", qk, args)]
 
-    async def reap(self, qk: QueueKeys, batch: int, backoff_base_ms: int,
-                   backoff_cap_ms: int) -> ReapOutcome:
+    async def reap(self, qk: QueueKeys, batch: int, backoff_base_ms: int, backoff_cap_ms: int,
+                   budgets: Mapping[str, tuple[int, int]],
+                   default_budget: tuple[int, int]) -> ReapOutcome:
+        """Hand expired leases back. ``budgets``: job name -> (max_attempts,
+        max_infra) of the reaping worker's definitions; ``default_budget`` for the
+        other names; a record's own budget (when set) wins over both."""
+        if min(default_budget) <= 0 or any(min(b) <= 0 for b in budgets.values()):
+            raise ValueError("reap budgets must be > 0")
         s = self.settings
-        r = await self.run(
-            "reap", qk,
-            [batch, backoff_base_ms, backoff_cap_ms, s.retention_ms, s.events_maxlen,
-             s.letters_maxlen],
-        )
-        return ReapOutcome(int(r[0]), int(r[1]), int(r[2]), int(r[3]))
+        args: list[Any] = [batch, backoff_base_ms, backoff_cap_ms, s.retention_ms,
+                           s.events_maxlen, s.letters_maxlen, s.dead_max, s.dead_retention_ms,
+                           *default_budget]
+        for name, (max_attempts, max_infra) in budgets.items():
+            args += [name, max_attempts, max_infra]
+        r = await self.run("reap", qk, args)
+        return ReapOutcome(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
     async def expire(self, qk: QueueKeys, batch: int) -> int:
         return int(await self.run("expire", qk, [batch]))
 
-    async def cancel(self, qk: QueueKeys, job_id: str, token: int = 0) -> tuple[str, str]:
-        """Cancel a job; with ``token``, only request the cancel of that run."""
+    async def cancel(self, qk: QueueKeys, job_id: str, token: int = 0) -> tuple[CancelStatus, str]:
+        """Cancel a job; with ``token``, only request the cancel of that run.
+        Returns (status, state)."""
         s = self.settings
         r = await self.run("cancel", qk, [job_id, s.retention_ms, s.events_maxlen, token])
-        return text(r[0]), text(r[1])
+        return CancelStatus(text(r[0])), text(r[1])
 
-    async def replay(self, qk: QueueKeys, job_ids: Sequence[str]) -> list[int]:
-        return [int(x) for x in await self.run(
+    async def replay(self, qk: QueueKeys, job_ids: Sequence[str]) -> list[ReplayReply]:
+        return [ReplayReply(int(x)) for x in await self.run(
             "replay", qk, [self.settings.events_maxlen, *job_ids])]
 
     async def purge(self, qk: QueueKeys, batch: int) -> int:
@@ -189,14 +243,15 @@ class Scripts:
     # -- the cluster-wide limiter ---------------------------------------------
 
     async def limiter_acquire(self, lk: LimiterKeys, holder: str, limit: int, lease_ms: int,
-                              replace: bool) -> tuple[int, str]:
+                              replace: bool) -> tuple[LimiterAcquireReply, str]:
         r = await self.run("limiter_acquire", lk,
                            [holder, limit, lease_ms, "replace" if replace else "take"])
-        return int(r[0]), text(r[1])
+        return LimiterAcquireReply(int(r[0])), text(r[1])
 
     async def limiter_renew(self, lk: LimiterKeys, holders: Sequence[str],
-                            lease_ms: int) -> list[int]:
-        return [int(x) for x in await self.run("limiter_renew", lk, [lease_ms, *holders])]
+                            lease_ms: int) -> list[LimiterRenewReply]:
+        return [LimiterRenewReply(int(x))
+                for x in await self.run("limiter_renew", lk, [lease_ms, *holders])]
 
     async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
         return int(await self.run("limiter_release", lk, list(holders)))

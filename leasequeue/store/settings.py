@@ -18,6 +18,9 @@ class StoreSettings:
     retention_ms: int = 24 * 3600 * 1000  # of canceled records
     durable_replicas: int = 0  # > 0: WAIT for that many replicas after enqueue and ack
     durable_timeout_ms: int = 1000
+    expire_on_ack: int = 200  # most expired finished records each ack deletes
+    dead_max: int = 100_000  # most dead jobs kept (the oldest are trimmed as jobs die)
+    dead_retention_ms: int = 7 * 24 * 3600 * 1000  # dead jobs older than this are trimmed
 
     @property
     def audit_flag(self) -> str:

@@ -5,6 +5,7 @@ headers and bodies of the .lua files."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum, StrEnum
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +16,8 @@ class ScriptSpec:
     keys: tuple[str, ...]
     argv: tuple[str, ...]
     per_item: tuple[str, ...] = ()  # the repeated ARGV group after `argv`, if any
+    # keys built per worker (QueueKeys methods taking the worker id), last in KEYS
+    worker_keys: tuple[str, ...] = ()
 
 
 SPECS: dict[str, ScriptSpec] = {
@@ -29,24 +32,27 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "claim",
             ("ready", "scheduled", "leases", "jobs", "payloads", "dead", "deadletters",
-             "stats", "events"),
+             "stats", "events", "token", "claim"),
             ("count", "lease_ms", "worker_id", "promote_batch", "events_maxlen", "audit_all",
-             "letters_maxlen"),
+             "letters_maxlen", "start_now", "claim_id"),
+            worker_keys=("claim",),
         ),
+        ScriptSpec("start", ("leases", "jobs"), (), ("id", "token")),
         ScriptSpec("renew", ("leases", "jobs", "events"), ("lease_ms", "events_maxlen"),
                    ("id", "token")),
         ScriptSpec(
             "ack",
             ("leases", "jobs", "payloads", "errors", "results", "done", "stats", "events"),
-            ("events_maxlen", "audit_all", "outcome", "retention_ms"),
-            ("id", "token", "result"),
+            ("events_maxlen", "audit_all", "outcome", "retention_ms", "expire_batch"),
+            ("id", "token", "result", "note"),
         ),
         ScriptSpec(
             "fail",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
              "dead", "deadletters", "stats", "wake", "events"),
             ("id", "token", "kind", "reason", "error", "delay_ms", "events_maxlen",
-             "letters_maxlen", "retention_ms"),
+             "letters_maxlen", "retention_ms", "max_attempts", "max_infra", "dead_max",
+             "dead_retention_ms"),
         ),
         ScriptSpec(
             "release",
@@ -60,13 +66,15 @@ SPECS: dict[str, ScriptSpec] = {
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
              "dead", "deadletters", "stats", "wake", "events"),
             ("batch", "backoff_base_ms", "backoff_cap_ms", "retention_ms", "events_maxlen",
-             "letters_maxlen"),
+             "letters_maxlen", "dead_max", "dead_retention_ms", "default_max_attempts",
+             "default_max_infra"),
+            ("name", "max_attempts", "max_infra"),
         ),
         ScriptSpec("expire", ("done", "jobs", "payloads", "errors", "results"), ("batch",)),
         ScriptSpec(
             "cancel",
             ("jobs", "payloads", "errors", "results", "ready", "scheduled", "done", "stats",
-             "events"),
+             "events", "leases"),
             ("id", "retention_ms", "events_maxlen", "token"),
         ),
         ScriptSpec(
@@ -77,9 +85,10 @@ SPECS: dict[str, ScriptSpec] = {
         ),
         ScriptSpec("purge", ("dead", "jobs", "payloads", "errors", "results", "stats"),
                    ("batch",)),
-        ScriptSpec("limiter_acquire", ("limit",), ("holder", "limit", "lease_ms", "mode")),
-        ScriptSpec("limiter_renew", ("limit",), ("lease_ms",), ("holder",)),
-        ScriptSpec("limiter_release", ("limit",), (), ("holder",)),
+        ScriptSpec("limiter_acquire", ("limit", "evicted"),
+                   ("holder", "limit", "lease_ms", "mode")),
+        ScriptSpec("limiter_renew", ("limit", "evicted"), ("lease_ms",), ("holder",)),
+        ScriptSpec("limiter_release", ("limit", "evicted"), (), ("holder",)),
         ScriptSpec(
             "stats",
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats"),
@@ -89,3 +98,81 @@ SPECS: dict[str, ScriptSpec] = {
 }
 
 
+# -- the named codes of each script's reply (the CODE_<NAME> locals of the .lua) --
+
+class EnqueueReply(IntEnum):
+    EXISTED = 0
+    CREATED = 1
+
+
+class StartReply(IntEnum):
+    LOST = 0
+    STARTED = 1
+    CANCEL_REQUESTED = 2
+
+
+class RenewReply(IntEnum):
+    LOST = 0
+    RENEWED = 1
+    CANCEL_REQUESTED = 2
+
+
+class AckReply(IntEnum):
+    REFUSED = 0
+    FINISHED = 1
+
+
+class FailReply(IntEnum):
+    REFUSED = 0
+    RETRY = 1
+    DEAD = 2
+    CANCELED = 3
+
+
+class ReleaseReply(IntEnum):
+    REFUSED = 0
+    RELEASED = 1
+    CANCELED = 2
+
+
+class ReplayReply(IntEnum):
+    MALFORMED = -1
+    NOT_DEAD = 0
+    REPLAYED = 1
+
+
+class CancelStatus(StrEnum):
+    CANCELED = "canceled"
+    CANCEL_REQUESTED = "cancel-requested"
+    FINAL = "final"
+    STALE = "stale"
+    MISSING = "missing"
+    MALFORMED = "malformed"
+
+
+class LimiterAcquireReply(IntEnum):
+    NO_SLOT = 0
+    TAKEN = 1
+    EVICTED = 2
+
+
+class LimiterRenewReply(IntEnum):
+    LOST = 0
+    RENEWED = 1
+    EVICTED = 2
+
+
+# script name -> the enum of the codes its reply uses (scripts that return
+# counts or data only have none)
+REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
+    "enqueue": EnqueueReply,
+    "start": StartReply,
+    "renew": RenewReply,
+    "ack": AckReply,
+    "fail": FailReply,
+    "release": ReleaseReply,
+    "replay": ReplayReply,
+    "cancel": CancelStatus,
+    "limiter_acquire": LimiterAcquireReply,
+    "limiter_renew": LimiterRenewReply,
+}

@@ -13,6 +13,7 @@ import argparse
 import random
 import sys
 import time
+import uuid
 
 import anyio
 
@@ -44,7 +45,8 @@ async def claimer(app: App, args: argparse.Namespace, worker_id: str, deadline: 
     qk = app.keys(args.queue)
     claimed = 0
     while time.monotonic() < deadline:
-        batch = await app.scripts.claim(qk, rng.randint(1, 20), args.lease_ms, worker_id)
+        batch = await app.scripts.claim(qk, rng.randint(1, 20), args.lease_ms, worker_id,
+                                        1_000_000, uuid.uuid4().hex)
         if not batch.jobs:
             return claimed
         claimed += len(batch.jobs)
@@ -57,7 +59,8 @@ async def main(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     async with App(args.url, prefix=args.prefix) as app:
         # warm up: connect and load the claim script (count 0 leases nothing)
-        await app.scripts.claim(app.keys(args.queue), 0, args.lease_ms, "warmup")
+        await app.scripts.claim(app.keys(args.queue), 0, args.lease_ms, "warmup", 0,
+                                uuid.uuid4().hex)
         await app.redis.rpush(args.ready_key, args.proc_id)
         if await app.redis.blpop([args.go_key], timeout=args.timeout) is None:
             return NO_GO
