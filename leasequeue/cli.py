@@ -98,7 +98,7 @@ async def _worker(args: argparse.Namespace) -> int:
                     allow_eviction=args.allow_eviction, reap_interval=args.reap_interval,
                     reap_backoff=(args.reap_backoff_base, args.reap_backoff_cap))
     await worker.run()
-    if worker.abandoned or worker.abandoned_cap_reached:
+    if worker.left_behind or worker.abandoned_cap_reached:
         # a thread that would not stop cannot be killed, and it would hold the
         # interpreter open: leave now (its job's lease lapses and it runs again)
         code = EXIT_ABANDONED if worker.abandoned_cap_reached else 0

@@ -83,6 +83,9 @@ class Worker:
         #: set when the worker stopped because abandoned threads reached
         #: max_abandoned: its process should exit (the CLI exits with code 3)
         self.abandoned_cap_reached = False
+        #: handler threads still running when the worker stopped (their
+        #: process should exit to end them)
+        self.left_behind = 0
         self._log = get_log("worker", worker_id=self.worker_id)
         self._stop = anyio.Event()
         self.ready = anyio.Event()  # set once the boot checks passed and claiming starts
@@ -172,7 +175,7 @@ class Worker:
                 await self.acker.finished.wait()
             services.cancel_scope.cancel()
         self._log.info("worker stopped", still_held=len(self.table),
-                       abandoned=self.table.abandoned)
+                       left_behind=self.left_behind)
 
     async def _claim_until_stopped(self, dispatch: Dispatch) -> None:
         try:
@@ -200,6 +203,7 @@ class Worker:
             await self.slots.wait_empty()
         for run in self.table.running():
             if run.thread_scope is not None:
+                self.left_behind += 1
                 run.thread_scope.cancel()
 
     async def _wait_stop_then_cancel(self, scope: anyio.CancelScope) -> None:

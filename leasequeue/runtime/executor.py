@@ -108,7 +108,7 @@ class Executor:
         confirm = not run.start_known and time.monotonic() - run.claimed_at > CONFIRM_AFTER
         if confirm and not await self._p.starter.confirm(run):
             return False
-        if not self._p.table.start(run, self._p.lease_s * MIN_LEASE_SHARE):
+        if not self._p.table.start(run, MIN_LEASE_SHARE):
             if run.phase is Phase.CLAIMED and run.stop_reason is None:
                 run.ctx.log.warning("not started: its lease may have lapsed (stall or failed "
                                     "renewals); it goes back to the queue")

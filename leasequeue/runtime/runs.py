@@ -189,17 +189,17 @@ class RunTable:
             runs.append(run)
         return runs
 
-    def start(self, run: RunRecord, min_remaining: float) -> bool:
+    def start(self, run: RunRecord, min_share: float) -> bool:
         """claimed -> started, unless the run must not start: a stop was asked
         (cancel, lease lost, shutdown) or its lease, or one of its slots, may
-        not be valid for ``min_remaining`` more seconds (the process stalled
-        or renewals failed: starting now could overlap another holder)."""
+        not stay valid for ``min_share`` of its length (the process stalled or
+        renewals failed: starting now could overlap another holder)."""
         if run.phase is not Phase.CLAIMED or run.stop_reason is not None:
             return False
         now = time.monotonic()
-        if run.lease_valid_until - now < min_remaining:
+        if run.lease_valid_until - now < min_share * run.lease_s:
             return False
-        if any(h.valid_until - now < min_remaining for h in run.slots):
+        if any(h.valid_until - now < min_share * h.lease_s for h in run.slots):
             return False
         self._move(run, Phase.STARTED)
         run.running = True
