@@ -19,6 +19,7 @@ from .store.keys import check_prefix, limit_keys
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
 from .store.specs import LimiterAcquireReply, LimiterRenewReply
+from .store.translate import redis_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +144,8 @@ class RedisLimiter:
         fall-back to counting in one process."""
         self._ready()
         assert self._redis is not None
-        try:
+        with redis_errors(self._url or "(limiter)", "ping"):
             await self._redis.ping()
-        except Exception as exc:
-            raise RedisUnavailable(self._url or "(limiter)", exc) from exc
 
     async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
         scripts, prefix = self._ready()

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
-from redis.exceptions import ResponseError
 
 from .app import App
-from .errors import ConfigError
+from .errors import ConfigError, ScriptError
 from .limiter import Limiter
 from .log import get_log
 from .registry import JobDefinition
@@ -34,6 +33,7 @@ from .store.connection import is_cluster, is_memory_url
 from .store.keys import check_queue_name, check_worker_id
 from .store.record import text
 from .store.shards import logical
+from .store.translate import redis_errors
 
 # maxmemory policies that may delete our keys (leases would vanish silently)
 EVICTING = {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu",
@@ -265,18 +265,22 @@ class Worker:
         """maxmemory-policy of the server, or of every master of a cluster."""
         redis: Any = self.app.redis
         try:
-            if not is_cluster(redis):
-                config = await redis.config_get("maxmemory-policy")
-                return [(self.app.url, _policy(config))]
-            policies = []
-            for node in redis.get_primaries():
-                config = await redis.config_get("maxmemory-policy", target_nodes=node)
-                policies.append((node.name, _policy(config)))
-            return policies
-        except ResponseError as exc:  # CONFIG disabled on managed services
+            with redis_errors(self.app.url, "config get"):
+                return await self._read_policies(redis)
+        except ScriptError as exc:  # CONFIG disabled on managed services
             self._log.warning("cannot read maxmemory-policy; make sure it is noeviction",
                               error=str(exc))
             return []
+
+    async def _read_policies(self, redis: Any) -> list[tuple[str, str]]:
+        if not is_cluster(redis):
+            config = await redis.config_get("maxmemory-policy")
+            return [(self.app.url, _policy(config))]
+        policies = []
+        for node in redis.get_primaries():
+            config = await redis.config_get("maxmemory-policy", target_nodes=node)
+            policies.append((node.name, _policy(config)))
+        return policies
 
 
 def _policy(config: Any) -> str:

@@ -132,11 +132,12 @@ async def test_retention_keeps_pace_with_the_drain_under_load(app: App) -> None:
         await eventually(lambda: succeeded(app, 1), what="the warm-up job")
 
         async def produce() -> None:
-            for start in range(0, jobs, CHUNK):
+            step = 500  # a steady stream of small batches, not one burst
+            for start in range(0, jobs, step):
                 await app.enqueue_many(
                     [JobRequest("noop", job_id=f"s{i}")
-                     for i in range(start, min(jobs, start + CHUNK))])
-                await anyio.sleep(0.3)  # a steady stream, not one burst
+                     for i in range(start, min(jobs, start + step))])
+                await anyio.sleep(0.02)
 
         t0 = time.monotonic()
         samples = 0
@@ -152,5 +153,5 @@ async def test_retention_keeps_pace_with_the_drain_under_load(app: App) -> None:
     print(f"\nretention under load: {jobs} jobs, {samples} samples, "
           f"most overdue records at once {overdue_max}")
     assert samples >= 10
-    # without trimming in the ack this reached tens of thousands
-    assert overdue_max <= 2_000
+    # without trimming in the ack this grows with the load (about 25,000 here)
+    assert overdue_max <= 3_000

@@ -416,3 +416,64 @@ async def _state(app: App, job_id: str, *states: str) -> Any:
     rec = await app.get_job(job_id)
     return rec if rec.state in states else None
 
+
+
+# -- finding 8: a claim whose reply was lost is sent again with its claim id -------
+
+
+async def test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id() -> None:
+    from leasequeue.models import ClaimBatch
+    from leasequeue.runtime.claimer import Claimer, ClaimerParams
+    from leasequeue.runtime.dispatch import Dispatch
+    from leasequeue.runtime.slots import Slots
+
+    sent: list[str] = []
+
+    class Scripts:
+        async def claim(self, qk: Any, count: int, lease_ms: int, worker_id: str,
+                        start_now: int, claim_id: str) -> ClaimBatch:
+            sent.append(claim_id)
+            if len(sent) == 1:  # it may have run in Redis: the reply is what was lost
+                raise RedisUnavailable("redis://x", ConnectionError("reset"))
+            return ClaimBatch(0, -1, [])
+
+    params = ClaimerParams(redis=None, scripts=Scripts(), queues=["q"],  # type: ignore[arg-type]
+                           keys=lambda q: _Keys(), slots=Slots(4),  # type: ignore[arg-type,return-value]
+                           table=RunTable(30), lease_ms=30_000, worker_id="w",
+                           limited_queues=frozenset())
+    claimer = Claimer(params)
+    dispatch = Dispatch()
+    with pytest.raises(RedisUnavailable):
+        await claimer._claim("q", 4, dispatch)
+    await claimer._claim("q", 4, dispatch)
+    await claimer._claim("q", 4, dispatch)
+    assert sent[0] == sent[1] and sent[2] != sent[1]
+
+
+class _Keys:
+    wake = "wake"
+
+
+async def test_a_job_claimed_ahead_by_a_worker_that_died_keeps_its_only_attempt(
+        real_app: App) -> None:
+    """A killed worker's claimed-ahead buffer: the jobs were leased (not
+    started) when it died. Their leases lapse; the reaper hands them back
+    without charging an attempt, so a max_attempts=1 job still runs."""
+    from tests.helpers import expire_lease
+
+    app = real_app
+    ran: list[int] = []
+
+    @app.job(max_attempts=1)
+    async def once(ctx: Context) -> None:
+        ran.append(ctx.attempt)
+
+    await app.enqueue("once", job_id="o")
+    qk = app.keys("default")
+    batch = await app.scripts.claim(qk, 1, 5000, "dead-worker", 0, "c-dead")
+    assert [j.started for j in batch.jobs] == [False]
+    await expire_lease(app, "default", "o")
+    async with worker_running(app, reap_interval=0.1, reap_backoff=(0, 0)):
+        rec = await eventually(lambda: _state(app, "o", "succeeded", "dead"))
+    assert rec.state == "succeeded" and ran == [1]
+    assert (rec.attempt, rec.infra_failures) == (1, 1)

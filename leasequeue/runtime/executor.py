@@ -106,7 +106,7 @@ class Executor:
         if self.draining or run.stop_reason is not None or run.phase is not Phase.CLAIMED:
             return False
         confirm = not run.start_known and time.monotonic() - run.claimed_at > CONFIRM_AFTER
-        if confirm and not await self._p.starter.confirm(run):
+        if confirm and not await self._p.starter.confirm(run, self._p.lease_s * MIN_LEASE_SHARE):
             return False
         if not self._p.table.start(run, MIN_LEASE_SHARE):
             if run.phase is Phase.CLAIMED and run.stop_reason is None:

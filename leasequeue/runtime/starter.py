@@ -37,6 +37,7 @@ class Starter:
         self._p = params
         self._pending: list[RunRecord] = []
         self._wakeup = anyio.Event()
+        self._flushed = anyio.Event()  # set after each batch is sent (or failed)
         self._log = get_log("starter")
 
     def mark(self, run: RunRecord) -> None:
@@ -44,19 +45,18 @@ class Starter:
         self._pending.append(run)
         self._wakeup.set()
 
-    async def confirm(self, run: RunRecord) -> bool:
-        """Mark one run started before its handler runs; False when Redis
-        refused (lease gone, or canceled before it started) or could not be
-        asked: the run must not start."""
-        try:
-            (answer,) = await self._p.scripts.start(self._p.keys(run.job.queue),
-                                                    [(run.job.id, run.job.token)])
-        except (RedisUnavailable, ScriptError) as exc:
-            self._log.warning("could not mark the run started; it goes back", job_id=run.job.id,
-                              error=str(exc))
-            return False
-        self._apply(run, answer)
-        return answer is not StartReply.LOST
+    async def confirm(self, run: RunRecord, within: float) -> bool:
+        """Mark a run started before its handler runs (in the next batch, with
+        every other run waiting to start); False when Redis refused (lease
+        gone, or canceled before it started) or did not answer ``within``
+        seconds: the run must not start."""
+        done = self._flushed
+        self.mark(run)
+        with anyio.move_on_after(within):
+            while not run.start_known and run.phase is Phase.CLAIMED:
+                await done.wait()
+                done = self._flushed
+        return run.start_known and run.phase is Phase.CLAIMED
 
     async def run(self) -> None:
         delay = 0.05
@@ -66,6 +66,7 @@ class Starter:
                 self._wakeup = anyio.Event()
                 continue
             batch, self._pending = self._pending, []
+            flushed, self._flushed = self._flushed, anyio.Event()
             try:
                 await self._flush(batch)
                 delay = 0.05
@@ -78,6 +79,8 @@ class Starter:
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
+            finally:
+                flushed.set()
             await anyio.sleep(COALESCE)
 
     async def _flush(self, batch: list[RunRecord]) -> None:

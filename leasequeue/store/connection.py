@@ -45,6 +45,10 @@ def connect(url: str, **options: Any) -> Redis:
     # than any blocking wait of an idle worker (claimer.IDLE_POLL)
     options.setdefault("socket_timeout", SOCKET_TIMEOUT)
     options.setdefault("socket_keepalive", True)
+    # redis-py 8 caps a pool at 100 connections and raises past it; a worker
+    # at concurrency 100 may settle 100 runs at once beside its claimer,
+    # acker, starter, heartbeater and reaper
+    options.setdefault("max_connections", 1024)
     if url.startswith("cluster://"):
         return cast(Redis, RedisCluster(startup_nodes=_nodes(url, "cluster://"),
                                         decode_responses=False, **options))

@@ -152,10 +152,11 @@ class Scripts:
                   items: Sequence[tuple[str, int, bytes, str]]) -> list[AckReply]:
         """Finish a batch with one outcome and retention; items: (id, token,
         result, note), a note ('' = none) is kept in the job's error history.
-        Also deletes up to ``expire_on_ack`` expired finished records."""
+        Also deletes up to ``expire_on_ack`` (at least twice the batch) expired
+        finished records, so retention keeps pace with the rate work finishes."""
         s = self.settings
         args: list[Any] = [s.events_maxlen, s.audit_flag, outcome, retention_ms,
-                           s.expire_on_ack]
+                           max(s.expire_on_ack, 2 * len(items))]
         for job_id, token, result, note in items:
             args += [job_id, token, result, error_text(note) if note else ""]
         try:
