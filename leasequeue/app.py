@@ -41,7 +41,9 @@ MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
 
 @dataclass(slots=True)
 class JobRequest:
-    """One job for enqueue_many."""
+    """One job for enqueue_many. ``max_attempts`` / ``max_infra_attempts`` left
+    at None let the handler's definition on the worker decide; an int >= 1
+    overrides it for this job."""
 
     name: str
     payload: dict[str, Any] | None = None
@@ -136,7 +138,9 @@ class App:
         max_infra_attempts: int | None = None,
     ) -> EnqueuedJob:
         """Enqueue one job. A ``job_id`` that exists already returns that job
-        (``created=False``) instead of adding a second one."""
+        (``created=False``) instead of adding a second one. The job's budgets
+        come from its handler's definition on the worker unless
+        ``max_attempts`` / ``max_infra_attempts`` are given here."""
         request = JobRequest(name, payload, job_id, queue, delay, priority, correlation_id,
                              request_id, max_attempts, max_infra_attempts)
         logical_queue, job = self._prepare(request)
@@ -172,12 +176,10 @@ class App:
         if not (isinstance(r.delay, int | float) and 0 <= r.delay < MAX_DELAY):
             raise ConfigError(f"delay must be a number of seconds in [0, {MAX_DELAY}), "
                               f"got {r.delay!r}")
-        d = self.registry.defaults
-        max_attempts = _budget("max_attempts", r.max_attempts,
-                               definition.max_attempts if definition else d.max_attempts)
-        max_infra = _budget("max_infra_attempts", r.max_infra_attempts,
-                            definition.max_infra_attempts if definition
-                            else d.max_infra_attempts)
+        # the handler's definition decides the budgets (on the worker that runs
+        # it): the record holds only what the caller asked for, 0 = unset
+        max_attempts = _budget("max_attempts", r.max_attempts)
+        max_infra = _budget("max_infra_attempts", r.max_infra_attempts)
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
         if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be a str of 1-512 characters")
@@ -311,10 +313,14 @@ class App:
         await self.close()
 
 
-def _budget(what: str, given: int | None, default: int) -> int:
+UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
+
+
+def _budget(what: str, given: int | None) -> int:
+    """An explicit budget of an enqueue call, or UNSET_BUDGET."""
     if given is None:
-        return default
-    if not isinstance(given, int) or given < 1:
+        return UNSET_BUDGET
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
         raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
     return given
 
