@@ -123,12 +123,18 @@ class QueueKeys:
     def stats(self) -> str:
         return self._key("stats")
 
+    @property
+    def config(self) -> str:
+        """Settings recorded for a logical queue (its shard count), read by
+        every process that uses the queue."""
+        return self._key("config")
+
     def all(self) -> list[str]:
         """Every key of the queue (for tests and for slot checks)."""
         return [
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
-            self.wake, self.stats,
+            self.wake, self.stats, self.config,
         ]
 
 

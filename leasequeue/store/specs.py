@@ -85,6 +85,7 @@ SPECS: dict[str, ScriptSpec] = {
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats"),
             ("max_classes",),
         ),
+        ScriptSpec("queue_config", ("config",), ("shards", "expected")),
     )
 }
 
