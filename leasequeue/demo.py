@@ -110,8 +110,10 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
                 if victim in cluster.workers:
                     cluster.crash(victim)
                     rec = await app.get_job("poison-1", "demo")
+                    # the budget is the definition's: the record holds "unset"
+                    budget = app.registry.get("poison").max_attempts
                     _say(f"** poison-1 killed {victim} (attempt {rec.attempt} of "
-                         f"{rec.max_attempts}); starting a new worker")
+                         f"{budget}); starting a new worker")
                     cluster.new_worker(tg)
             if done >= total and st.leased == 0:
                 break
