@@ -30,7 +30,7 @@ from .store.keys import (
 from .store.record import decode_record, text
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
-from .store.shards import Shards, combine, logical
+from .store.shards import Shards, check_shard_count, combine, logical
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,7 +41,9 @@ MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
 
 @dataclass(slots=True)
 class JobRequest:
-    """One job for enqueue_many."""
+    """One job for enqueue_many. ``max_attempts`` / ``max_infra_attempts`` left
+    at None let the handler's definition on the worker decide; an int >= 1
+    overrides it for this job."""
 
     name: str
     payload: dict[str, Any] | None = None
@@ -84,6 +86,7 @@ class App:
                 1, self.settings.durable_replicas), durable_timeout_ms=int(durable_timeout * 1000))
         self.shards = Shards(self.prefix, queue_shards or {})
         self._names_ok: set[str] = set()  # job names already checked
+        self._verified: set[str] = set()  # logical queues whose shard count agrees
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
         # layers 2 and 3 of the limits; in-process unless told otherwise
@@ -136,10 +139,14 @@ class App:
         max_infra_attempts: int | None = None,
     ) -> EnqueuedJob:
         """Enqueue one job. A ``job_id`` that exists already returns that job
-        (``created=False``) instead of adding a second one."""
+        (``created=False``) instead of adding a second one. The job's budgets
+        come from its handler's definition on the worker unless
+        ``max_attempts`` / ``max_infra_attempts`` are given here."""
         request = JobRequest(name, payload, job_id, queue, delay, priority, correlation_id,
                              request_id, max_attempts, max_infra_attempts)
         logical_queue, job = self._prepare(request)
+        if logical(logical_queue) not in self._verified:
+            await self.verify_queues([logical_queue])
         qk = self.keys(self.shards.route(logical_queue, job.id))
         ((created, state),) = await self.scripts.enqueue(qk, [job])
         return EnqueuedJob(job.id, logical_queue, job.name, created, state)
@@ -148,6 +155,7 @@ class App:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.
         Every job is validated before anything is written."""
         prepared = [self._prepare(r) for r in requests]
+        await self.verify_queues({queue for queue, _ in prepared})
         by_queue: dict[str, list[int]] = {}  # physical queue -> indexes
         for index, (queue, job) in enumerate(prepared):
             by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
@@ -172,12 +180,10 @@ class App:
         if not (isinstance(r.delay, int | float) and 0 <= r.delay < MAX_DELAY):
             raise ConfigError(f"delay must be a number of seconds in [0, {MAX_DELAY}), "
                               f"got {r.delay!r}")
-        d = self.registry.defaults
-        max_attempts = _budget("max_attempts", r.max_attempts,
-                               definition.max_attempts if definition else d.max_attempts)
-        max_infra = _budget("max_infra_attempts", r.max_infra_attempts,
-                            definition.max_infra_attempts if definition
-                            else d.max_infra_attempts)
+        # the handler's definition decides the budgets (on the worker that runs
+        # it): the record holds only what the caller asked for, 0 = unset
+        max_attempts = _budget("max_attempts", r.max_attempts)
+        max_infra = _budget("max_infra_attempts", r.max_infra_attempts)
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
         if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be a str of 1-512 characters")
@@ -204,6 +210,85 @@ class App:
             f"no job is registered under the name {name!r}; register it, or pass queue= "
             "to enqueue a job that another service handles"
         )
+
+    # -- shard counts recorded in Redis ---------------------------------------
+
+    async def verify_queues(self, queues: Iterable[str]) -> None:
+        """Check this App routes each logical queue like every other process:
+        the first process to use a queue records its shard count in Redis
+        (``{P:Q}:config``), the others must agree. Raises ConfigError on a
+        mismatch (jobs would be stranded in shards nobody reads, and job_id
+        dedup would break). One script call per queue per process: enqueue
+        calls it before a queue's first job, the worker at boot."""
+        for queue in queues:
+            name = check_queue_name(logical(queue))
+            if name in self._verified:
+                continue
+            configured = self.shards.count(name)
+            recorded = await self.scripts.queue_config(self.keys(name), configured)
+            if recorded != configured:
+                raise ConfigError(
+                    f"queue {name!r} is recorded in Redis with {recorded} shard(s), but this "
+                    f"process is configured with {configured} (App(queue_shards=...)): its "
+                    f"jobs would be stranded. Configure {recorded}, or drain the queue and "
+                    f"change the count with `leasequeue queues reshard {name} {configured} "
+                    f"--url ... --prefix {self.prefix}` (App.reshard)."
+                )
+            self._verified.add(name)
+
+    async def reshard(self, queue: str, shards: int) -> int:
+        """Change the shard count recorded for a logical queue; returns the
+        previous count. Refused with ConfigError, and nothing written, unless
+        every physical queue of the old and the new layout is drained: no
+        ready, scheduled, leased or dead job (replay or purge the dead first).
+        Stop the queue's producers and workers first, then restart them with
+        ``queue_shards`` set to the new count: a process that verified the old
+        count keeps using it until it restarts, and processes configured with
+        the old count are refused from now on (this App included). With no
+        count recorded yet, this App's configured count is taken as the
+        current layout.
+
+        Finished jobs kept for their retention may stay in the old shards:
+        get_job, and the job_id dedup of enqueue, are not guaranteed for them
+        across a reshard."""
+        name = check_queue_name(queue)
+        check_shard_count(name, shards)
+        recorded = await self.scripts.queue_config(self.keys(name), shards, expected=-1)
+        current = recorded or self.shards.count(name)
+        if current == shards:  # the layout stays: at most record it
+            now = recorded or await self.scripts.queue_config(self.keys(name), shards)
+            if now != shards:
+                raise ConfigError(f"queue {name!r}: its shard count changed meanwhile to {now}")
+            return current
+        busy = await self._undrained(name, {current, shards})
+        if busy:
+            counts = ", ".join(f"{what} {n}" for what, n in busy.items())
+            raise ConfigError(
+                f"queue {name!r} is not drained ({counts} over its {current} shard(s)); "
+                f"its shard count stays {current}. Let its workers finish, replay or purge "
+                "its dead jobs, and stop its producers before resharding."
+            )
+        now = await self.scripts.queue_config(self.keys(name), shards, expected=recorded)
+        if now != shards:
+            raise ConfigError(f"queue {name!r}: its shard count changed meanwhile to {now}")
+        self._verified.discard(name)
+        return current
+
+    async def _undrained(self, queue: str, counts: Iterable[int]) -> dict[str, int]:
+        """Jobs left in any physical queue of these layouts: {what: how many}."""
+        totals = {"ready": 0, "scheduled": 0, "leased": 0, "dead": 0}
+        physical = {qk for n in counts for qk in self.shards.layout_keys(queue, n)}
+        try:
+            for qk in sorted(physical, key=lambda k: k.queue):
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for key in (qk.ready, qk.scheduled, qk.leases, qk.dead):
+                        pipe.zcard(key)
+                    sizes = await pipe.execute()
+                for what, n in zip(totals, sizes, strict=True):
+                    totals[what] += int(n)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise RedisUnavailable(self.url, exc) from exc
+        return {what: n for what, n in totals.items() if n}
 
     # -- operator calls ------------------------------------------------------
 
@@ -311,10 +396,14 @@ class App:
         await self.close()
 
 
-def _budget(what: str, given: int | None, default: int) -> int:
+UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
+
+
+def _budget(what: str, given: int | None) -> int:
+    """An explicit budget of an enqueue call, or UNSET_BUDGET."""
     if given is None:
-        return default
-    if not isinstance(given, int) or given < 1:
+        return UNSET_BUDGET
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
         raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
     return given
 

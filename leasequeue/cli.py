@@ -1,4 +1,5 @@
-"""The command line: worker, demo, stats, dead list|replay|purge, job.
+"""The command line: worker, demo, stats, dead list|replay|purge, job,
+queues reshard.
 
 Only argument parsing and printing live here; the work is done by App,
 Worker and demo.py."""
@@ -75,6 +76,10 @@ async def _dispatch(args: argparse.Namespace) -> int:
             _print(asdict(await app.get_job(args.id, args.queue)))
         elif args.command == "dead":
             return await _dead(app, args)
+        elif args.command == "queues":
+            old = await app.reshard(args.queue, args.shards)
+            print(f"queue {args.queue}: {old} -> {args.shards} shard(s) recorded; restart its "
+                  f"producers and workers with queue_shards={{{args.queue!r}: {args.shards}}}")
     finally:
         await app.close()
     return 0
@@ -152,14 +157,20 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=300)
 
     for name, text in (("stats", "queue statistics"), ("job", "one job's record"),
-                       ("dead", "dead letters: list, replay, purge")):
+                       ("dead", "dead letters: list, replay, purge"),
+                       ("queues", "settings recorded in Redis: reshard QUEUE N")):
         s = sub.add_parser(name, help=text)
+        if name == "queues":
+            s.add_argument("action", choices=["reshard"])
+            s.add_argument("queue", help="the logical queue")
+            s.add_argument("shards", type=int, help="the new shard count (1 = not sharded); "
+                           "refused unless the queue is drained")
         s.add_argument("--app", help="MODULE:APP (else --url and --prefix)")
         s.add_argument("--url", default="redis://localhost:6379/0")
         s.add_argument("--prefix", default="lq")
         if name == "stats":
             s.add_argument("--queue", "-q", action="append")
-        else:
+        elif name != "queues":
             s.add_argument("--queue", "-q")
         if name == "job":
             s.add_argument("id")

@@ -114,8 +114,10 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
                     taken = [j for j in cluster.crash(victim) if j != "poison-1"]
                     rec = await app.get_job("poison-1", "demo")
                     also = f", taking {', '.join(taken[:4])} down with it" if taken else ""
-                    _say(f"** poison-1 killed {victim} (attempt {rec.attempt} of 3){also}; "
-                         "starting a new worker")
+                    # the budget is the definition's: the record holds "unset"
+                    budget = app.registry.get("poison").max_attempts
+                    _say(f"** poison-1 killed {victim} (attempt {rec.attempt} of {budget})"
+                         f"{also}; starting a new worker")
                     cluster.new_worker(tg)
             if done >= total and st.leased == 0:
                 break

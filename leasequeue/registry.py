@@ -4,8 +4,9 @@ effective settings. Pure data: no Redis, no running of handlers."""
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict, Unpack
 
 from .backoff import Backoff, exponential
@@ -82,34 +83,30 @@ class JobDefinition:
 
 class Registry:
     def __init__(self, defaults: Defaults) -> None:
+        _checked("Defaults", {f.name: getattr(defaults, f.name) for f in fields(defaults)})
         self.defaults = defaults
         self._jobs: dict[str, JobDefinition] = {}
 
     def register(self, fn: Callable[..., Any], **options: Unpack[JobOptions]) -> JobDefinition:
+        """Check every option (ConfigError naming the option and the value) and
+        add the definition; what is left out takes the Defaults."""
+        unknown = sorted(set(options) - set(CHECKS))
+        if unknown:
+            raise ConfigError(f"unknown job option(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(sorted(CHECKS))}")
+        if not callable(fn):
+            raise ConfigError(f"a job handler must be callable, got {fn!r}")
         d = self.defaults
-        o = options
-        timeout = o.get("timeout", "default")
-        max_concurrent = o.get("max_concurrent")
-        job_name = check_job_name(o.get("name") or fn.__name__)
-        if job_name in self._jobs:
-            raise ConfigError(f"job {job_name!r} is registered twice")
-        definition = JobDefinition(
-            name=job_name, fn=fn, queue=check_queue_name(o.get("queue") or d.queue),
-            max_attempts=_positive("max_attempts", o.get("max_attempts") or d.max_attempts),
-            max_infra_attempts=_positive(
-                "max_infra_attempts", o.get("max_infra_attempts") or d.max_infra_attempts),
-            backoff=o.get("backoff") or d.backoff,
-            infra_backoff=o.get("infra_backoff") or d.infra_backoff,
-            timeout=d.timeout if timeout == "default" else _timeout(timeout),
-            stop_grace=float(o.get("stop_grace", d.stop_grace)),
-            retention=float(o.get("retention", d.retention)),
-            is_async=inspect.iscoroutinefunction(fn),
-            max_concurrent=None if max_concurrent is None else _positive(
-                "max_concurrent", max_concurrent),
-            on_conflict=_conflict(o.get("on_conflict") or d.on_conflict),
-            slot_backoff=float(o.get("slot_backoff", d.slot_backoff)),
-        )
-        self._jobs[job_name] = definition
+        given: dict[str, Any] = {
+            **{f.name: getattr(d, f.name) for f in fields(d)},
+            "name": getattr(fn, "__name__", None), "max_concurrent": None, **options,
+        }
+        where = f"job {given['name']!r}"
+        v = _checked(where, given)
+        if v["name"] in self._jobs:
+            raise ConfigError(f"job {v['name']!r} is registered twice")
+        definition = JobDefinition(fn=fn, is_async=inspect.iscoroutinefunction(fn), **v)
+        self._jobs[definition.name] = definition
         return definition
 
     def get(self, name: str) -> JobDefinition:
@@ -132,24 +129,78 @@ class Registry:
         return sorted({d.queue for d in self._jobs.values()})
 
 
-def _positive(what: str, value: int) -> int:
-    if value < 1:
-        raise ConfigError(f"{what} must be >= 1, got {value}")
-    return int(value)
+# -- option checks: each takes (option, value) and returns the value to keep --
 
 
-def _timeout(value: float | str | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or value <= 0:
-        raise ConfigError(f"timeout must be a positive number of seconds or None, got {value!r}")
+def _count(option: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{option} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _optional_count(option: str, value: Any) -> int | None:
+    return None if value is None else _count(option, value)
+
+
+def _seconds(option: str, value: Any, positive: bool) -> float:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value < 0 or (positive and value == 0)):
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{option} must be a finite number of seconds {bound}, got {value!r}")
     return float(value)
+
+
+def _grace(option: str, value: Any) -> float:
+    return _seconds(option, value, positive=False)
+
+
+def _pause(option: str, value: Any) -> float:
+    # 0 would put a run whose slot is busy straight back in line: a hot loop
+    return _seconds(option, value, positive=True)
+
+
+def _timeout(option: str, value: Any) -> float | None:
+    return None if value is None else _seconds(option, value, positive=True)
+
+
+def _policy(option: str, value: Any) -> Backoff:
+    if not callable(value):
+        raise ConfigError(f"{option} must be callable (attempt -> seconds), e.g. "
+                          f"lq.exponential(1, 300), got {value!r}")
+    policy: Backoff = value
+    return policy
+
+
+def _name(option: str, value: Any) -> str:
+    return check_job_name(value)
+
+
+def _queue(option: str, value: Any) -> str:
+    return check_queue_name(value)
 
 
 CONFLICT_POLICIES = ("enqueue", "skip", "replace")
 
 
-def _conflict(policy: str) -> str:
-    if policy not in CONFLICT_POLICIES:
-        raise ConfigError(f"on_conflict must be one of {CONFLICT_POLICIES}, got {policy!r}")
-    return policy
+def _conflict(option: str, value: Any) -> str:
+    if value not in CONFLICT_POLICIES:
+        raise ConfigError(f"{option} must be one of {CONFLICT_POLICIES}, got {value!r}")
+    return str(value)
+
+
+CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "name": _name, "queue": _queue, "max_attempts": _count, "max_infra_attempts": _count,
+    "backoff": _policy, "infra_backoff": _policy, "timeout": _timeout, "stop_grace": _grace,
+    "retention": _grace, "max_concurrent": _optional_count, "on_conflict": _conflict,
+    "slot_backoff": _pause,
+}
+
+
+def _checked(where: str, values: dict[str, Any]) -> dict[str, Any]:
+    checked = {}
+    for option, value in values.items():
+        try:
+            checked[option] = CHECKS[option](option, value)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return checked

@@ -229,6 +229,7 @@ class Worker:
         await self.app.ping()
         if not is_memory_url(self.app.url):
             await self._check_eviction()
+        await self.app.verify_queues(self.queues)
         self._log.info("worker starting", queues=self.queues,
                        shards={q: self.app.shards.count(q) for q in self.queues
                                if self.app.shards.count(q) > 1},

@@ -155,7 +155,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.cancel(qk, "a"),
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),
             s.limiter_acquire(lk, "h", 1, 1000, False), s.limiter_renew(lk, ["h", "i"], 1000),
-            s.limiter_release(lk, ["h", "i"]),
+            s.limiter_release(lk, ["h", "i"]), s.queue_config(qk, 3),
         ]
         seen = set()
         for call in calls:

@@ -128,6 +128,12 @@ class QueueKeys:
         """The fencing token counter (STRING)."""
         return self._key("token")
 
+    @property
+    def config(self) -> str:
+        """Settings recorded for a logical queue (its shard count), read by
+        every process that uses the queue."""
+        return self._key("config")
+
     def claim(self, worker_id: str) -> str:
         """One worker's last claim on this queue (STRING, expires with the lease):
         its claim id and the (id, token) it leased, so a retried claim is idempotent."""
@@ -139,7 +145,7 @@ class QueueKeys:
         return [
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
-            self.wake, self.stats, self.token,
+            self.wake, self.stats, self.token, self.config,
         ]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from ..errors import NotDurable
+from ..errors import ConfigError, NotDurable
 from ..log import get_log
 from ..models import (
     ClaimBatch,
@@ -240,6 +240,18 @@ class Scripts:
             counters=counters,
         )
 
+    async def queue_config(self, qk: QueueKeys, shards: int, expected: int = 0) -> int:
+        """Record a logical queue's shard count; returns the recorded count (0:
+        none). ``expected`` 0 records only when none is recorded yet; > 0
+        replaces the count only while it is ``expected`` (a reshard); -1 only
+        reads it."""
+        raw = await self.run("queue_config", qk, [shards, expected])
+        if raw is None:
+            return 0
+        recorded = text(raw)
+        if not recorded.isdigit() or int(recorded) < 1:
+            raise ConfigError(f"{qk.config} holds shards={recorded!r}, not a shard count")
+        return int(recorded)
 
     # -- the cluster-wide limiter ---------------------------------------------
 

@@ -1,7 +1,9 @@
 """Maps logical queues to the physical queues that hold them. A queue
-declared with N shards lives in N hash tags ``{prefix:queue#k}`` so that one
-hot queue can spread over a cluster's masters; a job id always routes to the
-same shard, so enqueue dedup by job id still holds. It never talks to Redis."""
+declared with N > 1 shards lives in N hash tags ``{prefix:queue#k}`` so that
+one hot queue can spread over a cluster's masters; a job id always routes to
+the same shard, so enqueue dedup by job id still holds. One shard is no
+sharding: the queue's own tag ``{prefix:queue}``. It never talks to Redis (the
+count recorded in Redis is checked by App.verify_queues)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ..models import QueueStats
 from .keys import QueueKeys, check_queue_name, queue_keys
 
 SEPARATOR = "#"
+MAX_SHARDS = 1024
 
 
 def logical(name: str) -> str:
@@ -27,18 +30,21 @@ class Shards:
         self._keys: dict[str, QueueKeys] = {}  # checked names only
         self._shards: dict[str, int] = {}
         for queue, n in shards.items():
-            if not isinstance(n, int) or not 1 <= n <= 1024:
-                raise ConfigError(f"shards of {queue!r} must be an int in 1..1024, got {n!r}")
-            self._shards[check_queue_name(queue)] = n
+            check_shard_count(queue, n)
+            if n > 1:  # one shard is the plain queue
+                self._shards[check_queue_name(queue)] = n
 
     def count(self, queue: str) -> int:
         return self._shards.get(queue, 1)
 
     def physical(self, queue: str) -> list[str]:
-        n = self._shards.get(queue)
-        if n is None:
-            return [queue]
-        return [f"{queue}{SEPARATOR}{k}" for k in range(n)]
+        return layout(queue, self.count(queue))
+
+    def layout_keys(self, queue: str, n: int) -> list[QueueKeys]:
+        """Keys of every physical queue of ``queue`` laid out over ``n`` shards,
+        whatever this process is configured with (for a reshard's checks)."""
+        check_queue_name(queue)
+        return [QueueKeys(self._prefix, name) for name in layout(queue, n)]
 
     def route(self, queue: str, job_id: str) -> str:
         """The physical queue a job id belongs to (crc32: stable across processes)."""
@@ -63,6 +69,19 @@ class Shards:
         if n is None or not index.isdigit() or int(index) >= n:
             raise ConfigError(f"{name!r} is not a shard of a sharded queue")
         return QueueKeys(self._prefix, name)
+
+
+def check_shard_count(queue: str, n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SHARDS:
+        raise ConfigError(f"shards of {queue!r} must be an int in 1..{MAX_SHARDS}, got {n!r}")
+    return n
+
+
+def layout(queue: str, n: int) -> list[str]:
+    """The physical queues of a logical queue over ``n`` shards."""
+    if n == 1:
+        return [queue]
+    return [f"{queue}{SEPARATOR}{k}" for k in range(n)]
 
 
 def combine(queue: str, parts: Sequence[QueueStats]) -> QueueStats:

@@ -94,6 +94,7 @@ SPECS: dict[str, ScriptSpec] = {
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats"),
             ("max_classes",),
         ),
+        ScriptSpec("queue_config", ("config",), ("shards", "expected")),
     )
 }
 

@@ -1,0 +1,151 @@
+"""The handler's definition decides a job's budgets (the producer stores
+"unset" unless told otherwise), and settings that cannot work are refused
+when they are declared, naming the option and the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasequeue import App, Context, JobRequest
+from leasequeue.app import UNSET_BUDGET
+
+pytestmark = pytest.mark.anyio
+
+Q = "default"
+
+
+async def stored_budgets(app: App, job_id: str, queue: str = Q) -> tuple[int, int]:
+    """max_attempts and max_infra as the job record in Redis holds them."""
+    raw = await app.redis.hget(app.keys(queue).jobs, job_id)
+    assert raw is not None
+    fields = raw.decode().split("|")  # version|state|token|attempt|work|infra|max|max_infra|...
+    return int(fields[6]), int(fields[7])
+
+
+async def test_a_producer_only_app_stores_unset_budgets(app: App) -> None:
+    await app.enqueue("theirs", job_id="a")
+    await app.enqueue_many([JobRequest("theirs", job_id="b")])
+    assert await stored_budgets(app, "a") == (UNSET_BUDGET, UNSET_BUDGET) == (0, 0)
+    assert await stored_budgets(app, "b") == (0, 0)
+
+
+async def test_a_registered_definition_is_not_copied_into_the_record(app: App) -> None:
+    @app.job(max_attempts=5, max_infra_attempts=7)
+    async def mine(ctx: Context) -> None: ...
+
+    await app.enqueue("mine", job_id="a")
+    # the worker that runs it applies its own definition, which may differ
+    assert await stored_budgets(app, "a") == (0, 0)
+
+
+async def test_explicit_budgets_are_stored(app: App) -> None:
+    await app.enqueue("theirs", job_id="a", max_attempts=4)
+    await app.enqueue("theirs", job_id="b", max_infra_attempts=2)
+    await app.enqueue_many([JobRequest("theirs", job_id="c", max_attempts=1,
+                                       max_infra_attempts=9)])
+    assert await stored_budgets(app, "a") == (4, 0)
+    assert await stored_budgets(app, "b") == (0, 2)
+    assert await stored_budgets(app, "c") == (1, 9)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("max_attempts", 0), ("max_attempts", -1), ("max_attempts", 2.5), ("max_attempts", True),
+    ("max_attempts", "3"), ("max_infra_attempts", 0), ("max_infra_attempts", -3),
+])
+async def test_bad_explicit_budgets_are_refused(app: App, option: str, value: Any) -> None:
+    from leasequeue.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=option):
+        await app.enqueue("theirs", job_id="a", **{option: value})
+    with pytest.raises(ConfigError, match=option):
+        await app.enqueue_many([JobRequest("theirs", job_id="b", **{option: value})])
+    assert await app.redis.hlen(app.keys(Q).jobs) == 0
+
+
+# -- registration refuses settings that cannot work ------------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+BAD_OPTIONS: list[tuple[str, Any]] = [
+    ("max_attempts", 0), ("max_attempts", -1), ("max_attempts", 2.5), ("max_attempts", True),
+    ("max_attempts", None), ("max_infra_attempts", 0), ("max_infra_attempts", "10"),
+    ("backoff", 5), ("backoff", None), ("infra_backoff", "fixed(1)"),
+    ("timeout", 0), ("timeout", -1), ("timeout", NAN), ("timeout", "600"),
+    ("stop_grace", -1), ("stop_grace", NAN), ("stop_grace", INF), ("stop_grace", None),
+    ("retention", -0.5), ("retention", INF), ("retention", "1d"),
+    ("slot_backoff", -1), ("slot_backoff", 0), ("slot_backoff", NAN),
+    ("max_concurrent", 0), ("max_concurrent", -2), ("max_concurrent", 1.5),
+    ("max_concurrent", False), ("on_conflict", "drop"), ("on_conflict", None),
+    ("queue", ""), ("queue", "a b"), ("name", ""), ("name", "a|b"),
+]
+
+
+def _ids(cases: list[tuple[str, Any]]) -> list[str]:
+    return [f"{option}={value!r}" for option, value in cases]
+
+
+@pytest.mark.parametrize("option, value", BAD_OPTIONS, ids=_ids(BAD_OPTIONS))
+def test_registration_refuses_bad_options(prefix: str, option: str, value: Any) -> None:
+    from leasequeue.errors import ConfigError
+
+    app = App(f"memory://{prefix}", prefix=prefix)
+
+    async def handler(ctx: Context) -> None: ...
+
+    with pytest.raises(ConfigError) as caught:
+        app.job(**{option: value})(handler)
+    if option not in ("queue", "name"):  # their messages say "queue name" / "job name"
+        assert option in str(caught.value) and repr(value) in str(caught.value)
+    assert app.registry.empty
+
+
+GOOD_OPTIONS: list[tuple[str, Any, Any]] = [
+    # option, given, what the definition holds
+    ("max_attempts", 1, 1), ("max_infra_attempts", 1, 1), ("timeout", None, None),
+    ("timeout", 0.5, 0.5), ("stop_grace", 0, 0.0), ("retention", 0, 0.0),
+    ("slot_backoff", 0.01, 0.01), ("max_concurrent", 1, 1), ("max_concurrent", None, None),
+    ("on_conflict", "replace", "replace"), ("backoff", len, len),
+]
+
+
+@pytest.mark.parametrize("option, value, held", GOOD_OPTIONS,
+                         ids=[f"{o}={v!r}" for o, v, _ in GOOD_OPTIONS])
+def test_registration_keeps_good_options(prefix: str, option: str, value: Any,
+                                          held: Any) -> None:
+    app = App(f"memory://{prefix}", prefix=prefix)
+
+    async def handler(ctx: Context) -> None: ...
+
+    app.job(**{option: value})(handler)
+    assert getattr(app.registry.get("handler"), option) == held
+
+
+def test_registration_refuses_unknown_options_and_non_callables(prefix: str) -> None:
+    from leasequeue.errors import ConfigError
+
+    app = App(f"memory://{prefix}", prefix=prefix)
+
+    async def handler(ctx: Context) -> None: ...
+
+    with pytest.raises(ConfigError, match="max_attempt"):  # a typo is not ignored
+        app.job(max_attempt=5)(handler)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="callable"):
+        app.registry.register("not a function")  # type: ignore[arg-type]
+
+
+DEFAULTS_CASES = [(o, v) for o, v in BAD_OPTIONS if o not in ("name", "max_concurrent")]
+
+
+@pytest.mark.parametrize("option, value", DEFAULTS_CASES, ids=_ids(DEFAULTS_CASES))
+def test_bad_defaults_are_refused_when_the_app_is_built(prefix: str, option: str,
+                                                        value: Any) -> None:
+    from leasequeue import Defaults
+    from leasequeue.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        App(f"memory://{prefix}", prefix=prefix, defaults=Defaults(**{option: value}))
+    assert "Defaults" in str(caught.value)
+    if option != "queue":
+        assert option in str(caught.value) and repr(value) in str(caught.value)
