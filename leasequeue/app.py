@@ -11,11 +11,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, Unpack, overload
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import codec
-from .errors import ConfigError, JobNotFound, MalformedJob, RedisUnavailable, UnknownJob
+from .errors import ConfigError, JobNotFound, MalformedJob, UnknownJob
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, JobOptions, Registry
@@ -31,6 +29,7 @@ from .store.record import decode_record, text
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
 from .store.shards import Shards, check_shard_count, combine, logical
+from .store.translate import redis_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -278,7 +277,7 @@ class App:
         """Jobs left in any physical queue of these layouts: {what: how many}."""
         totals = {"ready": 0, "scheduled": 0, "leased": 0, "dead": 0}
         physical = {qk for n in counts for qk in self.shards.layout_keys(queue, n)}
-        try:
+        with redis_errors(self.url, "reshard"):
             for qk in sorted(physical, key=lambda k: k.queue):
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for key in (qk.ready, qk.scheduled, qk.leases, qk.dead):
@@ -286,8 +285,6 @@ class App:
                     sizes = await pipe.execute()
                 for what, n in zip(totals, sizes, strict=True):
                     totals[what] += int(n)
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise RedisUnavailable(self.url, exc) from exc
         return {what: n for what, n in totals.items() if n}
 
     # -- operator calls ------------------------------------------------------
@@ -297,7 +294,7 @@ class App:
         queues = [queue] if queue is not None else self.known_queues()
         for q in queues:
             qk = self.keys(self.shards.route(q, job_id))
-            try:
+            with redis_errors(self.url, "get_job"):
                 async with self.redis.pipeline(transaction=False) as pipe:
                     pipe.hget(qk.jobs, job_id)
                     pipe.zscore(qk.leases, job_id)
@@ -305,8 +302,6 @@ class App:
                     pipe.hget(qk.errors, job_id)
                     pipe.hget(qk.results, job_id)
                     raw, lease, envelope, error, result = await pipe.execute()
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                raise RedisUnavailable(self.url, exc) from exc
             record = decode_record(job_id, q, raw, lease, envelope, error)
             if record is not None:
                 record.result = codec.decode_result(result, job_id)
@@ -381,10 +376,8 @@ class App:
 
     async def ping(self) -> None:
         """Raise RedisUnavailable (naming the URL) when Redis does not answer."""
-        try:
+        with redis_errors(self.url, "ping"):
             await self.redis.ping()
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            raise RedisUnavailable(self.url, exc) from exc
 
     async def close(self) -> None:
         await self.redis.aclose()

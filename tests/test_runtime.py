@@ -477,3 +477,29 @@ async def test_a_job_claimed_ahead_by_a_worker_that_died_keeps_its_only_attempt(
         rec = await eventually(lambda: _state(app, "o", "succeeded", "dead"))
     assert rec.state == "succeeded" and ran == [1]
     assert (rec.attempt, rec.infra_failures) == (1, 1)
+
+
+# -- finding 5: the handler's definition decides the budgets ------------------------
+
+
+async def test_a_producer_that_does_not_know_the_job_cannot_set_its_budget(
+        redis_server: RedisProcess, prefix: str) -> None:
+    producer = App(redis_server.url, prefix=prefix)  # no handlers: a producer-only App
+    consumer = App(redis_server.url, prefix=prefix)
+    runs: list[int] = []
+
+    @consumer.job(max_attempts=1, backoff=fixed(0))
+    async def fragile(ctx: Context) -> None:
+        runs.append(ctx.attempt)
+        raise ValueError("no")
+
+    try:
+        await producer.enqueue("fragile", job_id="f")
+        async with worker_running(consumer):
+            rec = await eventually(lambda: _state(consumer, "f", "dead"))
+        # the producer's own Defaults (max_attempts=3) did not decide
+        assert runs == [1] and (rec.reason, rec.attempt) == ("max-attempts", 1)
+        assert rec.max_attempts is None  # stored "unset"
+    finally:
+        await producer.close()
+        await consumer.close()

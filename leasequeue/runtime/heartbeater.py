@@ -66,8 +66,9 @@ class Heartbeater:
             for name, holds in table.slots_by_limit().items():
                 tg.start_soon(self._renew_slots, name, holds, sent_at)
         for run, reason in table.lapses(time.monotonic()):
-            self._log.warning("renewals failed for longer than the lease; stopping the run",
-                              reason=str(reason), **run.fields())
+            what = "lease" if reason is StopReason.LEASE_LOST else "limiter slot"
+            self._log.warning(f"{what} lapsed: renewals failed for longer than its lease; "
+                              "stopping the run", reason=str(reason), **run.fields())
 
     async def _renew_leases(self, queue: str, runs: list[RunRecord], sent_at: float) -> None:
         answers: list[RenewReply] | None = None
