@@ -18,6 +18,7 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +63,8 @@ def _app(url: str) -> App:
 async def ack_all(app: App, qk: QueueKeys, jobs: Sequence[ClaimedJob],
                   retention_ms: int) -> None:
     """Ack claimed jobs as succeeded, in one script call."""
-    await app.scripts.ack(qk, "succeeded", retention_ms, [(j.id, j.token, b"") for j in jobs])
+    await app.scripts.ack(qk, "succeeded", retention_ms,
+                          [(j.id, j.token, b"", "") for j in jobs])
 
 
 async def fill(app: App, count: int) -> float:
@@ -96,7 +98,8 @@ async def claim_latency(args: argparse.Namespace) -> None:
                 samples: list[int] = []
                 for _ in range(args.samples):
                     t0 = time.perf_counter_ns()
-                    batch = await app.scripts.claim(qk, count, LEASE_MS, "bench-claimer")
+                    batch = await app.scripts.claim(qk, count, LEASE_MS, "bench-claimer",
+                                                    count, uuid.uuid4().hex)
                     samples.append(time.perf_counter_ns() - t0)
                     if len(batch.jobs) != count:
                         raise RuntimeError(f"claimed {len(batch.jobs)} of {count}")
@@ -203,7 +206,8 @@ async def bare_loop(app: App, args: argparse.Namespace, count: int) -> None:
         # the rate settles within seconds; a budget keeps the 1-by-1 loop short
         deadline = started + min(args.drain_budget, 3.0)
         while done < args.n and time.perf_counter() < deadline:
-            batch = await app.scripts.claim(qk, count, LEASE_MS, "bench-bare")
+            batch = await app.scripts.claim(qk, count, LEASE_MS, "bench-bare", count,
+                                            uuid.uuid4().hex)
             await ack_all(app, qk, batch.jobs, 86_400_000)
             done += len(batch.jobs)
         common.emit(label, batch=count, **common.timed_rate(done, time.perf_counter() - started))

@@ -1,0 +1,80 @@
+"""A/B: leasequeue at two source trees, measured in the same run on the same
+redis-server, alternating (A, B, A, B, ...) so that the machine's drift hits
+both alike. Reports medians and the ratio B / A per figure.
+
+  git worktree add /tmp/lq-old <commit>
+  python benchmarks/ab.py --a /tmp/lq-old --b . --reps 3
+
+Each tree runs its own benchmarks/lq_bench.py with its own package (PYTHONPATH
+set to the tree), so a figure compares the code, not the harness."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import RedisServer
+
+FIGURES = {  # metric -> (field, higher is better)
+    "enqueue_one": ("rate", True),
+    "enqueue_bulk": ("rate", True),
+    "drain_c1": ("rate", True),
+    "drain_c100": ("rate", True),
+    "drain_2proc": ("rate", True),
+    "e2s": ("p50_ms", False),
+}
+
+
+def run_tree(tree: Path, url: str, sections: str) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run(
+        [sys.executable, str(tree / "benchmarks" / "lq_bench.py"), "bench", "--url", url,
+         "--sections", sections, "--concurrency", "1,100"],
+        env=env, cwd=tree, capture_output=True, text=True, timeout=900, check=True)
+    figures: dict[str, float] = {}
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        metric = row.get("metric")
+        if metric in FIGURES and FIGURES[metric][0] in row:
+            figures[metric] = float(row[FIGURES[metric][0]])
+        if metric == "e2s" and "p99_ms" in row:
+            figures["e2s_p99"] = float(row["p99_ms"])
+    return figures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="source tree A (the baseline)")
+    ap.add_argument("--b", required=True, help="source tree B")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sections", default="enqueue,drain,e2s")
+    args = ap.parse_args()
+    trees = {"A": Path(args.a).resolve(), "B": Path(args.b).resolve()}
+    results: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
+    server = RedisServer()
+    server.start()
+    try:
+        for rep in range(args.reps):
+            for name, tree in trees.items():
+                results[name].append(run_tree(tree, server.url, args.sections))
+                print(f"rep {rep + 1} {name}: {results[name][-1]}", file=sys.stderr)
+    finally:
+        server.stop()
+    print(f"| figure | A ({trees['A'].name}) | B ({trees['B'].name}) | B / A |")
+    print("|---|---:|---:|---:|")
+    for metric in [*FIGURES, "e2s_p99"]:
+        a = [r[metric] for r in results["A"] if metric in r]
+        b = [r[metric] for r in results["B"] if metric in r]
+        if a and b:
+            ma, mb = statistics.median(a), statistics.median(b)
+            print(f"| {metric} | {ma:,.3f} | {mb:,.3f} | {mb / ma:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
