@@ -13,6 +13,7 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import App, Context, LocalLimiter, RedisLimiter, RedisUnavailable, Worker
+from leasequeue.store.connection import connect
 from leasequeue.store.keys import limit_keys
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
@@ -268,8 +269,10 @@ async def test_limiter_redis_outage_means_no_slot_and_work_resumes(
     app = real_app
     limiter_redis = RedisProcess()
     limiter_redis.start()
+    # the test owns the limiter's client, so it can close it (RedisLimiter has no close)
+    client = connect(limiter_redis.url)
     try:
-        limiter = RedisLimiter(limiter_redis.url, lease=5)
+        limiter = RedisLimiter(limiter_redis.url, lease=5, redis=client)
 
         @app.job(max_concurrent=1, on_conflict="skip")
         async def report(ctx: Context) -> str:
@@ -295,6 +298,7 @@ async def test_limiter_redis_outage_means_no_slot_and_work_resumes(
         assert "limiter unavailable: counted as no slot free" in messages
         assert "skipped: no slot free" in messages
     finally:
+        await client.aclose()
         limiter_redis.cleanup()
 
 

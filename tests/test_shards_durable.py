@@ -3,6 +3,8 @@ a replica) against a real master and replica."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+
 import anyio
 import pytest
 
@@ -15,9 +17,30 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def sharded(backend: str, redis_server: RedisProcess, prefix: str) -> App:
+async def sharded(backend: str, redis_server: RedisProcess,
+                  prefix: str) -> AsyncIterator[App]:
     url = redis_server.url if backend == "redis" else f"memory://{prefix}"
-    return App(url, prefix=prefix, queue_shards={"hot": 3})
+    async with App(url, prefix=prefix, queue_shards={"hot": 3}) as app:
+        yield app
+
+
+Other = Callable[[int | None], App]
+
+
+@pytest.fixture
+async def other(sharded: App) -> AsyncIterator[Other]:
+    """Another process's App on the same store, configured with that count for
+    'hot' (None: not sharded); closed at teardown."""
+    made: list[App] = []
+
+    def make(shards: int | None) -> App:
+        made.append(App(sharded.url, prefix=sharded.prefix,
+                        queue_shards={"hot": shards} if shards is not None else None))
+        return made[-1]
+
+    yield make
+    for app in made:
+        await app.close()
 
 
 async def test_job_ids_route_to_one_shard_and_dedup_holds(sharded: App) -> None:
@@ -77,12 +100,6 @@ def test_shard_names_are_checked(prefix: str) -> None:
 # -- the shard count recorded in Redis -------------------------------------------
 
 
-def other(app: App, shards: int | None) -> App:
-    """Another process's App on the same store, configured with ``shards`` for 'hot'."""
-    return App(app.url, prefix=app.prefix,
-               queue_shards={"hot": shards} if shards is not None else None)
-
-
 async def recorded(app: App, queue: str = "hot") -> bytes | None:
     value: bytes | None = await app.redis.hget(app.keys(queue).config, "shards")
     return value
@@ -98,13 +115,14 @@ async def snapshot(app: App) -> dict[bytes, object]:
     return out
 
 
-async def test_first_use_records_the_count_and_others_must_agree(sharded: App) -> None:
+async def test_first_use_records_the_count_and_others_must_agree(sharded: App,
+                                                                 other: Other) -> None:
     assert await recorded(sharded) is None
     await sharded.enqueue("j", queue="hot", job_id="a")
     assert await recorded(sharded) == b"3"
     before = await snapshot(sharded)
     for shards in (2, 4, None):  # None: not sharded, i.e. one shard
-        wrong = other(sharded, shards)
+        wrong = other(shards)
         with pytest.raises(ConfigError) as caught:
             await wrong.enqueue("j", queue="hot", job_id="b")
         message = str(caught.value)
@@ -114,23 +132,20 @@ async def test_first_use_records_the_count_and_others_must_agree(sharded: App) -
             await wrong.enqueue_many([JobRequest("j", queue="hot", job_id="c")])
         with pytest.raises(ConfigError):  # a worker refuses to start
             await Worker(wrong, ["hot"]).run()
-        await wrong.close()
     assert await snapshot(sharded) == before
-    agreeing = other(sharded, 3)
+    agreeing = other(3)
     assert (await agreeing.enqueue("j", queue="hot", job_id="d")).created
-    await agreeing.close()
 
 
 async def test_a_plain_queue_records_one_shard(app: App) -> None:
     await app.enqueue("j", queue="q", job_id="a")
     assert await recorded(app, "q") == b"1"
-    wrong = App(app.url, prefix=app.prefix, queue_shards={"q": 2})
-    with pytest.raises(ConfigError, match="'q' is recorded in Redis with 1 shard"):
-        await wrong.enqueue("j", queue="q", job_id="b")
-    await wrong.close()
+    async with App(app.url, prefix=app.prefix, queue_shards={"q": 2}) as wrong:
+        with pytest.raises(ConfigError, match="'q' is recorded in Redis with 1 shard"):
+            await wrong.enqueue("j", queue="q", job_id="b")
 
 
-async def test_a_worker_boot_records_the_count(sharded: App) -> None:
+async def test_a_worker_boot_records_the_count(sharded: App, other: Other) -> None:
     worker = Worker(sharded, ["hot"], concurrency=1)
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
@@ -139,11 +154,12 @@ async def test_a_worker_boot_records_the_count(sharded: App) -> None:
         worker.stop()
     assert await recorded(sharded) == b"3"
     with pytest.raises(ConfigError):
-        await other(sharded, 2).enqueue("j", queue="hot")
+        await other(2).enqueue("j", queue="hot")
 
 
 @pytest.mark.parametrize("where", ["ready", "scheduled", "leases", "dead"])
-async def test_reshard_refuses_a_queue_that_is_not_drained(sharded: App, where: str) -> None:
+async def test_reshard_refuses_a_queue_that_is_not_drained(
+        sharded: App, other: Other, where: str) -> None:
     await sharded.verify_queues(["hot"])
     # one job left in the shard a 3 -> 2 reshard would drop
     await sharded.redis.zadd(getattr(sharded.keys("hot#2"), where), {"left": 1})
@@ -155,13 +171,13 @@ async def test_reshard_refuses_a_queue_that_is_not_drained(sharded: App, where: 
     assert await snapshot(sharded) == before  # nothing written: still 3
     # the new layout is checked too: 3 -> 1 meets a job in the plain queue
     await sharded.redis.zrem(getattr(sharded.keys("hot#2"), where), "left")
-    await sharded.redis.zadd(getattr(other(sharded, None).keys("hot"), where), {"x": 1})
+    await sharded.redis.zadd(getattr(other(None).keys("hot"), where), {"x": 1})
     with pytest.raises(ConfigError, match="not drained"):
         await sharded.reshard("hot", 1)
     assert await recorded(sharded) == b"3"
 
 
-async def test_reshard_a_drained_queue(sharded: App) -> None:
+async def test_reshard_a_drained_queue(sharded: App, other: Other) -> None:
     jobs = await sharded.enqueue_many([JobRequest("j", queue="hot", job_id=f"id{i}")
                                        for i in range(12)])
     for job in jobs:  # canceled jobs are kept for retention in their old shards: allowed
@@ -172,18 +188,16 @@ async def test_reshard_a_drained_queue(sharded: App) -> None:
     with pytest.raises(ConfigError, match="recorded in Redis with 2 shard"):
         await sharded.enqueue("j", queue="hot", job_id="new")
     with pytest.raises(ConfigError):
-        await Worker(other(sharded, 3), ["hot"]).run()
-    resharded = other(sharded, 2)
+        await Worker(other(3), ["hot"]).run()
+    resharded = other(2)
     assert (await resharded.enqueue("j", queue="hot", job_id="new")).created
     assert (await resharded.stats("hot")).ready == 1
     # back to one shard once drained again
     assert await resharded.cancel("new", "hot") == "canceled"
     assert await resharded.reshard("hot", 1) == 2
-    plain = other(sharded, None)
+    plain = other(None)
     assert (await plain.enqueue("j", queue="hot", job_id="plain")).queue == "hot"
     assert await plain.redis.zcard(plain.keys("hot").ready) == 1
-    for a in (resharded, plain):
-        await a.close()
 
 
 async def test_reshard_without_a_recorded_count_takes_the_configured_one(sharded: App) -> None:

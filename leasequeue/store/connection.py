@@ -63,7 +63,9 @@ def connect(url: str, **options: Any) -> Redis:
     if _hiredis_pack is not None and url.startswith("redis://"):
         options.setdefault("connection_class", HiredisPackConnection)
     pool = ConnectionPool.from_url(url, decode_responses=False, **options)
-    return Redis(connection_pool=pool)
+    # from_pool: the client owns the pool, so App.close() closes its connections
+    # (Redis(connection_pool=pool) would leave them open until garbage collection)
+    return Redis.from_pool(pool)
 
 
 def _host_ports(text: str, url: str) -> list[tuple[str, int]]:
