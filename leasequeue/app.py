@@ -380,6 +380,8 @@ class App:
             await self.redis.ping()
 
     async def close(self) -> None:
+        """Close the connections of this App and of its limiter."""
+        await self.limiter.close()
         await self.redis.aclose()
 
     async def __aenter__(self) -> App:

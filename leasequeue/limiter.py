@@ -50,6 +50,9 @@ class Limiter(Protocol):
 
     async def release(self, name: str, holders: list[str]) -> None: ...
 
+    async def close(self) -> None:
+        """Close what the limiter opened itself (not a client it was given)."""
+
 
 class LocalLimiter:
     """Counts in this process only: correct on a single replica; with several
@@ -96,6 +99,9 @@ class LocalLimiter:
                 answers.append(LimiterRenewReply.LOST)
         return answers
 
+    async def close(self) -> None:
+        return None
+
     async def release(self, name: str, holders: list[str]) -> None:
         held = self._holders.get(name, {})
         evicted = self._evicted.get(name, set())
@@ -115,6 +121,7 @@ class RedisLimiter:
                  lease: float = 30.0, redis: Redis | None = None) -> None:
         self._url = url
         self._redis = redis if redis is not None else (connect(url) if url else None)
+        self._owns_client = redis is None and url is not None
         self.prefix = check_prefix(prefix) if prefix is not None else None
         self.lease_ms = int(lease * 1000)
         self._scripts: Scripts | None = None
@@ -174,3 +181,8 @@ class RedisLimiter:
             # the slot frees itself when its lease lapses
             self._log.warning("limiter release failed; the slot lapses on its own", limit=name,
                               error=str(exc))
+
+    async def close(self) -> None:
+        """Close the client this limiter opened from its own URL."""
+        if self._owns_client and self._redis is not None:
+            await self._redis.aclose()

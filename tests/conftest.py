@@ -75,3 +75,13 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    """Collect after every test, so that a leaked connection's ResourceWarning
+    (an error here) is reported by the test that leaked it, not a later one."""
+    yield
+    import gc
+
+    gc.collect()

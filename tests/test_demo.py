@@ -22,6 +22,7 @@ async def test_the_demo_loses_no_healthy_job(run: int, capsys: pytest.CaptureFix
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 async def test_the_demo_fifty_times_in_a_row(capsys: pytest.CaptureFixture[str]) -> None:
     runs = int(os.environ.get("LQ_DEMO_RUNS", "50"))
     for run in range(runs):

@@ -151,6 +151,7 @@ async def test_a_lapsed_limiter_slot_stops_the_run(real_app: App) -> None:
             await eventually(lambda: seen, limit=5, what="the run to be stopped")
             stopped_after = time.monotonic() - t0
         rec = await app.get_job("s")
+        await limiter.close()
     assert seen == ["slot-lost"]
     assert stopped_after < 1.0 + 1.0  # within the limiter lease and a heartbeat
     # an infrastructure failure: no attempt spent, tried again later
@@ -182,6 +183,7 @@ async def test_a_silent_limiter_does_not_delay_job_lease_renewals(
             await eventually(lambda: runs)
             proxy.blackhole()  # the limiter's connections go silent
             rec = await eventually(lambda: _state(app, "f", "succeeded"), limit=15)
+        await limiter.close()
     finally:
         proxy.close()
     # the unrelated job kept its lease: it ran once, under its first token
