@@ -17,7 +17,7 @@ from .errors import ConfigError, JobNotFound, MalformedJob, UnknownJob
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, JobOptions, Registry
-from .store.connection import connect
+from .store.connection import close_client, connect
 from .store.keys import (
     DEFAULT_PREFIX,
     QueueKeys,
@@ -382,7 +382,7 @@ class App:
     async def close(self) -> None:
         """Close the connections of this App and of its limiter."""
         await self.limiter.close()
-        await self.redis.aclose()
+        await close_client(self.redis)
 
     async def __aenter__(self) -> App:
         return self

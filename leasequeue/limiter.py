@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from .errors import RedisUnavailable, ScriptError
 from .log import get_log
-from .store.connection import connect
+from .store.connection import close_client, connect
 from .store.keys import check_prefix, limit_keys
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
@@ -185,4 +185,4 @@ class RedisLimiter:
     async def close(self) -> None:
         """Close the client this limiter opened from its own URL."""
         if self._owns_client and self._redis is not None:
-            await self._redis.aclose()
+            await close_client(self._redis)

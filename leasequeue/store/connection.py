@@ -124,3 +124,12 @@ def _memory_client(url: str) -> Redis:
     client: Redis = fakeredis.FakeAsyncRedis(server=server)
     return client
 
+
+async def close_client(redis: Redis) -> None:
+    """Close a client from connect(): its pool, and for a Sentinel URL also the
+    clients it keeps to the sentinels themselves (redis-py leaves them open)."""
+    pool: Any = getattr(redis, "connection_pool", None)
+    manager = getattr(pool, "sentinel_manager", None)
+    await redis.aclose()
+    for sentinel in getattr(manager, "sentinels", []):
+        await sentinel.aclose()
