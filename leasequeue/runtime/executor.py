@@ -88,7 +88,10 @@ class Executor:
             wait = (min(SLOT_WAIT, definition.slot_backoff)
                     if definition.on_conflict == "enqueue" else 0.0)
             if not await self._p.limits.acquire(run, definition, wait):
-                await self._on_conflict(run, definition)
+                if run.stop_reason is not None:  # canceled or lost while it waited
+                    await self._not_started(run, "stopped before start")
+                else:
+                    await self._on_conflict(run, definition)
                 return
         if not await self._start(run):
             await self._p.limits.release(run)

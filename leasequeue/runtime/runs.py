@@ -244,8 +244,7 @@ class RunTable:
         if run.phase in (Phase.LOST, Phase.SETTLED):
             return
         self._move(run, Phase.LOST)
-        if run.running:
-            self.stop(run, reason)
+        self.stop(run, reason)  # a running handler stops; one not started never starts
         self._forget_if_done(run)
 
     def _forget_if_done(self, run: RunRecord) -> None:
