@@ -1,6 +1,8 @@
 """A/B: leasequeue at two source trees, measured in the same run on the same
 redis-server, alternating (A, B, A, B, ...) so that the machine's drift hits
-both alike. Reports medians and the ratio B / A per figure.
+both alike. Reports medians and the ratio B / A per figure, and for each drain the CPU
+microseconds per job of the worker processes and of Redis (steadier than a
+rate on a busy machine).
 
   git worktree add /tmp/lq-old <commit>
   python benchmarks/ab.py --a /tmp/lq-old --b . --reps 3
@@ -45,6 +47,12 @@ def run_tree(tree: Path, url: str, sections: str) -> dict[str, float]:
             figures[metric] = float(row[FIGURES[metric][0]])
         if metric == "e2s" and "p99_ms" in row:
             figures["e2s_p99"] = float(row["p99_ms"])
+        if str(metric).startswith("drain") and row.get("measured_jobs"):
+            # CPU per job moves far less than a rate when the machine is busy
+            per_job = row["seconds"] / row["measured_jobs"] * 1e6 / 100
+            for side in ("workers", "redis"):
+                if f"{side}_cpu_pct" in row:
+                    figures[f"{metric}_{side}_us"] = row[f"{side}_cpu_pct"] * per_job
     return figures
 
 
@@ -68,7 +76,8 @@ def main() -> None:
         server.stop()
     print(f"| figure | A ({trees['A'].name}) | B ({trees['B'].name}) | B / A |")
     print("|---|---:|---:|---:|")
-    for metric in [*FIGURES, "e2s_p99"]:
+    extra = sorted({m for rows in results.values() for r in rows for m in r} - set(FIGURES))
+    for metric in [*FIGURES, *extra]:
         a = [r[metric] for r in results["A"] if metric in r]
         b = [r[metric] for r in results["B"] if metric in r]
         if a and b:

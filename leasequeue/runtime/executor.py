@@ -94,14 +94,16 @@ class Executor:
                     await self._on_conflict(run, definition)
                 return
         if not await self._start(run):
-            await self._p.limits.release(run)
+            if run.slots:
+                await self._p.limits.release(run)
             await self._not_started(run, "not started")
             return
         try:
             outcome = await execute(run, definition, kwargs, self._p.threads)
         finally:
             self._p.table.returned(run)
-            await self._p.limits.release(run)  # only now: its thread has returned
+            if run.slots:
+                await self._p.limits.release(run)  # only now: its thread has returned
         await self._settle(run, definition, outcome)
 
     async def _start(self, run: RunRecord) -> bool:
