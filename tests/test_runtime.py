@@ -168,7 +168,7 @@ async def test_a_partly_failed_ack_flush_resends_only_the_failed_group() -> None
         acker.submit(run, "succeeded", 1000)
     async with anyio.create_task_group() as tg:
         tg.start_soon(acker.run)
-        await eventually(lambda: len(done) == 2)
+        await eventually(lambda: len(done) >= 2)
         acker.close()
     assert sorted(done) == [("a", True), ("b", True)]
     assert scripts.calls == [("ok", ["a"]), ("down", ["b"]), ("down", ["b"])]

@@ -210,6 +210,9 @@ async def test_release_refunds_attempt_keeps_place_and_is_idempotent(app: App) -
     await app.enqueue_many([JobRequest("j", job_id=i, queue=Q) for i in ("a", "b", "c")])
     a = (await claim(app)).jobs[0]
     assert a.id == "a"
+    # a stale token is refused: the lease stays with its holder
+    assert await app.scripts.release(qk, [("a", a.token + 1)], 0, "test") == [0]
+    assert (await app.get_job("a")).state == "leased"
     assert await app.scripts.release(qk, [("a", a.token)], 0, "test") == [1]
     assert await app.scripts.release(qk, [("a", a.token)], 0, "test") == [0]
     rec = await app.get_job("a")

@@ -93,6 +93,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{STORE}::test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new",),
     ),
     Mutation(
+        "enqueue-no-dedup", "lua/enqueue.lua",
+        "  if state then\n",
+        "  if false then\n",
+        "enqueue.lua overwrites a job that exists under the same id",
+        (f"{SCRIPTS}::test_enqueue_dedup_returns_existing",),
+    ),
+    Mutation(
         "start-does-not-count", "lua/start.lua",
         "meta.attempt = tonumber(meta.attempt) + 1",
         "meta.attempt = tonumber(meta.attempt)",
@@ -222,6 +229,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                if False:\n",
         "RunTable.lapses keeps a run whose lease ran out by our clock",
         (f"{RUNTIME}::test_lapses_lose_leases_and_stop_runs_whose_slot_lapsed",),
+    ),
+    Mutation(
+        "timeout-not-enforced", "leasequeue/runtime/timeouts.py",
+        "if run.stop_reason is None and run.timeout_at <= now:",
+        "if False:",
+        "a run that passes its timeout is not stopped",
+        ("tests/test_worker.py::test_timeout_is_a_work_failure",),
     ),
     Mutation(
         "executor-releases-slots-early", "leasequeue/runtime/executor.py",
