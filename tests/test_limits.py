@@ -13,8 +13,10 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import App, Context, LocalLimiter, RedisLimiter, RedisUnavailable, Worker
+from leasequeue.runtime.limits import job_limit_name
 from leasequeue.store.connection import connect
-from leasequeue.store.keys import limit_keys
+from leasequeue.store.keys import limit_keys, queue_keys
+from leasequeue.store.record import parse_record
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
 from tests.harness.redis_proc import RedisProcess
@@ -243,19 +245,37 @@ def test_queue_limit_two_across_three_processes(
 
 def test_a_killed_holder_frees_its_slot_after_the_limiter_lease(
         procs: WorkerProcs, sync_redis: redis_sync.Redis, prefix: str) -> None:
+    """The slot of a killed holder is free once its limiter lease lapses (2 s,
+    though the dead holder's job lease has 30 s), and not before: a second
+    worker already contending for it starts its run only after the lapse."""
     enqueue_sync(procs.url, prefix, "single", 1, 60)  # the holder: runs a minute
     env = {"LQ_LIMITER": "redis", "LQ_LIMITER_PREFIX": f"{prefix}:lim",
            "LQ_LIMITER_LEASE": "2"}
-    procs.start("holder", "--concurrency", "2", "--lease", "30",
+    # concurrency 1: the holder cannot claim the short job while it runs
+    procs.start("holder", "--concurrency", "1", "--lease", "30",
                 app="tests.harness.apps.limits_app:app", env=env)
     wait_for(lambda: runs_started(sync_redis, prefix) == 1, timeout=20, what="holder start")
-    procs.kill("holder")
-    enqueue_sync(procs.url, prefix, "single", 1, 0.05)
     procs.start("next", "--concurrency", "2", "--lease", "30",
                 app="tests.harness.apps.limits_app:app", env=env)
-    # the slot lapses after ~2 s although the dead holder's job lease has 30 s
+    enqueue_sync(procs.url, prefix, "single", 1, 0.05)
+    # the next worker is up and has claimed the short job (it waits for the slot)
+    wait_for(lambda: "next" in workers_of(sync_redis, prefix), timeout=20,
+             what="the next worker to claim the short job")
+    procs.kill("holder")
+    slot = limit_keys(f"{prefix}:lim", job_limit_name("single")).limit
+    held = sync_redis.zrange(slot, 0, -1, withscores=True)
+    assert [h for h, _ in held if b'"holder"]' in h], held  # the dead holder's slot is there
+    lapses_ms = max(score for h, score in held if b'"holder"]' in h)
     wait_for(lambda: len(runs(sync_redis, prefix, "single")) == 1, timeout=20,
              what="the next run after the slot lapsed")
+    ((start_us, _, _),) = runs(sync_redis, prefix, "single")
+    assert start_us >= lapses_ms * 1000, "the next run started while the dead holder's slot held"
+
+
+def workers_of(r: redis_sync.Redis, prefix: str) -> set[str]:
+    """The workers named on the default queue's job records (holder of the last lease)."""
+    raws = r.hvals(queue_keys(prefix, "default").jobs)
+    return {str(parse_record(raw)["worker"]) for raw in raws}
 
 
 def runs_started(r: redis_sync.Redis, prefix: str) -> int:

@@ -140,6 +140,22 @@ async def test_expire_trims_finished_in_bounded_batches(app: App) -> None:
     assert await app.redis.hlen(qk.jobs) == 0
 
 
+async def test_expire_leaves_a_live_record_alone(app: App) -> None:
+    """A done entry whose record is live again (never expected: the guard
+    against deleting work) is dropped from the done set; the record stays."""
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=i, queue=Q) for i in ("l", "q")])
+    leased = (await claim(app)).jobs[0]
+    now = await server_ms(app)
+    await app.redis.zadd(qk.done, {"q": now - 10, "l": now - 10})
+    assert await app.scripts.expire(qk, 10) == 2
+    assert await app.redis.zcard(qk.done) == 0
+    assert (await app.get_job("q")).state == "queued"
+    assert (await app.get_job(leased.id)).state == "leased"
+    assert await app.redis.hlen(qk.payloads) == 2
+    assert [j.id for j in (await claim(app)).jobs] == ["q"]
+
+
 async def test_fail_work_retries_with_delay_then_dies(app: App) -> None:
     qk = app.keys(Q)
     await app.enqueue("j", queue=Q, job_id="a", max_attempts=2)
@@ -194,6 +210,9 @@ async def test_release_refunds_attempt_keeps_place_and_is_idempotent(app: App) -
     await app.enqueue_many([JobRequest("j", job_id=i, queue=Q) for i in ("a", "b", "c")])
     a = (await claim(app)).jobs[0]
     assert a.id == "a"
+    # a stale token is refused: the lease stays with its holder
+    assert await app.scripts.release(qk, [("a", a.token + 1)], 0, "test") == [0]
+    assert (await app.get_job("a")).state == "leased"
     assert await app.scripts.release(qk, [("a", a.token)], 0, "test") == [1]
     assert await app.scripts.release(qk, [("a", a.token)], 0, "test") == [0]
     rec = await app.get_job("a")
@@ -342,6 +361,23 @@ async def test_garbage_in_ready_is_skipped_and_counted(app: App) -> None:
     await app.enqueue("j", queue=Q, job_id="real")
     assert [j.id for j in (await claim(app, 5)).jobs] == ["real"]
     assert (await app.stats(Q)).counters["garbage"] == 1
+
+
+async def test_a_stale_ready_entry_does_not_lease_its_job(app: App) -> None:
+    """A ready-set entry whose record is leased or finished (a stale entry)
+    is skipped and counted: claim leases queued records only."""
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=i, queue=Q) for i in ("l", "f")])
+    held = {j.id: j for j in (await claim(app, 2)).jobs}
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [("f", held["f"].token, b"", "")]) == [1]
+    await app.redis.zadd(qk.ready, {"l": 1, "f": 2})
+    assert (await claim(app, 5, worker="w2")).jobs == []
+    assert (await app.stats(Q)).counters["garbage"] == 2
+    rec = await app.get_job("l")
+    assert (rec.state, rec.token, rec.worker, rec.attempt) == ("leased", held["l"].token, "w1", 1)
+    assert (await app.get_job("f")).state == "succeeded"
+    # the holder's token still rules
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [("l", held["l"].token, b"", "")]) == [1]
 
 
 async def test_cancel_fenced_by_token_leaves_other_runs_alone(app: App) -> None:
