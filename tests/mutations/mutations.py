@@ -243,7 +243,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            outcome = await execute(run, definition, kwargs, self._p.threads)\n"
         "        finally:\n"
         "            self._p.table.returned(run)\n"
-        "            await self._p.limits.release(run)  # only now: its thread has returned\n",
+        "            if run.slots:\n"
+        "                await self._p.limits.release(run)  # only now: its thread has returned\n",
         "        await self._p.limits.release(run)\n"
         "        try:\n"
         "            outcome = await execute(run, definition, kwargs, self._p.threads)\n"
