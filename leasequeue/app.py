@@ -17,6 +17,7 @@ from .errors import ConfigError, JobNotFound, MalformedJob, UnknownJob
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .store.connection import close as close_client
 from .store.connection import connect
 from .store.keys import (
     DEFAULT_PREFIX,
@@ -382,7 +383,7 @@ class App:
     async def close(self) -> None:
         """Close the connections of this App and of its limiter."""
         await self.limiter.close()
-        await self.redis.aclose()
+        await close_client(self.redis)
 
     async def __aenter__(self) -> App:
         return self

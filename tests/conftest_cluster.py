@@ -8,9 +8,8 @@ broken cluster setup cannot turn 80-odd tests into a green run of skips."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import os
+from collections.abc import Iterator
 
 import pytest
 

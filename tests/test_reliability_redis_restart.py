@@ -70,8 +70,8 @@ def test_redis_restart_loses_nothing(server: RedisProcess, workers: WorkerProcs,
             [JobRequest("work", {"seconds": 0.05}, job_id=f"j{i}", queue="default",
                         max_attempts=20) for i in range(JOBS)])
     for wid in ("a", "b"):
-        workers.start(wid, "--concurrency", str(CONCURRENCY), "--lease", "2", "--shutdown-timeout", "2",
-                      app=RELIABILITY_APP)
+        workers.start(wid, "--concurrency", str(CONCURRENCY), "--lease", "2",
+                      "--shutdown-timeout", "2", app=RELIABILITY_APP)
     # stop Redis in the middle of the run
     wait_for(lambda: set_sizes(r, "restart")["done"] >= JOBS // 5, timeout=30,
              what="a fifth of the jobs to finish")

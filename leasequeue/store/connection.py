@@ -68,6 +68,15 @@ def connect(url: str, **options: Any) -> Redis:
     return Redis.from_pool(pool)
 
 
+async def close(client: Redis) -> None:
+    """Close a client made by connect(), and for sentinel:// the clients of
+    its sentinels too (the master client's close leaves them open)."""
+    await client.aclose()
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    for sentinel in getattr(manager, "sentinels", ()):
+        await sentinel.aclose()
+
+
 def _host_ports(text: str, url: str) -> list[tuple[str, int]]:
     out = []
     for part in text.split(","):
