@@ -96,7 +96,6 @@ async def _settled_or_rerun(app: App, job_id: str) -> bool:
 @pytest.mark.parametrize("step", [
     "claim", "ack-succeeded", "fail", "release", "reap",
     "renew", "ack-canceled", "ack-succeeded-audited",
-    "expire", "cancel", "limiter-acquire", "limiter-renew", "limiter-release",
 ])
 async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> None:
     """Every script a worker needs to finish what it holds frees memory or keeps
@@ -106,18 +105,11 @@ async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> 
     from tests.helpers import expire_lease
 
     qk = app.keys(Q)
-    lk = limit_keys("oom:limiter", "job.j")
     await app.enqueue_many([JobRequest("j", job_id=f"o{i}", queue=Q) for i in range(2)])
     held = [] if step == "claim" else (await app.scripts.claim(qk, 1, 60_000, "w",
                                                                START_ALL, new_claim_id())).jobs
     if step == "reap":
         await expire_lease(app, Q, held[0].id)  # a plain ZADD: before Redis is full
-    if step == "expire":  # a finished record, then its retention moved into the past
-        assert await app.scripts.ack(qk, "succeeded", 60_000, [(held[0].id, held[0].token, b"",
-                                                                "")]) == [1]
-        await app.redis.zadd(qk.done, {held[0].id: 1})  # a plain ZADD: before Redis is full
-    if step in ("limiter-renew", "limiter-release"):
-        assert (await app.scripts.limiter_acquire(lk, "h1", 1, 60_000, False))[0] == 1
     await fill_up(app)
     scripts = app.scripts
     if step == "ack-succeeded-audited":
@@ -133,20 +125,45 @@ async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> 
         assert (await fail_job(app, qk, held[0].id, held[0].token, "work", "", "e", 0)).code == 1
     elif step == "release":
         assert await scripts.release(qk, [(held[0].id, held[0].token)], 0, "t") == [1]
-    elif step == "expire":
-        assert await scripts.expire(qk, 10) == 1
-        assert not await app.redis.hexists(qk.jobs, held[0].id)
-    elif step == "cancel":  # a queued job, and the leased one (a cancel request)
-        assert (await scripts.cancel(qk, "o1"))[0] is CancelStatus.CANCELED
-        assert (await scripts.cancel(qk, held[0].id))[0] in (CancelStatus.CANCELED,
-                                                             CancelStatus.CANCEL_REQUESTED)
-    elif step == "limiter-acquire":  # taking a slot on a new limit key grows memory a little
-        assert (await scripts.limiter_acquire(lk, "h1", 1, 60_000, False))[0] is \
-            LimiterAcquireReply.TAKEN
-    elif step == "limiter-renew":
-        assert await scripts.limiter_renew(lk, ["h1"], 60_000) == [LimiterRenewReply.RENEWED]
-    elif step == "limiter-release":
-        assert await scripts.limiter_release(lk, ["h1"]) == 1
-        assert not await app.redis.exists(lk.limit)
     else:
         assert (await scripts.reap(qk, 10, 0, 0, {}, DEFAULT_BUDGET)).requeued == 1
+
+
+@pytest.mark.parametrize("step", ["expire", "cancel"])
+async def test_expire_and_cancel_work_when_redis_is_full(app: App, step: str) -> None:
+    """The reaper's expiry (deletes what retention let go) and an operator's
+    cancel must run over maxmemory too: both free memory or keep it level."""
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=f"o{i}", queue=Q) for i in range(2)])
+    held = (await app.scripts.claim(qk, 1, 60_000, "w", START_ALL, new_claim_id())).jobs
+    if step == "expire":  # a finished record, then its retention moved into the past
+        done = [(held[0].id, held[0].token, b"", "")]
+        assert await app.scripts.ack(qk, "succeeded", 60_000, done) == [1]
+        await app.redis.zadd(qk.done, {held[0].id: 1})  # a plain ZADD: before Redis is full
+    await fill_up(app)
+    if step == "expire":
+        assert await app.scripts.expire(qk, 10) == 1
+        assert not await app.redis.hexists(qk.jobs, held[0].id)
+    else:  # a queued job is canceled at once; the leased one gets a cancel request
+        assert (await app.scripts.cancel(qk, "o1"))[0] is CancelStatus.CANCELED
+        assert (await app.scripts.cancel(qk, held[0].id))[0] in (
+            CancelStatus.CANCELED, CancelStatus.CANCEL_REQUESTED)
+
+
+@pytest.mark.parametrize("step", ["acquire", "renew", "release"])
+async def test_the_limiter_works_when_redis_is_full(app: App, step: str) -> None:
+    """Taking, renewing and giving back a limiter slot over maxmemory (taking a
+    slot on a new limit key grows memory by a few bytes: allow-oom lets it)."""
+    lk = limit_keys("oom:limiter", "job.j")
+    if step != "acquire":
+        taken = await app.scripts.limiter_acquire(lk, "h1", 1, 60_000, False)
+        assert taken[0] is LimiterAcquireReply.TAKEN
+    await fill_up(app)
+    if step == "acquire":
+        taken = await app.scripts.limiter_acquire(lk, "h1", 1, 60_000, False)
+        assert taken[0] is LimiterAcquireReply.TAKEN
+    elif step == "renew":
+        assert await app.scripts.limiter_renew(lk, ["h1"], 60_000) == [LimiterRenewReply.RENEWED]
+    else:
+        assert await app.scripts.limiter_release(lk, ["h1"]) == 1
+        assert not await app.redis.exists(lk.limit)
