@@ -21,6 +21,7 @@ import leasequeue
 from leasequeue import App, Context, RedisLimiter
 from leasequeue.runtime.timeouts import TICK
 from leasequeue.store.keys import limit_keys
+from leasequeue.store.settings import StoreSettings
 from tests.conftest import wait_for
 from tests.conftest_cluster import cannot_create
 from tests.harness.procs import WorkerProcs
@@ -134,6 +135,15 @@ async def test_ctx_log_lines_carry_the_run_fields(real_app: App,
         "attempt": 1, "worker_id": "pod-a", "correlation_id": "corr_1", "request_id": "req_1",
         "order_id": "ord_1",
     }, lines[0]
+    # README: "Successful runs log at debug level only": nothing else at info or above
+    others = [rec.getMessage() for rec in caplog.records
+              if getattr(rec, "fields", {}).get("job_id") == "receipt:1"
+              and rec.levelno >= logging.INFO and rec.getMessage() != "sending"]
+    assert others == [], others
+
+
+def test_the_audit_stream_cap_defaults_to_10000() -> None:
+    assert StoreSettings().events_maxlen == 10_000  # README: "capped at 10,000 by default"
 
 
 # -- two services' same-named jobs share one limit ------------------------------------
