@@ -2,16 +2,31 @@
 setup (master, replica, sentinel), and the ``cluster`` marker.
 
 Loaded as a plugin by tests/conftest.py. A fixture that cannot create its
-servers skips the tests that need it, with the reason."""
+servers skips the tests that need it, with the reason, on a developer's
+machine; in CI (``CI=true``, which .ci/run gets) it fails them instead, so a
+broken cluster setup cannot turn 80-odd tests into a green run of skips."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.harness.cluster_proc import ClusterError, RedisCluster
 from tests.harness.sentinel_proc import SentinelError, SentinelSetup
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def cannot_create(what: str, exc: BaseException) -> None:
+    """Skip locally (the tools may be missing); fail in CI."""
+    reason = f"cannot create {what}: {exc}"
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: a missing cluster fails the run)", pytrace=False)
+    pytest.skip(reason)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,7 +47,7 @@ def redis_cluster() -> Iterator[RedisCluster]:
         cluster.start()
     except (ClusterError, RuntimeError, OSError) as exc:
         cluster.cleanup()
-        pytest.skip(f"cannot create a Redis Cluster: {exc}")
+        cannot_create("a Redis Cluster", exc)
     yield cluster
     cluster.cleanup()
 
@@ -46,6 +61,6 @@ def redis_sentinel() -> Iterator[SentinelSetup]:
         setup.start()
     except (SentinelError, RuntimeError, OSError) as exc:
         setup.cleanup()
-        pytest.skip(f"cannot create a Redis Sentinel setup: {exc}")
+        cannot_create("a Redis Sentinel setup", exc)
     yield setup
     setup.cleanup()

@@ -499,9 +499,6 @@ async def test_master_failover_loses_no_durably_acknowledged_job(
 # -- Sentinel ---------------------------------------------------------------------------
 
 
-# redis-py's sentinel pool drops its connections to a master that failed
-# without closing them: their sockets are reported when collected
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_worker_keeps_going_across_a_sentinel_failover(
         redis_sentinel: SentinelSetup) -> None:
     app_ = App(redis_sentinel.url, prefix=fresh_stem("sen"))
@@ -554,15 +551,19 @@ async def test_redis_limiter_counts_across_apps_on_the_cluster(
     l1.bind(a1.redis, a1.url, a1.prefix)  # through the App's cluster client
     l2 = RedisLimiter(redis_cluster.url, prefix=shared)  # its own cluster connection
     l2.bind(a2.redis, a2.url, a2.prefix)
-    first = await l1.acquire("job.sync", 1, "holder-1", False)
-    second = await l2.acquire("job.sync", 1, "holder-2", False)
-    assert first.taken and not second.taken
-    assert await l2.renew("job.sync", ["holder-1", "holder-2"]) == [True, False]
-    await l1.release("job.sync", ["holder-1"])
-    assert (await l2.acquire("job.sync", 1, "holder-2", False)).taken
-    key = "{" + f"{shared}:job.sync" + "}"
-    owner = redis_cluster.node(redis_cluster.master_of_key(key))
-    assert owner.command("ZRANGE", key, 0, -1) == [b"holder-2"]
-    await l2.close()
-    await a1.close()
-    await a2.close()
+    try:
+        first = await l1.acquire("job.sync", 1, "holder-1", False)
+        second = await l2.acquire("job.sync", 1, "holder-2", False)
+        assert first.taken and not second.taken
+        assert await l2.renew("job.sync", ["holder-1", "holder-2"]) == [True, False]
+        await l1.release("job.sync", ["holder-1"])
+        assert (await l2.acquire("job.sync", 1, "holder-2", False)).taken
+        key = "{" + f"{shared}:job.sync" + "}"
+        owner = redis_cluster.node(redis_cluster.master_of_key(key))
+        assert owner.command("ZRANGE", key, 0, -1) == [b"holder-2"]
+    finally:
+        # the limiters are bound by hand, not the Apps' own: close them too
+        await l1.close()
+        await l2.close()
+        await a1.close()
+        await a2.close()

@@ -18,6 +18,7 @@ import redis as redis_sync
 
 from leasequeue import App, JobRequest
 from leasequeue.runtime.claimer import IDLE_POLL
+from leasequeue.store.connection import SOCKET_TIMEOUT
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
 from tests.harness.redis_proc import RedisProcess
@@ -137,7 +138,8 @@ def test_silently_dead_connection_is_replaced(
 
 def test_the_client_bounds_every_command_itself() -> None:
     """The bound the test above relies on must be leasequeue's own choice, not an
-    accident of the installed redis-py version (it never connects here)."""
+    accident of the installed redis-py version (it never connects here), and
+    the 5 s the README states."""
     app = App("redis://127.0.0.1:9/0")
     timeout = app.redis.connection_pool.connection_kwargs.get("socket_timeout")
-    assert timeout is not None and IDLE_POLL < timeout <= 30, timeout
+    assert timeout == SOCKET_TIMEOUT == 5.0 and IDLE_POLL < timeout, timeout

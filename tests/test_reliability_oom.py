@@ -12,6 +12,8 @@ import pytest
 
 from leasequeue import App, Context, JobRequest
 from leasequeue.errors import LeaseQueueError
+from leasequeue.store.keys import limit_keys
+from leasequeue.store.specs import CancelStatus, LimiterAcquireReply, LimiterRenewReply
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import (
     DEFAULT_BUDGET,
@@ -125,3 +127,43 @@ async def test_settling_scripts_work_when_redis_is_full(app: App, step: str) -> 
         assert await scripts.release(qk, [(held[0].id, held[0].token)], 0, "t") == [1]
     else:
         assert (await scripts.reap(qk, 10, 0, 0, {}, DEFAULT_BUDGET)).requeued == 1
+
+
+@pytest.mark.parametrize("step", ["expire", "cancel"])
+async def test_expire_and_cancel_work_when_redis_is_full(app: App, step: str) -> None:
+    """The reaper's expiry (deletes what retention let go) and an operator's
+    cancel must run over maxmemory too: both free memory or keep it level."""
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=f"o{i}", queue=Q) for i in range(2)])
+    held = (await app.scripts.claim(qk, 1, 60_000, "w", START_ALL, new_claim_id())).jobs
+    if step == "expire":  # a finished record, then its retention moved into the past
+        done = [(held[0].id, held[0].token, b"", "")]
+        assert await app.scripts.ack(qk, "succeeded", 60_000, done) == [1]
+        await app.redis.zadd(qk.done, {held[0].id: 1})  # a plain ZADD: before Redis is full
+    await fill_up(app)
+    if step == "expire":
+        assert await app.scripts.expire(qk, 10) == 1
+        assert not await app.redis.hexists(qk.jobs, held[0].id)
+    else:  # a queued job is canceled at once; the leased one gets a cancel request
+        assert (await app.scripts.cancel(qk, "o1"))[0] is CancelStatus.CANCELED
+        assert (await app.scripts.cancel(qk, held[0].id))[0] in (
+            CancelStatus.CANCELED, CancelStatus.CANCEL_REQUESTED)
+
+
+@pytest.mark.parametrize("step", ["acquire", "renew", "release"])
+async def test_the_limiter_works_when_redis_is_full(app: App, step: str) -> None:
+    """Taking, renewing and giving back a limiter slot over maxmemory (taking a
+    slot on a new limit key grows memory by a few bytes: allow-oom lets it)."""
+    lk = limit_keys("oom:limiter", "job.j")
+    if step != "acquire":
+        taken = await app.scripts.limiter_acquire(lk, "h1", 1, 60_000, False)
+        assert taken[0] is LimiterAcquireReply.TAKEN
+    await fill_up(app)
+    if step == "acquire":
+        taken = await app.scripts.limiter_acquire(lk, "h1", 1, 60_000, False)
+        assert taken[0] is LimiterAcquireReply.TAKEN
+    elif step == "renew":
+        assert await app.scripts.limiter_renew(lk, ["h1"], 60_000) == [LimiterRenewReply.RENEWED]
+    else:
+        assert await app.scripts.limiter_release(lk, ["h1"]) == 1
+        assert not await app.redis.exists(lk.limit)
