@@ -110,7 +110,12 @@ class Executor:
         """Whether the run may start now; marks it started in Redis."""
         if self.draining or run.stop_reason is not None or run.phase is not Phase.CLAIMED:
             return False
-        confirm = not run.start_known and time.monotonic() - run.claimed_at > CONFIRM_AFTER
+        # a run asks Redis first when it waited long (a cancel may have reached
+        # it) or when its job already has an infrastructure failure: a job that
+        # kills its process at once would otherwise die before its background
+        # mark lands, each time, and be charged to the infra budget, not attempts
+        confirm = not run.start_known and (
+            run.job.infra_failures > 0 or time.monotonic() - run.claimed_at > CONFIRM_AFTER)
         if confirm and not await self._p.starter.confirm(run, self._p.lease_s * MIN_LEASE_SHARE):
             return False
         if not self._p.table.start(run, MIN_LEASE_SHARE):
