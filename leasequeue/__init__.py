@@ -6,6 +6,10 @@ from .backoff import exponential, fixed
 from .context import Context
 from .errors import (
     ConfigError,
+    JobCanceled,
+    JobDead,
+    JobFailed,
+    JobNotFinished,
     JobNotFound,
     LeaseLost,
     LeaseQueueError,
@@ -16,12 +20,14 @@ from .errors import (
     RedisUnavailable,
     Retry,
     RunStopped,
+    Timeout,
     TransientError,
     UnknownJob,
 )
 from .limiter import LocalLimiter, RedisLimiter
-from .models import EnqueuedJob, JobRecord, JobState, QueueStats
+from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
 from .registry import Defaults
+from .runlog import RunLogs
 from .worker import Worker
 
 __all__ = [
@@ -30,6 +36,10 @@ __all__ = [
     "Context",
     "Defaults",
     "EnqueuedJob",
+    "JobCanceled",
+    "JobDead",
+    "JobFailed",
+    "JobNotFinished",
     "JobNotFound",
     "JobRecord",
     "JobRequest",
@@ -45,7 +55,10 @@ __all__ = [
     "RedisLimiter",
     "RedisUnavailable",
     "Retry",
+    "RunLog",
+    "RunLogs",
     "RunStopped",
+    "Timeout",
     "TransientError",
     "UnknownJob",
     "Worker",

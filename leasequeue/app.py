@@ -5,19 +5,31 @@ It never runs handlers (that is the worker's job)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, Unpack, overload
 
+import anyio
 from redis.asyncio import Redis
 
 from . import codec
-from .errors import ConfigError, JobNotFound, MalformedJob, UnknownJob
+from .errors import (
+    ConfigError,
+    JobCanceled,
+    JobDead,
+    JobNotFinished,
+    JobNotFound,
+    MalformedJob,
+    RedisUnavailable,
+    Timeout,
+    UnknownJob,
+)
 from .limiter import Limiter, LocalLimiter
-from .models import EnqueuedJob, JobRecord, NewJob, QueueStats
+from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, JobOptions, Registry
-from .store.connection import close_client, connect
+from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
     DEFAULT_PREFIX,
     QueueKeys,
@@ -25,7 +37,7 @@ from .store.keys import (
     check_prefix,
     check_queue_name,
 )
-from .store.record import decode_record, text
+from .store.record import decode_record, parse_logs, text
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
 from .store.shards import Shards, check_shard_count, combine, logical
@@ -36,6 +48,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 MAX_PRIORITY = 32767
 ENQUEUE_CHUNK = 500
 MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
+# App.wait blocks in slices under the socket timeout (5 s), re-checking the
+# job's state after each one: a missed token (a reconnect) costs one slice
+WAIT_SLICE = 2.0
+MAX_LIST_COUNT = 1000  # most jobs App.jobs returns per call
+MAX_RERUNS = 10_000
+# App.jobs: the state sets a listing can walk, by the name it is asked for
+LIST_STATES = {"queued": "ready", "ready": "ready", "scheduled": "scheduled",
+               "leased": "leases", "done": "done", "dead": "dead"}
 
 
 @dataclass(slots=True)
@@ -301,10 +321,12 @@ class App:
                     pipe.hget(qk.payloads, job_id)
                     pipe.hget(qk.errors, job_id)
                     pipe.hget(qk.results, job_id)
-                    raw, lease, envelope, error, result = await pipe.execute()
+                    pipe.hget(qk.logs, job_id)
+                    raw, lease, envelope, error, result, logs = await pipe.execute()
             record = decode_record(job_id, q, raw, lease, envelope, error)
             if record is not None:
                 record.result = codec.decode_result(result, job_id)
+                record.logs = parse_logs(logs)
                 return record
         raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
 
@@ -374,6 +396,247 @@ class App:
         parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
         return combine(q, parts)
 
+    # -- operator controls: pause, wait, rerun, listing ------------------------
+
+    async def pause(self, queue: str) -> None:
+        """Pause a queue (every shard of a sharded one): from the moment this
+        returns no claim leases a job from it (the claim script checks the
+        flag). Running jobs finish and settle as usual; enqueue still works;
+        scheduled jobs still become ready. Idempotent. A queue that does not
+        exist (no handler registered on this App for it and nothing in Redis)
+        is a ConfigError, and nothing is written."""
+        for qk in await self._existing_queue(queue, "pause"):
+            with redis_errors(self.url, "pause"):
+                await self.redis.set(qk.paused, b"1")
+
+    async def resume(self, queue: str) -> None:
+        """Undo pause(); idle workers are woken at once. Idempotent."""
+        cap = self.settings.wake_cap
+        for qk in await self._existing_queue(queue, "resume"):
+            with redis_errors(self.url, "resume"):
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.delete(qk.paused)
+                    pipe.rpush(qk.wake, b"1")
+                    pipe.ltrim(qk.wake, 0, max(0, cap - 1))
+                    await pipe.execute()
+
+    async def paused(self, queue: str) -> bool:
+        """Whether a queue is paused (any of its shards)."""
+        name = check_queue_name(logical(queue))
+        with redis_errors(self.url, "paused"):
+            return bool(await self.redis.exists(*(self.keys(p).paused
+                                                  for p in self.shards.physical(name))))
+
+    async def _existing_queue(self, queue: str, what: str) -> list[QueueKeys]:
+        """The keys of every shard of a queue that exists: registered on this
+        App, or with keys in Redis. ConfigError (nothing written) otherwise,
+        and when its recorded shard count disagrees with this App's."""
+        name = check_queue_name(logical(queue))
+        physical = [self.keys(p) for p in self.shards.physical(name)]
+        registered = name in self.registry.queues()
+        with redis_errors(self.url, what):
+            recorded = await self.scripts.queue_config(self.keys(name), 1, expected=-1)
+            in_redis = recorded > 0 or bool(await self.redis.exists(
+                *(k for qk in physical for k in (qk.jobs, qk.stats, qk.config))))
+        if not registered and not in_redis:
+            raise ConfigError(
+                f"cannot {what} queue {name!r}: it does not exist (no handler on this App "
+                "uses it and Redis holds nothing for it); check the name and --prefix")
+        if recorded and recorded != self.shards.count(name):
+            raise ConfigError(
+                f"queue {name!r} is recorded in Redis with {recorded} shard(s), this App is "
+                f"configured with {self.shards.count(name)}: configure App(queue_shards=...)")
+        return physical
+
+    async def _locate(self, job_id: str, queue: str | None) -> tuple[str, QueueKeys]:
+        """The logical queue holding a job, and the keys of its shard."""
+        queues = [queue] if queue is not None else self.known_queues()
+        for q in queues:
+            qk = self.keys(self.shards.route(q, job_id))
+            with redis_errors(self.url, "locate"):
+                if await self.redis.hexists(qk.jobs, job_id):
+                    return logical(q), qk
+        raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
+
+    async def wait(self, job_id: str, timeout: float | None = None,  # noqa: ASYNC109
+                   queue: str | None = None) -> Any:
+        """Block until a job ends and return its result (None for a job that
+        returned None or was skipped). Raises JobDead (carrying the dead
+        reason and the last error) or JobCanceled for a job that ended
+        without a result, Timeout when ``timeout`` seconds pass first (None:
+        no limit), JobNotFound when no such job exists, or once its record
+        is gone (its retention ran out; retention=0 keeps no record at all).
+
+        No polling: the wait registers in the queue's waiting set and blocks
+        (BLPOP) on the job's notify list, which the script that ends the job
+        pushes to in the same atomic step. It works from any process, and a
+        dropped connection only costs one slice (2 s): each slice re-reads the
+        job's state before blocking again, so a missed token is never a
+        missed ending."""
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
+            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        deadline = float("inf") if timeout is None else time.monotonic() + timeout
+        q, qk = await self._locate(job_id, queue)
+        blocking = not is_memory_url(self.url)  # the embedded store cannot block
+        backoff = 0.05
+        while True:
+            remaining = deadline - time.monotonic()
+            block = min(WAIT_SLICE, max(0.0, remaining))
+            try:
+                state = await self.scripts.watch(qk, job_id, int((block + 1.0) * 1000))
+                if state == "missing":
+                    raise JobNotFound(f"job {job_id!r} of queue {q} is gone (its retention ran "
+                                      "out, or it kept no record)")
+                if state == "malformed":
+                    raise MalformedJob(f"job {job_id} in queue {q}: record is malformed")
+                if JobState(state).terminal:
+                    return await self._ended(job_id, q)
+                if remaining <= 0:
+                    raise Timeout(job_id, timeout or 0.0)
+                if blocking:
+                    await self._block_on(qk.notify(job_id), block)
+                else:
+                    await anyio.sleep(min(block, 0.005))
+                backoff = 0.05
+            except RedisUnavailable:
+                # a reconnect: the state is re-read on the next round
+                if time.monotonic() >= deadline:
+                    raise
+                await anyio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                backoff = min(backoff * 2, 1.0)
+
+    async def _block_on(self, notify: str, block: float) -> None:
+        """Block on a notify list for at most ``block`` seconds; a token taken
+        is put back, so every other waiter of the same job wakes too (the list
+        expires by itself)."""
+        with redis_errors(self.url, "wait"):
+            popped = await self.redis.blpop([notify], timeout=max(block, 0.01))
+            if popped:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.rpush(notify, b"1")
+                    pipe.pexpire(notify, 10_000)
+                    await pipe.execute()
+
+    async def _ended(self, job_id: str, queue: str) -> Any:
+        record = await self.get_job(job_id, queue)
+        if record.state == JobState.DEAD:
+            raise JobDead(job_id, record.state, record.reason, record.error)
+        if record.state == JobState.CANCELED:
+            raise JobCanceled(job_id, record.state, record.reason, record.error)
+        return record.result
+
+    async def rerun(self, job_id: str, queue: str | None = None) -> str:
+        """Run a finished job (succeeded, skipped, canceled or dead) again as a
+        new job ``<id>:rerun:<n>``: the same name, payload, correlation and
+        request ids, priority and budgets, fresh counters, and
+        ``rerun_of=<id>`` in its payload envelope (JobRecord.rerun_of). The
+        original stays as it is. Returns the new job's id. JobNotFinished
+        for a job still queued, scheduled or leased."""
+        record = await self.get_job(job_id, queue)
+        if not JobState(record.state).terminal:
+            raise JobNotFinished(f"job {job_id} is {record.state}: only a finished job "
+                                 "(succeeded, skipped, canceled, dead) can be re-run")
+        envelope = codec.encode_envelope(record.payload, record.correlation_id,
+                                         record.request_id, max(self.max_payload_bytes,
+                                                                2 ** 31), rerun_of=job_id)
+        await self.verify_queues([record.queue])
+        for n in range(1, MAX_RERUNS + 1):
+            new_id = f"{job_id}:rerun:{n}"
+            if len(new_id) > 512:
+                raise ConfigError(f"job id {job_id!r} is too long to re-run (ids: 512 chars)")
+            job = NewJob(id=new_id, name=record.name, payload=envelope, delay_ms=0,
+                         priority=record.priority, max_attempts=record.max_attempts or 0,
+                         max_infra=record.max_infra_attempts or 0)
+            qk = self.keys(self.shards.route(record.queue, new_id))
+            ((created, _state),) = await self.scripts.enqueue(qk, [job])
+            if created:
+                return new_id
+        raise ConfigError(f"job {job_id} was re-run {MAX_RERUNS} times already")
+
+    async def jobs(self, queue: str, state: str, cursor: str | None = None,
+                   count: int = 100, correlation_id: str | None = None,
+                   ) -> tuple[list[JobRecord], str | None]:
+        """One page of a queue's jobs in one state: (records, next cursor),
+        the cursor None at the end. ``state``: queued (or ready), scheduled,
+        leased, done (succeeded, skipped, canceled within retention) or dead.
+        Order: ready = claim order; scheduled = due time; leased = lease
+        expiry; done = record expiry; dead = when it died. Each call reads at
+        most ``count`` (<= 1000) entries of one state set (ZRANGE by rank
+        from the cursor's entry, O(log N + count)), never the keyspace. Jobs
+        that change state while you page may be missed or seen twice.
+
+        ``correlation_id`` filters the page (no index is kept: finding one
+        walks the pages, O(jobs in the state) over all calls; a page may
+        then hold fewer than ``count`` records, follow the cursor)."""
+        if state not in LIST_STATES:
+            raise ConfigError(f"state must be one of {', '.join(LIST_STATES)}, got {state!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not (
+                1 <= count <= MAX_LIST_COUNT):
+            raise ConfigError(f"count must be an int in 1..{MAX_LIST_COUNT}, got {count!r}")
+        name = check_queue_name(logical(queue))
+        shards = self.shards.physical(name)
+        index, after = _parse_cursor(cursor, len(shards))
+        qk = self.keys(shards[index])
+        key = getattr(qk, LIST_STATES[state])
+        with redis_errors(self.url, "jobs"):
+            rows = await self._page(key, after, count)
+            records = await self._records(qk, name, rows, key == qk.leases)
+        if correlation_id is not None:
+            records = [r for r in records if r.correlation_id == correlation_id]
+        if len(rows) == count:
+            last_id, last_score = rows[-1]
+            return records, f"{index}:{last_score!r}:{last_id}"
+        if index + 1 < len(shards):
+            return records, f"{index + 1}:"
+        return records, None
+
+    async def _page(self, key: str, after: tuple[float, str] | None,
+                    count: int) -> list[tuple[str, float]]:
+        """Up to ``count`` (id, score) entries of a ZSET after the cursor's
+        entry: by its rank while it is still there, else from the first
+        entry of a higher score (or of the same score and a higher id)."""
+        start, exact = 0, True
+        if after is not None:
+            score, member = after
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.zrank(key, member)
+                pipe.zscore(key, member)
+                pipe.zcount(key, "-inf", f"({score!r}")
+                rank, now_score, below = await pipe.execute()
+            if rank is not None and now_score == score:
+                start = int(rank) + 1
+            else:
+                start, exact = int(below), False
+        raw: Any = await self.redis.zrange(key, start, start + count - 1, withscores=True)
+        rows = [(text(m), float(sc)) for m, sc in raw]
+        if after is not None and not exact:
+            # the cursor's entry left the set: skip its equals in score up to it
+            score, member = after
+            rows = [(m, sc) for m, sc in rows if sc > score or (sc == score and m > member)]
+        return rows
+
+    async def _records(self, qk: QueueKeys, queue: str, rows: list[tuple[str, float]],
+                       leased: bool) -> list[JobRecord]:
+        if not rows:
+            return []
+        ids = [job_id for job_id, _ in rows]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(qk.jobs, ids)
+            pipe.hmget(qk.payloads, ids)
+            pipe.hmget(qk.errors, ids)
+            raws, envelopes, errors = await pipe.execute()
+        out = []
+        for (job_id, score), raw, envelope, error in zip(rows, raws, envelopes, errors,
+                                                        strict=True):
+            try:
+                record = decode_record(job_id, queue, raw, score if leased else None,
+                                       envelope, error)
+            except MalformedJob:
+                continue  # get_job names it; a listing goes on
+            if record is not None:
+                out.append(record)
+        return out
+
     async def ping(self) -> None:
         """Raise RedisUnavailable (naming the URL) when Redis does not answer."""
         with redis_errors(self.url, "ping"):
@@ -401,6 +664,27 @@ def _budget(what: str, given: int | None) -> int:
     if isinstance(given, bool) or not isinstance(given, int) or given < 1:
         raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
     return given
+
+
+def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, str] | None]:
+    """App.jobs' cursor: ``<shard>:`` (the start of a shard) or
+    ``<shard>:<score>:<id>`` (after that entry)."""
+    if cursor is None or cursor == "":
+        return 0, None
+    index, _, rest = cursor.partition(":")
+    try:
+        shard = int(index)
+        if not 0 <= shard < shards:
+            raise ValueError(index)
+        if not rest:
+            return shard, None
+        score, sep, member = rest.partition(":")
+        if not sep:
+            raise ValueError(rest)
+        return shard, (float(score), member)
+    except ValueError:
+        raise ConfigError(
+            f"invalid cursor {cursor!r}: pass back the one App.jobs returned") from None
 
 
 def _positive_limit(queue: str, limit: int) -> int:

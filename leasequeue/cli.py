@@ -1,5 +1,5 @@
-"""The command line: worker, demo, stats, dead list|replay|purge, job,
-queues reshard.
+"""The command line: worker, demo, stats, dead list|replay|purge, job
+(--logs, --rerun), jobs, queues reshard|pause|resume.
 
 Only argument parsing and printing live here; the work is done by App,
 Worker and demo.py."""
@@ -73,13 +73,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
             for queue in args.queue or app.known_queues():
                 _print(asdict(await app.stats(queue)))
         elif args.command == "job":
-            _print(asdict(await app.get_job(args.id, args.queue)))
+            return await _job(app, args)
+        elif args.command == "jobs":
+            records, cursor = await app.jobs(args.queue, args.state, args.cursor, args.count,
+                                             args.correlation_id)
+            for record in records:
+                _print(_summary(record))
+            print(f"next cursor: {cursor}" if cursor else "end", file=sys.stderr)
         elif args.command == "dead":
             return await _dead(app, args)
         elif args.command == "queues":
-            old = await app.reshard(args.queue, args.shards)
-            print(f"queue {args.queue}: {old} -> {args.shards} shard(s) recorded; restart its "
-                  f"producers and workers with queue_shards={{{args.queue!r}: {args.shards}}}")
+            return await _queues(app, args)
     finally:
         await app.close()
     return 0
@@ -111,6 +115,47 @@ async def _worker(args: argparse.Namespace) -> int:
         os._exit(code)
     await app.close()
     return 0
+
+
+async def _job(app: App, args: argparse.Namespace) -> int:
+    if args.rerun:
+        new_id = await app.rerun(args.id, args.queue)
+        print(f"job {args.id} re-run as {new_id}")
+        return 0
+    record = await app.get_job(args.id, args.queue)
+    if not args.logs:
+        _print(asdict(record))
+        return 0
+    if not record.logs:
+        print(f"job {args.id}: no run logs kept (its run_logs policy, or no run logged)")
+    for run in record.logs:
+        print(f"--- attempt {run.attempt}: {run.outcome} (at {run.at_ms} ms)")
+        for line in run.lines:
+            print(line)
+    return 0
+
+
+async def _queues(app: App, args: argparse.Namespace) -> int:
+    if args.action == "reshard":
+        if args.shards is None:
+            raise ConfigError("queues reshard needs the new shard count")
+        old = await app.reshard(args.queue, args.shards)
+        print(f"queue {args.queue}: {old} -> {args.shards} shard(s) recorded; restart its "
+              f"producers and workers with queue_shards={{{args.queue!r}: {args.shards}}}")
+    elif args.action == "pause":
+        await app.pause(args.queue)
+        print(f"queue {args.queue} paused: nothing new starts; running jobs finish")
+    else:
+        await app.resume(args.queue)
+        print(f"queue {args.queue} resumed")
+    return 0
+
+
+def _summary(record: Any) -> dict[str, Any]:
+    """One line of `leasequeue jobs`."""
+    return {k: getattr(record, k) for k in (
+        "id", "name", "state", "attempt", "work_failures", "infra_failures", "correlation_id",
+        "enqueued_ms", "finished_ms", "reason", "error", "rerun_of")}
 
 
 async def _dead(app: App, args: argparse.Namespace) -> int:
@@ -156,24 +201,38 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
     d.add_argument("--jobs", type=int, default=300)
 
-    for name, text in (("stats", "queue statistics"), ("job", "one job's record"),
+    for name, text in (("stats", "queue statistics"),
+                       ("job", "one job's record, its run logs (--logs), or re-run it (--rerun)"),
+                       ("jobs", "list a queue's jobs in one state, a page at a time"),
                        ("dead", "dead letters: list, replay, purge"),
-                       ("queues", "settings recorded in Redis: reshard QUEUE N")):
+                       ("queues", "reshard QUEUE N, pause QUEUE, resume QUEUE")):
         s = sub.add_parser(name, help=text)
         if name == "queues":
-            s.add_argument("action", choices=["reshard"])
+            s.add_argument("action", choices=["reshard", "pause", "resume"])
             s.add_argument("queue", help="the logical queue")
-            s.add_argument("shards", type=int, help="the new shard count (1 = not sharded); "
-                           "refused unless the queue is drained")
+            s.add_argument("shards", type=int, nargs="?",
+                           help="reshard: the new shard count (1 = not sharded); refused "
+                           "unless the queue is drained")
         s.add_argument("--app", help="MODULE:APP (else --url and --prefix)")
         s.add_argument("--url", default="redis://localhost:6379/0")
         s.add_argument("--prefix", default="lq")
         if name == "stats":
             s.add_argument("--queue", "-q", action="append")
+        elif name == "jobs":
+            s.add_argument("--queue", "-q", required=True)
         elif name != "queues":
             s.add_argument("--queue", "-q")
         if name == "job":
             s.add_argument("id")
+            s.add_argument("--logs", action="store_true", help="print the kept run logs")
+            s.add_argument("--rerun", action="store_true",
+                           help="run this finished job again as a new job")
+        if name == "jobs":
+            s.add_argument("--state", "-s", required=True,
+                           choices=["queued", "ready", "scheduled", "leased", "done", "dead"])
+            s.add_argument("--cursor", help="the cursor the previous page printed")
+            s.add_argument("--count", type=int, default=100)
+            s.add_argument("--correlation-id", help="only jobs with this correlation id")
         if name == "dead":
             s.add_argument("action", choices=["list", "replay", "purge"])
             s.add_argument("ids", nargs="*", help="job ids to replay (default: the oldest)")

@@ -25,15 +25,20 @@ class Envelope:
     correlation_id: str
     request_id: str
     kwargs: dict[str, Any]
+    rerun_of: str = ""  # the job this one re-runs ('' = none)
 
 
 def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request_id: str,
-                    limit: int = DEFAULT_MAX_PAYLOAD) -> bytes:
-    """The stored payload: [version, correlation id, request id, kwargs] as msgpack.
+                    limit: int = DEFAULT_MAX_PAYLOAD, rerun_of: str = "") -> bytes:
+    """The stored payload: [version, correlation id, request id, kwargs] as
+    msgpack, and a fifth element {"rerun_of": id} for a re-run (App.rerun).
     The size limit counts the encoded kwargs. Raises a PayloadError before
     anything is stored."""
     head = [ENVELOPE_VERSION, correlation_id, request_id]
-    data = _pack([*head, _kwargs(payload)], "payload")
+    body: list[Any] = [*head, _kwargs(payload)]
+    if rerun_of:
+        body.append({"rerun_of": rerun_of})
+    data = _pack(body, "payload")
     # both arrays have a one-byte header, so the difference is the kwargs alone
     size = len(data) - len(_pack(head, "payload"))
     if size > limit:
@@ -43,10 +48,12 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
 
 def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
     value = _unpack(data, job_id)
-    if (not isinstance(value, list) or len(value) != 4 or value[0] != ENVELOPE_VERSION
-            or not isinstance(value[3], dict)):
+    if (not isinstance(value, list) or len(value) not in (4, 5)
+            or value[0] != ENVELOPE_VERSION or not isinstance(value[3], dict)
+            or (len(value) == 5 and not isinstance(value[4], dict))):
         raise MalformedJob(f"job {job_id}: payload is not a leasequeue envelope")
-    return Envelope(str(value[1]), str(value[2]), value[3])
+    extra = value[4] if len(value) == 5 else {}
+    return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")))
 
 
 def _kwargs(payload: dict[str, Any] | None) -> dict[str, Any]:

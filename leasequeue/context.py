@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from .errors import LeaseLost, RunStopped
 from .log import Log, get_log
+from .runlog import RunLogCapture
 
 
 class _StopState(Protocol):
@@ -24,14 +25,14 @@ class _StopState(Protocol):
 
 class Context:
     __slots__ = (
-        "_log", "_run", "attempt", "correlation_id", "infra_failures",
+        "_capture", "_log", "_run", "attempt", "correlation_id", "infra_failures",
         "job_id", "name", "queue", "request_id", "token", "work_failures", "worker_id",
     )
 
     def __init__(self, *, job_id: str, name: str, queue: str, attempt: int, token: int,
                  worker_id: str, correlation_id: str, request_id: str,
                  run: _StopState, work_failures: int = 0,
-                 infra_failures: int = 0) -> None:
+                 infra_failures: int = 0, capture: RunLogCapture | None = None) -> None:
         self.job_id = job_id
         self.name = name
         self.queue = queue
@@ -48,18 +49,26 @@ class Context:
         self.infra_failures = infra_failures
         self._run = run
         self._log: Log | None = None
+        self._capture = capture
 
     @property
     def log(self) -> Log:
-        """A structured logger with job_id, run (job:token), correlation and request ids."""
+        """A structured logger with job_id, run (job:token), correlation and request ids.
+        What it writes during the run is also kept with the job when the job's
+        ``run_logs`` policy says so (see ``captured``)."""
         if self._log is None:
             self._log = get_log(
-                "job", job_id=self.job_id, job=self.name, queue=self.queue,
+                "job", sink=self._capture, job_id=self.job_id, job=self.name, queue=self.queue,
                 run=f"{self.job_id}:{self.token}", attempt=self.attempt,
                 worker_id=self.worker_id, correlation_id=self.correlation_id,
                 request_id=self.request_id,
             )
         return self._log
+
+    @property
+    def captured(self) -> RunLogCapture | None:
+        """This run's log capture (None: the job's run_logs policy is "none")."""
+        return self._capture
 
     def is_stopping(self) -> bool:
         """True once the run should wrap up: timeout reached, lease or a limiter

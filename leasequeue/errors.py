@@ -113,3 +113,44 @@ class Retry(LeaseQueueError):
     def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
         self.delay = delay
         super().__init__(message)
+
+
+# -- raised by the operator calls (App.wait, App.rerun) ----------------------
+
+
+class Timeout(LeaseQueueError):
+    """``App.wait`` gave up: the job had not ended within the timeout (it
+    may still end later; waiting again is safe). Deliberately not a
+    builtin TimeoutError, which a handler's failure treats as infrastructure."""
+
+    def __init__(self, job_id: str, timeout: float) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        super().__init__(f"job {job_id} did not end within {timeout}s")
+
+
+class JobFailed(LeaseQueueError):
+    """``App.wait``: the job ended without a result; carries its final state,
+    the dead reason and the text of its last error."""
+
+    def __init__(self, job_id: str, state: str, reason: str | None, error: str | None) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.reason = reason
+        self.error = error
+        first = (error or "").split("\n", 1)[0]
+        detail = f" ({reason})" if reason else ""
+        super().__init__(f"job {job_id} ended {state}{detail}" + (f": {first}" if first else ""))
+
+
+class JobDead(JobFailed):
+    """``App.wait``: the job is dead (budget spent, PermanentError, ...)."""
+
+
+class JobCanceled(JobFailed):
+    """``App.wait``: the job was canceled."""
+
+
+class JobNotFinished(LeaseQueueError):
+    """``App.rerun``: only a finished job (succeeded, skipped, canceled, dead)
+    can be re-run."""

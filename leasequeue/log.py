@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, Protocol
 
 ROOT = "leasequeue"
 
@@ -30,19 +30,31 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class Sink(Protocol):
+    """Also receives a logger's lines (a run's log capture, see runlog.py)."""
+
+    def add(self, level: int, msg: str, fields: dict[str, Any]) -> None: ...
+
+
 class Log:
-    """A logger with bound fields: ``log.info("sent", order_id=...)``."""
+    """A logger with bound fields: ``log.info("sent", order_id=...)``. With a
+    sink, each line also goes there (the bound fields left out), whatever the
+    stdlib level lets through."""
 
-    __slots__ = ("_fields", "_logger")
+    __slots__ = ("_fields", "_logger", "_sink")
 
-    def __init__(self, logger: logging.Logger, fields: dict[str, Any]) -> None:
+    def __init__(self, logger: logging.Logger, fields: dict[str, Any],
+                 sink: Sink | None = None) -> None:
         self._logger = logger
         self._fields = fields
+        self._sink = sink
 
     def bind(self, **fields: Any) -> Log:
-        return Log(self._logger, {**self._fields, **fields})
+        return Log(self._logger, {**self._fields, **fields}, self._sink)
 
     def _log(self, level: int, msg: str, fields: dict[str, Any], exc_info: bool = False) -> None:
+        if self._sink is not None:
+            self._sink.add(level, msg, fields)
         if self._logger.isEnabledFor(level):
             self._logger.log(level, msg, extra={"fields": {**self._fields, **fields}},
                              exc_info=exc_info)
@@ -63,8 +75,8 @@ class Log:
         return self._logger.isEnabledFor(level)
 
 
-def get_log(name: str = "", **fields: Any) -> Log:
-    return Log(logging.getLogger(f"{ROOT}.{name}" if name else ROOT), fields)
+def get_log(name: str = "", sink: Sink | None = None, **fields: Any) -> Log:
+    return Log(logging.getLogger(f"{ROOT}.{name}" if name else ROOT), fields, sink)
 
 
 def configure(level: int | str = logging.INFO, stream: Any = None) -> None:

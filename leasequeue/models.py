@@ -102,6 +102,16 @@ class ErrorEntry:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class RunLog:
+    """What ``ctx.log`` wrote during one run, as kept with the job."""
+
+    attempt: int  # the attempt of the run
+    outcome: str  # succeeded | skipped | canceled | work | infra | dead
+    at_ms: int  # server clock, when the run was settled
+    lines: list[str]
+
+
 @dataclass(slots=True)
 class JobRecord:
     """A job as get_job reads it: state, counters, instants (ms, server clock)."""
@@ -132,6 +142,8 @@ class JobRecord:
     payload: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     errors: list[ErrorEntry] = field(default_factory=list)  # oldest first, the last 5
+    logs: list[RunLog] = field(default_factory=list)  # oldest first, the last 3 runs kept
+    rerun_of: str | None = None  # the job this one re-runs (App.rerun)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,3 +158,4 @@ class QueueStats:
     oldest_ready_age_ms: int | None
     next_due_in_ms: int | None
     counters: dict[str, int]
+    paused: bool = False

@@ -11,6 +11,7 @@ from typing import Any, TypedDict, Unpack
 
 from .backoff import Backoff, exponential
 from .errors import ConfigError, UnknownJob
+from .runlog import DEFAULT_BYTES, DEFAULT_LINES, MAX_BYTES, RunLogs
 from .store.keys import check_job_name, check_queue_name
 
 
@@ -28,6 +29,9 @@ class Defaults:
     retention: float = 24 * 3600.0
     on_conflict: str = "enqueue"
     slot_backoff: float = 2.0
+    run_logs: str = "errors"  # none | errors | all: which runs keep their ctx.log lines
+    run_log_lines: int = DEFAULT_LINES  # most lines kept per run
+    run_log_bytes: int = DEFAULT_BYTES  # most bytes kept per run (at most 64 KiB)
 
 
 class JobOptions(TypedDict, total=False):
@@ -45,6 +49,9 @@ class JobOptions(TypedDict, total=False):
     max_concurrent: int
     on_conflict: str  # enqueue | skip | replace
     slot_backoff: float
+    run_logs: str  # none | errors | all
+    run_log_lines: int
+    run_log_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,9 @@ class JobDefinition:
     max_concurrent: int | None = None
     on_conflict: str = "enqueue"  # enqueue | skip | replace
     slot_backoff: float = 2.0
+    run_logs: str = "errors"  # none | errors | all
+    run_log_lines: int = DEFAULT_LINES
+    run_log_bytes: int = DEFAULT_BYTES
 
     @property
     def retention_ms(self) -> int:
@@ -77,7 +87,8 @@ class JobDefinition:
             "stop_grace": self.stop_grace, "retention": self.retention,
             "kind": "async" if self.is_async else "sync (thread)",
             "max_concurrent": self.max_concurrent, "on_conflict": self.on_conflict,
-            "slot_backoff": self.slot_backoff,
+            "slot_backoff": self.slot_backoff, "run_logs": self.run_logs,
+            "run_log_lines": self.run_log_lines, "run_log_bytes": self.run_log_bytes,
         }
 
 
@@ -188,11 +199,26 @@ def _conflict(option: str, value: Any) -> str:
     return str(value)
 
 
+def _run_logs(option: str, value: Any) -> str:
+    policies = tuple(p.value for p in RunLogs)
+    if value not in policies:
+        raise ConfigError(f"{option} must be one of {policies}, got {value!r}")
+    return str(value)
+
+
+def _log_bytes(option: str, value: Any) -> int:
+    n = _count(option, value)
+    if n > MAX_BYTES:
+        raise ConfigError(f"{option} must be at most {MAX_BYTES}, got {value!r}")
+    return n
+
+
 CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "name": _name, "queue": _queue, "max_attempts": _count, "max_infra_attempts": _count,
     "backoff": _policy, "infra_backoff": _policy, "timeout": _timeout, "stop_grace": _grace,
     "retention": _grace, "max_concurrent": _optional_count, "on_conflict": _conflict,
-    "slot_backoff": _pause,
+    "slot_backoff": _pause, "run_logs": _run_logs, "run_log_lines": _count,
+    "run_log_bytes": _log_bytes,
 }
 
 

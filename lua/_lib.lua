@@ -10,6 +10,9 @@
 --   {P:Q}:errors    id -> the last ERRORS_KEPT errors (push_error), entries joined by
 --                   "\30", each `attempt \31 kind \31 at_ms \31 text`
 --   {P:Q}:results   id -> msgpack result (written on success only)
+--   {P:Q}:logs      id -> the captured ctx.log lines of the last LOG_RUNS_KEPT runs
+--                   (push_log), entries joined by "\30", each
+--                   `attempt \31 outcome \31 at_ms \31 lines` (lines joined by "\n")
 -- Record fields, in order (RECORD_FIELDS; the record starts with version "2";
 -- version "1" records, without `started`, are still read):
 --   state        queued | scheduled | leased | succeeded | skipped | canceled | dead
@@ -187,16 +190,37 @@ local function wake(wake_key, count, cap)
   end
 end
 
--- every trace of a job: its record, payload, last error and result
+-- every trace of a job: its record, payload, last error, result and run logs
 local function forget(id, k)
   redis.call('HDEL', k.jobs, id)
   redis.call('HDEL', k.payloads, id)
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.results, id)
+  redis.call('HDEL', k.logs, id)
+end
+
+-- wake the waiters (App.wait) of jobs that just ended: only the ids a waiter
+-- registered in the waiting set (watch.lua) get a token, on the list
+-- `<waiting key>:<id>` (keys.py QueueKeys.notify builds the same name; a
+-- batched ack cannot declare one key per waiter). The token lapses after
+-- NOTIFY_TTL_MS; a waiter that missed it finds the ended state on its next
+-- check. With nobody waiting this costs one ZCARD per call.
+local NOTIFY_TTL_MS = 10000
+local function signal(waiting_key, ids)
+  if #ids == 0 or redis.call('ZCARD', waiting_key) == 0 then
+    return
+  end
+  for _, id in ipairs(ids) do
+    if redis.call('ZREM', waiting_key, id) == 1 then
+      local list = waiting_key .. ':' .. id
+      redis.call('RPUSH', list, '1')
+      redis.call('PEXPIRE', list, NOTIFY_TTL_MS)
+    end
+  end
 end
 
 -- a terminal state that keeps the record for its retention, then expires it
--- k: a table with done, jobs, payloads, errors, results keys
+-- k: a table with done, jobs, payloads, errors, results, logs keys
 local function finish(meta, id, now, state, retention_ms, k)
   meta.state = state
   meta.end_ms = now
@@ -221,7 +245,7 @@ end
 
 -- delete finished records whose retention ran out (at most `batch`); a record
 -- that is live again (never expected) is left alone. Returns how many.
--- k: a table with done, jobs, payloads, errors, results keys
+-- k: a table with done, jobs, payloads, errors, results, logs keys
 local function expire_done(k, now, batch)
   if batch <= 0 then
     return 0
@@ -282,4 +306,23 @@ local function push_error(errors_key, id, meta, kind, now, text)
   entries[#entries + 1] = table.concat({str(meta.attempt), kind, int(now), text}, US)
   local first = math.max(1, #entries - ERRORS_KEPT + 1)
   redis.call('HSET', errors_key, id, table.concat(entries, RS, first, #entries))
+end
+
+-- the captured logs of a run (ctx.log lines, capped by Python per run and
+-- cut at LOG_RUN_MAX here as a last guard), kept for the last LOG_RUNS_KEPT
+-- runs of the job, in the same shape as the error history
+local LOG_RUNS_KEPT = 3
+local LOG_RUN_MAX = 65536
+local function push_log(logs_key, id, meta, outcome, now, lines)
+  local entries = {}
+  local old = redis.call('HGET', logs_key, id)
+  if old then
+    for entry in string.gmatch(old, '[^' .. RS .. ']+') do
+      entries[#entries + 1] = entry
+    end
+  end
+  entries[#entries + 1] = table.concat({str(meta.attempt), outcome, int(now),
+                                        string.sub(lines, 1, LOG_RUN_MAX)}, US)
+  local first = math.max(1, #entries - LOG_RUNS_KEPT + 1)
+  redis.call('HSET', logs_key, id, table.concat(entries, RS, first, #entries))
 end

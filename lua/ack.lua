@@ -11,33 +11,38 @@
 -- KEYS[6] done         ZSET   finished ids, score = expiry of the record (ms)
 -- KEYS[7] stats        HASH   counters
 -- KEYS[8] events       STREAM audit trail
+-- KEYS[9] logs         HASH   id -> captured run logs
+-- KEYS[10] waiting      ZSET   ids someone waits for (App.wait)
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all        0|1   also record the hot transitions (succeeded)
 -- ARGV[3] outcome          str   succeeded | skipped | canceled, for the whole batch
 -- ARGV[4] retention_ms     int   how long the records are kept (0 = delete now)
 -- ARGV[5] expire_batch     int   most expired finished records deleted by this call
--- ARGV[6..] per job, 4 values: id, token, result (bytes, '' = none),
---           note (str, '' = none; else kept in the error history as kind 'note')
+-- ARGV[6..] per job, 5 values: id, token, result (bytes, '' = none),
+--           note (str, '' = none; else kept in the error history as kind 'note'),
+--           logs (str, '' = none; else kept as this run's captured log lines)
 -- Returns: per job CODE_FINISHED, or CODE_REFUSED (stale token or not leased)
 local CODE_REFUSED, CODE_FINISHED = 0, 1
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local logs_key, waiting_key = KEYS[9], KEYS[10]
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local outcome, retention_ms = ARGV[3], tonumber(ARGV[4])
 local expire_batch = tonumber(ARGV[5])
-local FIELDS = 4
+local FIELDS = 5
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key}
+           results = results_key, logs = logs_key}
 
 local now = now_ms()
 local now_text = int(now)
-local ids, tokens, given, notes = {}, {}, {}, {}
+local ids, tokens, given, notes, logs = {}, {}, {}, {}, {}
 for base = 6, #ARGV, FIELDS do
   ids[#ids + 1] = ARGV[base]
   tokens[#tokens + 1] = tonumber(ARGV[base + 1])
   given[#given + 1] = ARGV[base + 2]
   notes[#notes + 1] = ARGV[base + 3]
+  logs[#logs + 1] = ARGV[base + 4]
 end
 local raws = bulk('HMGET', jobs_key, ids)
 
@@ -71,6 +76,9 @@ for i, id in ipairs(ids) do
       if notes[i] ~= '' then
         push_error(errors_key, id, meta, 'note', now, notes[i])
       end
+      if logs[i] ~= '' then
+        push_log(logs_key, id, meta, outcome, now, logs[i])
+      end
     else
       finish(meta, id, now, outcome, 0, k)
     end
@@ -87,6 +95,7 @@ bulk('ZREM', leases_key, leases)
 bulk('HSET', jobs_key, records)
 bulk('ZADD', done_key, done)
 bulk('HSET', results_key, results)
+signal(waiting_key, leases)
 if finished > 0 then
   redis.call('HINCRBY', stats_key, outcome, finished)
 end

@@ -12,6 +12,8 @@
 -- KEYS[8] stats        HASH   counters
 -- KEYS[9] events       STREAM audit trail
 -- KEYS[10] leases       ZSET   leased ids
+-- KEYS[11] logs         HASH   id -> captured run logs
+-- KEYS[12] waiting      ZSET   ids someone waits for (App.wait)
 -- ARGV[1] id               str
 -- ARGV[2] retention_ms     int   how long the canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
@@ -25,10 +27,11 @@ local CODE_STALE, CODE_MISSING, CODE_MALFORMED = 'stale', 'missing', 'malformed'
 local jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, leases_key = KEYS[8], KEYS[9], KEYS[10]
+local logs_key, waiting_key = KEYS[11], KEYS[12]
 local id, retention_ms, events_maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local token = tonumber(ARGV[4])
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key}
+           results = results_key, logs = logs_key}
 
 local meta, problem = load_meta(jobs_key, id)
 if not meta then
@@ -50,6 +53,7 @@ if meta.state == 'queued' or meta.state == 'scheduled'
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
   emit(events_key, events_maxlen, id, 'canceled', leased and 'by request, not started' or 'by request')
+  signal(waiting_key, {id})
   return {CODE_CANCELED, 'canceled'}
 elseif leased then
   if tonumber(meta.cancel) ~= 1 then

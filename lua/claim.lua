@@ -10,6 +10,10 @@
 -- last claim's jobs; a retry with the same claim_id (a reply lost on the wire
 -- and the call sent again) returns those still leased with their tokens and
 -- leases nothing new.
+-- A paused queue (its paused key exists) leases nothing: the check is in
+-- this script, so no claim that runs after the pause was written leases a
+-- job. Due scheduled jobs are still promoted, and a retried claim still gets
+-- the jobs it leased before the pause.
 -- KEYS[1] ready        ZSET   claimable ids
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
@@ -20,7 +24,8 @@
 -- KEYS[8] stats        HASH   counters (seq; token of old data, read once)
 -- KEYS[9] events       STREAM audit trail
 -- KEYS[10] token        STRING the fencing token counter
--- KEYS[11] claim        STRING this worker's last claim: claim_id, then (id, token)s; PX lease_ms
+-- KEYS[11] paused       STRING set while the queue is paused: nothing is leased
+-- KEYS[12] claim        STRING this worker's last claim: claim_id, then (id, token)s; PX lease_ms
 -- ARGV[1] count            int   most jobs to lease
 -- ARGV[2] lease_ms         int   lease duration
 -- ARGV[3] worker_id        str   holder, recorded on the job
@@ -35,7 +40,8 @@
 --          work_fail, infra_fail, enq_ms, started (0|1)}
 local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
-local stats_key, events_key, token_key, claim_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local stats_key, events_key, token_key, paused_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local claim_key = KEYS[12]
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
@@ -118,6 +124,9 @@ for _, id in ipairs(due) do
 end
 
 -- 2. lease, reading and writing the batch with one call per key
+if count > 0 and redis.call('EXISTS', paused_key) == 1 then
+  count = 0
+end
 if count > 0 then
   local popped = redis.call('ZPOPMIN', ready_key, count)
   local ids = {}

@@ -18,6 +18,8 @@
 -- KEYS[11] stats        HASH   counters
 -- KEYS[12] wake         LIST   wake-up tokens
 -- KEYS[13] events       STREAM audit trail
+-- KEYS[14] logs         HASH   id -> captured run logs
+-- KEYS[15] waiting      ZSET   ids someone waits for (App.wait)
 -- ARGV[1] id               str
 -- ARGV[2] token            int
 -- ARGV[3] kind             str   work | infra | dead
@@ -31,20 +33,23 @@
 -- ARGV[11] max_infra        int   the worker's effective infra budget for this job (> 0)
 -- ARGV[12] dead_max         int   most dead jobs kept (trimmed after a burial)
 -- ARGV[13] dead_retention_ms int  dead jobs older than this are trimmed after a burial
+-- ARGV[14] logs             str   this run's captured log lines ('' = none)
 -- Returns: {code, state, attempt, work_fail, infra_fail}; code CODE_REFUSED
 --          (stale token or not leased), CODE_RETRY, CODE_DEAD, CODE_CANCELED
 local CODE_REFUSED, CODE_RETRY, CODE_DEAD, CODE_CANCELED = 0, 1, 2, 3
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local logs_key, waiting_key = KEYS[14], KEYS[15]
 local id, token, kind, reason = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local err, delay_ms = ARGV[5], tonumber(ARGV[6])
 local events_maxlen, letters_maxlen = tonumber(ARGV[7]), tonumber(ARGV[8])
 local retention_ms = tonumber(ARGV[9])
 local max_attempts, max_infra = tonumber(ARGV[10]), tonumber(ARGV[11])
 local dead_max, dead_retention_ms = tonumber(ARGV[12]), tonumber(ARGV[13])
+local logs = ARGV[14]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key}
+           results = results_key, logs = logs_key}
 
 local now = now_ms()
 local meta = load_meta(jobs_key, id)
@@ -57,6 +62,9 @@ if not started and kind ~= 'infra' then
   meta.attempt = tonumber(meta.attempt) + 1  -- the run happened: it counts
 end
 push_error(errors_key, id, meta, kind, now, err)
+if logs ~= '' then
+  push_log(logs_key, id, meta, kind, now, logs)
+end
 
 local dead_reason = nil
 if kind == 'work' then
@@ -81,6 +89,7 @@ if tonumber(meta.cancel) == 1 and not dead_reason then
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
   emit(events_key, events_maxlen, id, 'canceled', 'after failure')
+  signal(waiting_key, {id})
   return {CODE_CANCELED, 'canceled', meta.attempt, meta.work_fail, meta.infra_fail}
 elseif dead_reason then
   bury(meta, id, now, dead_reason, err, dead_key, letters_key, letters_maxlen, stats_key)
@@ -98,6 +107,7 @@ else
 end
 save_meta(jobs_key, id, meta)
 if code == CODE_DEAD then
+  signal(waiting_key, {id})
   trim_dead(k, dead_key, stats_key, now, dead_max, dead_retention_ms)
 end
 return {code, meta.state, meta.attempt, meta.work_fail, meta.infra_fail}

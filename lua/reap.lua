@@ -21,6 +21,8 @@
 -- KEYS[11] stats        HASH   counters
 -- KEYS[12] wake         LIST   wake-up tokens
 -- KEYS[13] events       STREAM audit trail
+-- KEYS[14] logs         HASH   id -> captured run logs
+-- KEYS[15] waiting      ZSET   ids someone waits for (App.wait)
 -- ARGV[1] batch            int   most leases examined
 -- ARGV[2] backoff_base_ms  int   a reaped job waits base * 2^(attempt-1) ...
 -- ARGV[3] backoff_cap_ms   int   ... capped here (0 = back in line at once)
@@ -37,6 +39,7 @@
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local logs_key, waiting_key = KEYS[14], KEYS[15]
 local batch, base_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local retention_ms, events_maxlen, letters_maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local dead_max, dead_retention_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -47,7 +50,7 @@ for base = 11, #ARGV, NAMED do
   named[ARGV[base]] = {tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])}
 end
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key}
+           results = results_key, logs = logs_key}
 
 local now = now_ms()
 local requeued, buried, canceled, stale, unstarted = 0, 0, 0, 0, 0
@@ -73,6 +76,7 @@ for _, id in ipairs(expired) do
     if tonumber(meta.cancel) == 1 then
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
+      signal(waiting_key, {id})
       canceled = canceled + 1
     else
       local spent
@@ -87,6 +91,7 @@ for _, id in ipairs(expired) do
         bury(meta, id, now, 'lease-expired', err, dead_key, letters_key, letters_maxlen, stats_key)
         save_meta(jobs_key, id, meta)
         emit(events_key, events_maxlen, id, 'dead', 'lease-expired')
+        signal(waiting_key, {id})
         buried = buried + 1
         any_buried = true
       else

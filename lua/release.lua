@@ -13,6 +13,8 @@
 -- KEYS[9] stats        HASH   counters
 -- KEYS[10] wake         LIST   wake-up tokens
 -- KEYS[11] events       STREAM audit trail
+-- KEYS[12] logs         HASH   id -> captured run logs
+-- KEYS[13] waiting      ZSET   ids someone waits for (App.wait)
 -- ARGV[1] delay_ms         int   0 = back in line at its old place; > 0 = scheduled
 -- ARGV[2] retention_ms     int   how long a canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
@@ -24,10 +26,11 @@ local CODE_REFUSED, CODE_RELEASED, CODE_CANCELED = 0, 1, 2
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11]
+local logs_key, waiting_key = KEYS[12], KEYS[13]
 local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key}
+           results = results_key, logs = logs_key}
 
 local now = now_ms()
 local reply = {}
@@ -44,6 +47,7 @@ for base = 5, #ARGV, 2 do
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
       emit(events_key, events_maxlen, id, 'canceled', why)
+      signal(waiting_key, {id})
       reply[#reply + 1] = CODE_CANCELED
     else
       requeue(meta, id, now, delay_ms, ready_key, scheduled_key)

@@ -7,12 +7,14 @@
 -- KEYS[5] done         ZSET   finished ids within retention
 -- KEYS[6] jobs         HASH   id -> job record
 -- KEYS[7] stats        HASH   counters
+-- KEYS[8] paused       STRING set while the queue is paused
 -- ARGV[1] max_classes      int   most priority classes walked
 -- Returns: {now_ms, ready, scheduled, leased, dead, done, oldest_ready_ms
---           (-1: none), next_due_ms (-1: none), counters as a flat list}; the
+--           (-1: none), next_due_ms (-1: none), counters as a flat list,
+--           paused (0|1)}; the
 --           old 'token' counter of the stats hash (now the token key) is left out
 local ready_key, scheduled_key, leases_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local done_key, jobs_key, stats_key = KEYS[5], KEYS[6], KEYS[7]
+local done_key, jobs_key, stats_key, paused_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local max_classes = tonumber(ARGV[1])
 
 local now = now_ms()
@@ -47,4 +49,5 @@ for i = 1, #flat, 2 do
 end
 return {int(now), redis.call('ZCARD', ready_key), redis.call('ZCARD', scheduled_key),
         redis.call('ZCARD', leases_key), redis.call('ZCARD', dead_key),
-        redis.call('ZCARD', done_key), int(oldest), next_due, counters}
+        redis.call('ZCARD', done_key), int(oldest), next_due, counters,
+        redis.call('EXISTS', paused_key)}

@@ -148,14 +148,14 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w", 1, "c1"),
             s.start(qk, [("a", 1), ("b", 1)]),
             s.renew(qk, [("a", 1), ("b", 1)], 1000),
-            s.ack(qk, "succeeded", 0, [("a", 1, b"", ""), ("b", 1, b"", "")]),
+            s.ack(qk, "succeeded", 0, [("a", 1, b"", "", ""), ("b", 1, b"", "", "")]),
             s.fail(qk, "a", 1, "work", "", "e", 0, 3, 10),
             s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
             s.reap(qk, 10, 0, 0, {"j": (3, 10), "k": (1, 1)}, (3, 10)), s.expire(qk, 10),
             s.cancel(qk, "a"),
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),
             s.limiter_acquire(lk, "h", 1, 1000, False), s.limiter_renew(lk, ["h", "i"], 1000),
-            s.limiter_release(lk, ["h", "i"]), s.queue_config(qk, 3),
+            s.limiter_release(lk, ["h", "i"]), s.queue_config(qk, 3), s.watch(qk, "a", 1000),
         ]
         seen = set()
         for call in calls:

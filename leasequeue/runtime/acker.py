@@ -27,6 +27,7 @@ class AckItem:
     retention_ms: int
     result: bytes
     note: str
+    logs: str = ""  # the run's captured log lines ('' = none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +47,8 @@ class Acker:
         self._log = get_log("acker")
 
     def submit(self, run: RunRecord, outcome: str, retention_ms: int, result: bytes = b"",
-               note: str = "") -> None:
-        self._pending.append(AckItem(run, outcome, retention_ms, result, note))
+               note: str = "", logs: str = "") -> None:
+        self._pending.append(AckItem(run, outcome, retention_ms, result, note, logs))
         self._wakeup.set()
 
     def close(self) -> None:
@@ -92,7 +93,8 @@ class Acker:
             try:
                 answers = await self._p.scripts.ack(
                     self._p.keys(queue), outcome, retention_ms,
-                    [(i.run.job.id, i.run.job.token, i.result, i.note) for i in items])
+                    [(i.run.job.id, i.run.job.token, i.result, i.note, i.logs)
+                     for i in items])
             except (RedisUnavailable, ScriptError) as exc:
                 self._log.warning("ack failed; retrying", queue=queue, error=str(exc),
                                   jobs=len(items))

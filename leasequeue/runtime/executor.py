@@ -19,6 +19,7 @@ from ..context import Context
 from ..errors import MalformedJob, RedisUnavailable, ScriptError
 from ..log import get_log
 from ..registry import JobDefinition, Registry
+from ..runlog import RunLogCapture, RunLogs
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 from ..store.shards import logical
@@ -152,6 +153,8 @@ class Executor:
             correlation_id=envelope.correlation_id, request_id=envelope.request_id,
             run=run, work_failures=job.work_failures,
             infra_failures=job.infra_failures,
+            capture=(None if definition.run_logs == RunLogs.NONE
+                     else RunLogCapture(definition.run_log_lines, definition.run_log_bytes)),
         )
         return definition, envelope.kwargs
 
@@ -181,7 +184,8 @@ class Executor:
     def _ack(self, run: RunRecord, d: JobDefinition, outcome: str, result: bytes = b"",
              note: str = "") -> None:
         if self._p.table.settling(run):
-            self._p.acker.submit(run, outcome, d.retention_ms, result, note)
+            self._p.acker.submit(run, outcome, d.retention_ms, result, note,
+                                 _run_logs(run, d, failed=False))
 
     async def _on_conflict(self, run: RunRecord, d: JobDefinition) -> None:
         """No slot free: skip (finish as skipped) or back to the queue after
@@ -221,9 +225,10 @@ class Executor:
         max_infra = job.max_infra or d.max_infra_attempts
         if not self._p.table.settling(run):
             return
+        logs = _run_logs(run, d, failed=True)
         result = await self._write(run, "fail", lambda: self._p.scripts.fail(
             self._p.keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error,
-            delay, max_attempts, max_infra))
+            delay, max_attempts, max_infra, logs))
         self._p.table.settled(run, result is not None and result.code is not FailReply.REFUSED)
         if result is None:
             return
@@ -272,3 +277,15 @@ class Executor:
                                   attempt=attempt + 1)
                 await anyio.sleep(0.1 * 2 ** attempt)
         return None
+
+
+def _run_logs(run: RunRecord, d: JobDefinition, failed: bool) -> str:
+    """The run's captured ctx.log lines to store with its settling write, by
+    the job's run_logs policy ('' = nothing to store: the common case costs
+    nothing)."""
+    capture: RunLogCapture | None = run.ctx.captured if run.ctx is not None else None
+    if capture is None or capture.empty:
+        return ""
+    if d.run_logs == RunLogs.ALL or (failed and d.run_logs == RunLogs.ERRORS):
+        return capture.text()
+    return ""

@@ -134,6 +134,30 @@ class QueueKeys:
         every process that uses the queue."""
         return self._key("config")
 
+    @property
+    def paused(self) -> str:
+        """Set while the queue is paused (STRING); the claim script leases
+        nothing while it exists."""
+        return self._key("paused")
+
+    @property
+    def logs(self) -> str:
+        """id -> the captured logs of a job's last runs (HASH), deleted with
+        the record (forget in lua/_lib.lua)."""
+        return self._key("logs")
+
+    @property
+    def waiting(self) -> str:
+        """Job ids someone waits for (ZSET id -> registered until, ms): the
+        finishing scripts push a token on ``notify(id)`` for these only."""
+        return self._key("waiting")
+
+    def notify(self, job_id: str) -> str:
+        """The LIST a finished job's waiters block on. lua/_lib.lua `signal`
+        builds the same name (``waiting .. ':' .. id``): a batched ack cannot
+        declare one key per waiter, and both share the queue's hash tag."""
+        return f"{self.waiting}:{job_id}"
+
     def claim(self, worker_id: str) -> str:
         """One worker's last claim on this queue (STRING, expires with the lease):
         its claim id and the (id, token) it leased, so a retried claim is idempotent."""
@@ -145,7 +169,8 @@ class QueueKeys:
         return [
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
-            self.wake, self.stats, self.token, self.config,
+            self.wake, self.stats, self.token, self.config, self.paused, self.logs,
+            self.waiting,
         ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import codec
 from ..errors import MalformedJob
-from ..models import ErrorEntry, JobRecord
+from ..models import ErrorEntry, JobRecord, RunLog
 
 
 def text(value: Any) -> str:
@@ -66,6 +66,25 @@ def parse_errors(raw: bytes | None) -> list[ErrorEntry]:
     return out
 
 
+def clean_log_text(text: str) -> str:
+    """A captured log line as the scripts keep it: no record separators."""
+    return text.replace(ERROR_RS, " ").replace(ERROR_US, " ")
+
+
+def parse_logs(raw: bytes | None) -> list[RunLog]:
+    """The captured logs of a job's last runs, oldest first (see push_log in
+    lua/_lib.lua)."""
+    if not raw:
+        return []
+    out = []
+    for entry in raw.decode(errors="replace").split(ERROR_RS):
+        parts = entry.split(ERROR_US, 3)
+        if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
+            out.append(RunLog(int(parts[0]), parts[1], int(parts[2]),
+                              parts[3].split("\n") if parts[3] else []))
+    return out
+
+
 def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float | None,
                   envelope: bytes | None, error: bytes | None) -> JobRecord | None:
     """Decode a job from its record, payload envelope and error history; raise
@@ -93,5 +112,5 @@ def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float
         lease_expires_ms=int(lease_score) if lease_score is not None else None,
         worker=m["worker"] or None, cancel_requested=m["cancel"] == 1,
         reason=m["reason"] or None, error=errors[-1].text if errors else None,
-        payload=env.kwargs, errors=errors,
+        payload=env.kwargs, errors=errors, rerun_of=env.rerun_of or None,
     )

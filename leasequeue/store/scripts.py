@@ -41,6 +41,9 @@ from .specs import (
 )
 from .translate import translate_errors
 
+# an ack item: (id, token, result, note) or (id, token, result, note, logs)
+AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
+
 # a claim id goes into the claim key's text: no newline, nothing odd
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
 
@@ -149,16 +152,19 @@ class Scripts:
         return [RenewReply(int(x)) for x in await self.run("renew", qk, args)]
 
     async def ack(self, qk: QueueKeys, outcome: str, retention_ms: int,
-                  items: Sequence[tuple[str, int, bytes, str]]) -> list[AckReply]:
+                  items: Sequence[AckItem]) -> list[AckReply]:
         """Finish a batch with one outcome and retention; items: (id, token,
-        result, note), a note ('' = none) is kept in the job's error history.
+        result, note, logs), a note ('' = none) is kept in the job's error
+        history, logs ('' = none, may be left out) as the run's captured lines.
         Also deletes up to ``expire_on_ack`` (at least twice the batch) expired
         finished records, so retention keeps pace with the rate work finishes."""
         s = self.settings
         args: list[Any] = [s.events_maxlen, s.audit_flag, outcome, retention_ms,
                            max(s.expire_on_ack, 2 * len(items))]
-        for job_id, token, result, note in items:
-            args += [job_id, token, result, error_text(note) if note else ""]
+        for item in items:
+            job_id, token, result, note = item[0], item[1], item[2], item[3]
+            logs = item[4] if len(item) > 4 else ""
+            args += [job_id, token, result, error_text(note) if note else "", logs]
         try:
             reply = await self.run_durable("ack", qk, args)
         except NotDurable as exc:
@@ -168,10 +174,12 @@ class Scripts:
         return [AckReply(int(x)) for x in reply]
 
     async def fail(self, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
-                   error: str, delay_ms: int, max_attempts: int, max_infra: int) -> FailOutcome:
+                   error: str, delay_ms: int, max_attempts: int, max_infra: int,
+                   logs: str = "") -> FailOutcome:
         """A run failed (kind work | infra | dead); ``max_attempts`` / ``max_infra``:
         the worker's effective budgets for this job (the record's own when set,
-        else its definition's), both > 0."""
+        else its definition's), both > 0; ``logs``: the run's captured lines
+        ('' = none)."""
         if max_attempts <= 0 or max_infra <= 0:
             raise ValueError("fail needs the job's budgets, both > 0")
         s = self.settings
@@ -179,7 +187,7 @@ class Scripts:
             "fail", qk,
             [job_id, token, kind, reason, error_text(error), delay_ms, s.events_maxlen,
              s.letters_maxlen, s.retention_ms, max_attempts, max_infra, s.dead_max,
-             s.dead_retention_ms],
+             s.dead_retention_ms, logs],
         )
         return FailOutcome(FailReply(int(r[0])), text(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
@@ -237,7 +245,7 @@ class Scripts:
             dead=int(r[4]), retained=int(r[5]),
             oldest_ready_age_ms=None if oldest < 0 else max(0, now - oldest),
             next_due_in_ms=None if next_due < 0 else max(0, next_due - now),
-            counters=counters,
+            counters=counters, paused=int(r[9]) == 1,
         )
 
     async def queue_config(self, qk: QueueKeys, shards: int, expected: int = 0) -> int:
@@ -252,6 +260,12 @@ class Scripts:
         if not recorded.isdigit() or int(recorded) < 1:
             raise ConfigError(f"{qk.config} holds shards={recorded!r}, not a shard count")
         return int(recorded)
+
+    async def watch(self, qk: QueueKeys, job_id: str, ttl_ms: int) -> str:
+        """The job's state ('missing' | 'malformed' too); while it has not
+        ended, a waiter is registered for ``ttl_ms`` so its end pushes a token
+        on ``qk.notify(job_id)``."""
+        return text(await self.run("watch", qk, [job_id, ttl_ms]))
 
     # -- the cluster-wide limiter ---------------------------------------------
 

@@ -100,4 +100,5 @@ def combine(queue: str, parts: Sequence[QueueStats]) -> QueueStats:
         leased=sum(p.leased for p in parts), dead=sum(p.dead for p in parts),
         retained=sum(p.retained for p in parts), oldest_ready_age_ms=max(ages, default=None),
         next_due_in_ms=min(dues, default=None), counters=counters,
+        paused=any(p.paused for p in parts),
     )
