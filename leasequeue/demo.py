@@ -1,7 +1,8 @@
 """`leasequeue demo`: a few hundred jobs, three workers, one of them crashed
 mid-job, and a poison job that kills every worker that runs it. Shows the
 reaper recovering the crashed worker's jobs, the poison job landing in the
-dead letters, and a schedule firing once a second across the workers. Runs on the embedded memory:// store unless given a URL."""
+dead letters, and a schedule firing once a second across the workers. Runs
+on the embedded memory:// store unless given a URL."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ class Cluster:
     def new_worker(self, tg: anyio.abc.TaskGroup) -> str:
         self.started += 1
         worker_id = f"worker-{self.started}"
-        worker = Worker(self.app, ["demo", "demo-cron"], concurrency=8, worker_id=worker_id, lease=LEASE,
-                        reap_interval=0.5, reap_backoff=(0.0, 0.0), shutdown_timeout=5)
+        worker = Worker(self.app, ["demo", "demo-cron"], concurrency=8, worker_id=worker_id,
+                        lease=LEASE, reap_interval=0.5, reap_backoff=(0.0, 0.0), shutdown_timeout=5)
         self.workers[worker_id] = worker
         tg.start_soon(self._run, worker_id, worker)
         return worker_id
