@@ -1,5 +1,5 @@
 """App: the client side of leasequeue — connection, key prefix, job registry,
-enqueue, and the operator calls (get_job, cancel, replay, purge, stats).
+schedules, enqueue, and the operator calls (get_job, cancel, replay, purge, stats).
 
 It never runs handlers (that is the worker's job)."""
 
@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, TypeVar, Unpack, overload
 
 import anyio
@@ -29,6 +30,8 @@ from .errors import (
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
 from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .schedule_spec import ScheduleSpec
+from .schedules import Schedules
 from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
     DEFAULT_PREFIX,
@@ -36,6 +39,7 @@ from .store.keys import (
     check_job_name,
     check_prefix,
     check_queue_name,
+    schedules_keys,
 )
 from .store.record import decode_record, parse_logs, text
 from .store.scripts import Scripts
@@ -113,6 +117,9 @@ class App:
         self.limiter.bind(self.redis, url, self.prefix)
         self.queue_limits = {check_queue_name(q): _positive_limit(q, n)
                              for q, n in (queue_limits or {}).items()}
+        #: declared schedules, and pause / resume / trigger / list of recorded ones
+        self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
+                                   self._enqueue_fire)
 
     # -- registry -------------------------------------------------------------
 
@@ -133,6 +140,25 @@ class App:
         if fn is not None:
             return register(fn)
         return register
+
+    def schedule(self, name: str, job: str, *, cron: str | None = None, tz: str = "UTC",
+                 every: timedelta | None = None, payload: dict[str, Any] | None = None,
+                 queue: str | None = None, misfire: str = "skip", jitter: float = 0.0,
+                 paused: bool = False) -> ScheduleSpec:
+        """Declare a schedule: ``cron`` (evaluated in ``tz``) or ``every``
+        (>= 1 s, fires on multiples of it since the epoch). Each fire enqueues
+        ``job`` with ``payload`` under the id ``schedule:<name>:<fire ms>``.
+        ``misfire`` "skip" drops fires missed by an outage, "once" runs one
+        catch-up; ``jitter`` delays each fire's job by up to that many seconds;
+        ``paused`` is the state of a new record. Checked here (ConfigError,
+        nothing written); recorded in Redis at worker boot, or by
+        ``await app.schedules.record()``."""
+        return self.schedules.declare(name, job, cron=cron, tz=tz, every=every, payload=payload,
+                                      queue=queue, misfire=misfire, jitter=jitter, paused=paused)
+
+    async def _enqueue_fire(self, job: str, payload: dict[str, Any] | None, job_id: str,
+                            queue: str, delay: float) -> EnqueuedJob:
+        return await self.enqueue(job, payload, job_id=job_id, queue=queue, delay=delay)
 
     def keys(self, queue: str) -> QueueKeys:
         """Keys of a physical queue: a queue name, or ``queue#k`` for a shard."""

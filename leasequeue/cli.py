@@ -1,5 +1,6 @@
 """The command line: worker, demo, stats, dead list|replay|purge, job
-(--logs, --rerun), jobs, queues reshard|pause|resume.
+(--logs, --rerun), jobs, queues reshard|pause|resume, schedules
+list|pause|resume|trigger.
 
 Only argument parsing and printing live here; the work is done by App,
 Worker and demo.py."""
@@ -82,6 +83,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
             print(f"next cursor: {cursor}" if cursor else "end", file=sys.stderr)
         elif args.command == "dead":
             return await _dead(app, args)
+        elif args.command == "schedules":
+            return await _schedules(app, args)
         elif args.command == "queues":
             return await _queues(app, args)
     finally:
@@ -172,6 +175,28 @@ async def _dead(app: App, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _schedules(app: App, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        now, records = await app.schedules.list()
+        for rec in records:
+            _print(rec.describe(now))
+        if not records:
+            print(f"no schedules recorded under prefix {app.prefix!r}", file=sys.stderr)
+        return 0
+    if not args.name:
+        raise ConfigError(f"schedules {args.action} needs the schedule's NAME")
+    if args.action == "trigger":
+        job = await app.schedules.trigger(args.name)
+        print(f"schedule {args.name}: enqueued {job.id} on {job.queue} ({job.state})")
+    elif args.action == "pause":
+        changed = await app.schedules.pause(args.name)
+        print(f"schedule {args.name}: {'paused' if changed else 'was paused already'}")
+    else:
+        changed = await app.schedules.resume(args.name)
+        print(f"schedule {args.name}: {'resumed' if changed else 'was not paused'}")
+    return 0
+
+
 def _print(obj: Any) -> None:
     print(json.dumps(obj, default=str))
 
@@ -205,8 +230,14 @@ def _parser() -> argparse.ArgumentParser:
                        ("job", "one job's record, its run logs (--logs), or re-run it (--rerun)"),
                        ("jobs", "list a queue's jobs in one state, a page at a time"),
                        ("dead", "dead letters: list, replay, purge"),
-                       ("queues", "reshard QUEUE N, pause QUEUE, resume QUEUE")):
+                       ("queues", "settings recorded in Redis: reshard QUEUE N, pause QUEUE, "
+                                  "resume QUEUE"),
+                       ("schedules", "schedules recorded in Redis: list, pause, resume, "
+                                     "trigger NAME")):
         s = sub.add_parser(name, help=text)
+        if name == "schedules":
+            s.add_argument("action", choices=["list", "pause", "resume", "trigger"])
+            s.add_argument("name", nargs="?", help="the schedule (all but list)")
         if name == "queues":
             s.add_argument("action", choices=["reshard", "pause", "resume"])
             s.add_argument("queue", help="the logical queue")
@@ -220,7 +251,7 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--queue", "-q", action="append")
         elif name == "jobs":
             s.add_argument("--queue", "-q", required=True)
-        elif name != "queues":
+        elif name not in ("queues", "schedules"):
             s.add_argument("--queue", "-q")
         if name == "job":
             s.add_argument("id")

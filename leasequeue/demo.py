@@ -1,7 +1,8 @@
 """`leasequeue demo`: a few hundred jobs, three workers, one of them crashed
 mid-job, and a poison job that kills every worker that runs it. Shows the
-reaper recovering the crashed worker's jobs and the poison job landing in the
-dead letters. Runs on the embedded memory:// store unless given a URL."""
+reaper recovering the crashed worker's jobs, the poison job landing in the
+dead letters, and a schedule firing once a second across the workers. Runs
+on the embedded memory:// store unless given a URL."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import anyio
 
@@ -33,8 +35,8 @@ class Cluster:
     def new_worker(self, tg: anyio.abc.TaskGroup) -> str:
         self.started += 1
         worker_id = f"worker-{self.started}"
-        worker = Worker(self.app, ["demo"], concurrency=8, worker_id=worker_id, lease=LEASE,
-                        reap_interval=0.5, reap_backoff=(0.0, 0.0), shutdown_timeout=5)
+        worker = Worker(self.app, ["demo", "demo-cron"], concurrency=8, worker_id=worker_id,
+                        lease=LEASE, reap_interval=0.5, reap_backoff=(0.0, 0.0), shutdown_timeout=5)
         self.workers[worker_id] = worker
         tg.start_soon(self._run, worker_id, worker)
         return worker_id
@@ -86,7 +88,20 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
         cluster.crash_requests.append(ctx.worker_id)
         await anyio.sleep_forever()
 
-    print(f"leasequeue demo on {url}: {jobs} jobs, 3 workers, lease {LEASE}s\n")
+    # every worker runs the scheduler loop, none is the leader: each fire is
+    # taken by one of them and enqueued as schedule:heartbeat:<fire ms>
+    fired: list[str] = []
+
+    @app.job(queue="demo-cron")
+    async def heartbeat(ctx: Context) -> None:
+        fired.append(ctx.job_id)
+        if len(fired) <= 3:
+            _say(f"** schedule fired: {ctx.job_id} (run by {ctx.worker_id})")
+
+    app.schedule("heartbeat", "heartbeat", every=timedelta(seconds=1))
+
+    print(f"leasequeue demo on {url}: {jobs} jobs, 3 workers, lease {LEASE}s, "
+          "a schedule every 1s\n")
     await app.enqueue_many([JobRequest("resize", {"image": i}, job_id=f"img-{i}")
                             for i in range(jobs)])
     await app.enqueue("poison", job_id="poison-1")
@@ -124,6 +139,8 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
         for worker in cluster.workers.values():
             worker.stop()
     print()
+    print(f"\nschedule heartbeat fired {len(fired)} time(s), each instant once: "
+          f"{len(set(fired)) == len(fired)}")
     return await _report(app, crashed_held, jobs)
 
 

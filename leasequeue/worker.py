@@ -1,5 +1,5 @@
 """Worker: composes the run table, claimer, starter, executors, acker,
-heartbeater, reaper and timeouts in one anyio task group. It never calls
+heartbeater, reaper, timeouts and scheduler in one anyio task group. It never calls
 Redis itself beyond the boot checks."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .runtime.heartbeater import Heartbeater, HeartbeaterParams
 from .runtime.limits import Limits, LimitsParams
 from .runtime.reaper import Reaper, ReaperParams
 from .runtime.runs import RunRecord, RunTable, StopReason
+from .runtime.scheduler import Scheduler, SchedulerParams
 from .runtime.slots import Slots
 from .runtime.starter import Starter, StarterParams
 from .runtime.timeouts import TimeoutParams, TimeoutWatch
@@ -62,11 +63,14 @@ class Worker:
         limiter: Limiter | None = None,
         queue_limits: dict[str, int] | None = None,
         max_abandoned: int = 1,
+        schedule_poll: float = 1.0,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
         if lease < 1.0:
             raise ConfigError(f"lease must be >= 1 second, got {lease}")
+        if not (isinstance(schedule_poll, int | float) and 0.05 <= schedule_poll <= 60):
+            raise ConfigError(f"schedule_poll must be seconds in [0.05, 60], got {schedule_poll!r}")
         if not isinstance(max_abandoned, int) or max_abandoned < 1:
             raise ConfigError(f"max_abandoned must be an int >= 1, got {max_abandoned!r}")
         self.app = app
@@ -119,6 +123,8 @@ class Worker:
             int(reap_backoff[0] * 1000), int(reap_backoff[1] * 1000),
             _budgets(self.physical_queues, definitions),
             (app.registry.defaults.max_attempts, app.registry.defaults.max_infra_attempts)))
+        self.scheduler = Scheduler(SchedulerParams(
+            app.scripts, app.schedules.keys, app.schedules.enqueue, self.worker_id, schedule_poll))
         self.timeouts = TimeoutWatch(TimeoutParams(self.table, max_abandoned,
                                                    self._abandoned_cap))
 
@@ -161,6 +167,7 @@ class Worker:
             services.start_soon(self.acker.run)
             services.start_soon(self.starter.run)
             services.start_soon(self.timeouts.run)
+            services.start_soon(self.scheduler.run)
             if self.handle_signals:
                 services.start_soon(self._watch_signals)
             self.ready.set()
@@ -175,7 +182,7 @@ class Worker:
                 await self.acker.finished.wait()
             services.cancel_scope.cancel()
         self._log.info("worker stopped", still_held=len(self.table),
-                       left_behind=self.left_behind)
+                       left_behind=self.left_behind, schedule_fires=self.scheduler.fired)
 
     async def _claim_until_stopped(self, dispatch: Dispatch) -> None:
         try:
@@ -250,6 +257,17 @@ class Worker:
             if d.queue not in self.queues:
                 self._log.warning("job's queue is not consumed by this worker: it will never "
                                   "run here", job=d.name, queue=d.queue, consumed=self.queues)
+        await self._boot_schedules()
+
+    async def _boot_schedules(self) -> None:
+        """Record the declared schedules; log every recorded one with its next
+        fire (this worker's scheduler fires them all, with the other workers)."""
+        now, records = await self.app.schedules.record()
+        for rec in records:
+            if rec.problem:
+                self._log.error("schedule record malformed: skipped", **rec.describe(now))
+            else:
+                self._log.info("schedule", **rec.describe(now))
 
     async def _check_eviction(self) -> None:
         for where, policy in await self._eviction_policies():

@@ -325,4 +325,26 @@ local function push_log(logs_key, id, meta, outcome, now, lines)
                                         string.sub(lines, 1, LOG_RUN_MAX)}, US)
   local first = math.max(1, #entries - LOG_RUNS_KEPT + 1)
   redis.call('HSET', logs_key, id, table.concat(entries, RS, first, #entries))
+
+-- A schedule's state ({P}:schedules:state, one field per schedule):
+-- `next_ms|paused|pending_ms|pending_until_ms`, all server-clock ms;
+-- paused 0|1; pending_ms: a fire taken by a worker that has not confirmed its
+-- enqueue yet (0 = none), which another worker takes over after
+-- pending_until_ms. Returns nil for a value that is not one (edited by hand).
+local SCHEDULE_PATTERN = '^(%d+)|([01])|(%d+)|(%d+)$'
+local function parse_schedule(raw)
+  if not raw then
+    return nil
+  end
+  local next_ms, paused, pending, until_ms = string.match(raw, SCHEDULE_PATTERN)
+  if not next_ms then
+    return nil
+  end
+  return {next_ms = tonumber(next_ms), paused = paused, pending = tonumber(pending),
+          until_ms = tonumber(until_ms)}
+end
+
+local function save_schedule(state_key, name, s)
+  redis.call('HSET', state_key, name,
+             table.concat({int(s.next_ms), s.paused, int(s.pending), int(s.until_ms)}, '|'))
 end

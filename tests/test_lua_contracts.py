@@ -17,7 +17,7 @@ import pytest
 
 from leasequeue import App
 from leasequeue.models import NewJob
-from leasequeue.store.keys import LimiterKeys, QueueKeys, limit_keys
+from leasequeue.store.keys import LimiterKeys, QueueKeys, SchedulesKeys, limit_keys, schedules_keys
 from leasequeue.store.loader import lua_dir, script_source
 from leasequeue.store.scripts import Scripts
 from leasequeue.store.specs import REPLY_CODES, SPECS
@@ -87,6 +87,7 @@ def test_header_agrees_with_spec(name: str) -> None:
     assert [i for i, _ in head.keys] == list(range(1, len(head.keys) + 1))
     assert tuple(k for _, k in head.keys) == spec.keys
     assert all(isinstance(getattr(QueueKeys, k, None), property) or k in LimiterKeys.__slots__
+               or isinstance(getattr(SchedulesKeys, k, None), property)
                or (k in spec.worker_keys and callable(getattr(QueueKeys, k, None)))
                for k in spec.keys)
     # the per-worker keys come last (the wrapper appends them)
@@ -133,7 +134,7 @@ class Captured(Exception):
 async def test_wrappers_pass_the_argv_count_the_spec_declares(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
-    async def capture(name: str, _qk: QueueKeys, args: Sequence[Any],
+    async def capture(name: str, _qk: QueueKeys | LimiterKeys | SchedulesKeys, args: Sequence[Any],
                       worker_keys: Sequence[str] = ()) -> Any:
         assert len(worker_keys) == len(SPECS[name].worker_keys)
         raise Captured(name, list(args))
@@ -143,6 +144,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         monkeypatch.setattr(s, "run", capture)  # every call stops at the script boundary
         qk = app.keys("q")
         lk = limit_keys("lq:limiter", "job.j")
+        sk = schedules_keys(prefix)
         job = NewJob("a", "j", b"", 0, 0, 3, 10)
         calls = [
             s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w", 1, "c1"),
@@ -156,6 +158,9 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),
             s.limiter_acquire(lk, "h", 1, 1000, False), s.limiter_renew(lk, ["h", "i"], 1000),
             s.limiter_release(lk, ["h", "i"]), s.queue_config(qk, 3), s.watch(qk, "a", 1000),
+            s.schedule_upsert(sk, "n", "{}", 1, False), s.schedule_list(sk),
+            s.schedule_fire(sk, "n", 1, 2, 1, 1000), s.schedule_done(sk, "n", 1),
+            s.schedule_pause(sk, "n", True), s.schedule_trigger(sk, "n"),
         ]
         seen = set()
         for call in calls:

@@ -208,6 +208,31 @@ def default_limiter_prefix(prefix: str) -> str:
     return f"{prefix}:limiter"
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulesKeys:
+    """The schedules of a prefix, under one hash tag ``{prefix}`` (a queue's
+    tag is ``{prefix:queue}``, so they never share a key):
+    ``specs`` (HASH name -> spec JSON) and ``state`` (HASH name ->
+    ``next_ms|paused|pending_ms|pending_until_ms``)."""
+
+    prefix: str
+
+    @property
+    def specs(self) -> str:
+        return "{" + self.prefix + "}:schedules:specs"
+
+    @property
+    def state(self) -> str:
+        return "{" + self.prefix + "}:schedules:state"
+
+    def all(self) -> list[str]:
+        return [self.specs, self.state]
+
+
+def schedules_keys(prefix: str) -> SchedulesKeys:
+    return SchedulesKeys(check_prefix(prefix))
+
+
 def instance_key(prefix: str) -> str:
     """A marker key an embedded (memory://) store writes, to tell processes apart."""
     return f"{check_prefix(prefix)}:instance"

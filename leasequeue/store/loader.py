@@ -21,8 +21,10 @@ def lua_dir() -> Path:
 # memory, which would refuse lease renewals and acks exactly when a full
 # Redis needs work to drain. So every script may run over maxmemory except
 # enqueue (new work is refused, with a clear OOM error) and the read-only
-# stats. fakeredis does not accept the shebang: the embedded mode goes without.
-SHEBANGS = {"enqueue": "#!lua", "stats": "#!lua flags=no-writes"}
+# stats, schedule_list and schedule_trigger. fakeredis does not accept the
+# shebang: the embedded mode goes without.
+SHEBANGS = {"enqueue": "#!lua", "stats": "#!lua flags=no-writes",
+            "schedule_list": "#!lua flags=no-writes", "schedule_trigger": "#!lua flags=no-writes"}
 DEFAULT_SHEBANG = "#!lua flags=allow-oom"
 
 

@@ -22,7 +22,7 @@ from ..models import (
 )
 from .connection import is_cluster
 from .direct import run_and_wait, run_direct
-from .keys import LimiterKeys, QueueKeys
+from .keys import LimiterKeys, QueueKeys, SchedulesKeys
 from .loader import script_source
 from .record import error_text, text
 from .settings import StoreSettings
@@ -37,12 +37,18 @@ from .specs import (
     ReleaseReply,
     RenewReply,
     ReplayReply,
+    ScheduleDoneReply,
+    ScheduleFireReply,
+    SchedulePauseReply,
+    ScheduleTriggerReply,
+    ScheduleUpsertReply,
     StartReply,
 )
 from .translate import translate_errors
 
 # an ack item: (id, token, result, note) or (id, token, result, note, logs)
 AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
+AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys
 
 # a claim id goes into the claim key's text: no newline, nothing odd
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
@@ -60,9 +66,9 @@ class Scripts:
         self._direct = shebang and not is_cluster(redis)
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
-        self._key_cache: dict[tuple[str, QueueKeys | LimiterKeys], list[bytes]] = {}
+        self._key_cache: dict[tuple[str, AnyKeys], list[bytes]] = {}
 
-    def _keys_of(self, name: str, qk: QueueKeys | LimiterKeys) -> list[bytes]:
+    def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
         # built and encoded once per (script, queue): redis-py would otherwise
         # encode every key name on every call, a good part of a small call's cost
         cached = self._key_cache.get((name, qk))
@@ -73,7 +79,7 @@ class Scripts:
             self._key_cache[(name, qk)] = cached
         return cached
 
-    async def run(self, name: str, qk: QueueKeys | LimiterKeys, args: Sequence[Any],
+    async def run(self, name: str, qk: AnyKeys, args: Sequence[Any],
                   worker_keys: Sequence[str] = ()) -> Any:
         """Run a script; ``worker_keys``: the per-worker keys its spec lists last."""
         keys = self._keys_of(name, qk)
@@ -283,4 +289,38 @@ class Scripts:
     async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
         return int(await self.run("limiter_release", lk, list(holders)))
 
+    # -- schedules --------------------------------------------------------------
 
+    async def schedule_upsert(self, sk: SchedulesKeys, name: str, spec: str, next_ms: int,
+                              paused: bool) -> ScheduleUpsertReply:
+        return ScheduleUpsertReply(int(await self.run(
+            "schedule_upsert", sk, [name, spec, next_ms, 1 if paused else 0])))
+
+    async def schedule_list(self, sk: SchedulesKeys, max_schedules: int = 1000
+                            ) -> tuple[int, list[tuple[str, str, str | None]]]:
+        """(server now ms, [(name, spec JSON, state text or None)]), by name."""
+        r = await self.run("schedule_list", sk, [max_schedules])
+        rows = [(text(r[i]), text(r[i + 1]), None if r[i + 2] is None else text(r[i + 2]))
+                for i in range(2, 2 + 3 * int(r[1]), 3)]
+        return int(r[0]), rows
+
+    async def schedule_fire(self, sk: SchedulesKeys, name: str, expected_ms: int, next_ms: int,
+                            fire_ms: int, lease_ms: int) -> tuple[ScheduleFireReply, int, int]:
+        """Take a fire: (code, fire ms, server now ms); see schedule_fire.lua."""
+        r = await self.run("schedule_fire", sk, [name, expected_ms, next_ms, fire_ms, lease_ms])
+        return ScheduleFireReply(int(r[0])), int(r[1]), int(r[2])
+
+    async def schedule_done(self, sk: SchedulesKeys, name: str,
+                            fire_ms: int) -> ScheduleDoneReply:
+        return ScheduleDoneReply(int(await self.run("schedule_done", sk, [name, fire_ms])))
+
+    async def schedule_pause(self, sk: SchedulesKeys, name: str, paused: bool,
+                             next_ms: int = 0) -> SchedulePauseReply:
+        return SchedulePauseReply(int(await self.run(
+            "schedule_pause", sk, [name, 1 if paused else 0, next_ms])))
+
+    async def schedule_trigger(self, sk: SchedulesKeys,
+                               name: str) -> tuple[ScheduleTriggerReply, int, str | None]:
+        """(code, server now ms, the recorded spec JSON or None)."""
+        r = await self.run("schedule_trigger", sk, [name])
+        return ScheduleTriggerReply(int(r[0])), int(r[1]), None if r[2] is None else text(r[2])

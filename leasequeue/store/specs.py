@@ -98,6 +98,13 @@ SPECS: dict[str, ScriptSpec] = {
         ),
         ScriptSpec("queue_config", ("config",), ("shards", "expected")),
         ScriptSpec("watch", ("jobs", "waiting"), ("id", "ttl_ms")),
+        ScriptSpec("schedule_upsert", ("specs", "state"), ("name", "spec", "next_ms", "paused")),
+        ScriptSpec("schedule_list", ("specs", "state"), ("max_schedules",)),
+        ScriptSpec("schedule_fire", ("state",),
+                   ("name", "expected_ms", "next_ms", "fire_ms", "lease_ms")),
+        ScriptSpec("schedule_done", ("state",), ("name", "fire_ms")),
+        ScriptSpec("schedule_pause", ("state",), ("name", "paused", "next_ms")),
+        ScriptSpec("schedule_trigger", ("specs",), ("name",)),
     )
 }
 
@@ -166,6 +173,44 @@ class LimiterRenewReply(IntEnum):
     EVICTED = 2
 
 
+class ScheduleUpsertReply(IntEnum):
+    UNCHANGED = 0
+    CREATED = 1
+    UPDATED = 2
+
+
+class ScheduleFireReply(IntEnum):
+    MALFORMED = -1
+    MISSING = 0
+    FIRED = 1
+    SKIPPED = 2
+    RETRY = 3
+    NOT_DUE = 4
+    MOVED = 5
+    PAUSED = 6
+    BUSY = 7
+    STALE = 8
+
+
+class ScheduleDoneReply(IntEnum):
+    MALFORMED = -1
+    MISSING = 0
+    DONE = 1
+    NOT_PENDING = 2
+
+
+class SchedulePauseReply(IntEnum):
+    MALFORMED = -1
+    MISSING = 0
+    CHANGED = 1
+    UNCHANGED = 2
+
+
+class ScheduleTriggerReply(IntEnum):
+    MISSING = 0
+    TRIGGERED = 1
+
+
 # script name -> the enum of the codes its reply uses (scripts that return
 # counts or data only have none)
 REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
@@ -179,4 +224,9 @@ REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "cancel": CancelStatus,
     "limiter_acquire": LimiterAcquireReply,
     "limiter_renew": LimiterRenewReply,
+    "schedule_upsert": ScheduleUpsertReply,
+    "schedule_fire": ScheduleFireReply,
+    "schedule_done": ScheduleDoneReply,
+    "schedule_pause": SchedulePauseReply,
+    "schedule_trigger": ScheduleTriggerReply,
 }
