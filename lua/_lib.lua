@@ -325,6 +325,7 @@ local function push_log(logs_key, id, meta, outcome, now, lines)
                                         string.sub(lines, 1, LOG_RUN_MAX)}, US)
   local first = math.max(1, #entries - LOG_RUNS_KEPT + 1)
   redis.call('HSET', logs_key, id, table.concat(entries, RS, first, #entries))
+end
 
 -- A schedule's state ({P}:schedules:state, one field per schedule):
 -- `next_ms|paused|pending_ms|pending_until_ms`, all server-clock ms;
