@@ -25,14 +25,15 @@ class _StopState(Protocol):
 
 class Context:
     __slots__ = (
-        "_capture", "_log", "_run", "attempt", "correlation_id", "infra_failures",
+        "_capture", "_capture_caps", "_log", "_run", "attempt", "correlation_id", "infra_failures",
         "job_id", "name", "queue", "request_id", "token", "work_failures", "worker_id",
     )
 
     def __init__(self, *, job_id: str, name: str, queue: str, attempt: int, token: int,
                  worker_id: str, correlation_id: str, request_id: str,
                  run: _StopState, work_failures: int = 0,
-                 infra_failures: int = 0, capture: RunLogCapture | None = None) -> None:
+                 infra_failures: int = 0,
+                 capture: tuple[int, int] | None = None) -> None:
         self.job_id = job_id
         self.name = name
         self.queue = queue
@@ -49,7 +50,10 @@ class Context:
         self.infra_failures = infra_failures
         self._run = run
         self._log: Log | None = None
-        self._capture = capture
+        # (lines, bytes) caps of the run-log capture, made on the first
+        # ctx.log use: a run that logs nothing costs nothing
+        self._capture_caps = capture
+        self._capture: RunLogCapture | None = None
 
     @property
     def log(self) -> Log:
@@ -57,6 +61,8 @@ class Context:
         What it writes during the run is also kept with the job when the job's
         ``run_logs`` policy says so (see ``captured``)."""
         if self._log is None:
+            if self._capture_caps is not None:
+                self._capture = RunLogCapture(*self._capture_caps)
             self._log = get_log(
                 "job", sink=self._capture, job_id=self.job_id, job=self.name, queue=self.queue,
                 run=f"{self.job_id}:{self.token}", attempt=self.attempt,

@@ -129,3 +129,38 @@ def test_queues_reshard_command(redis_server: RedisProcess, prefix: str,
     anyio.run(drain)
     code, out = run_cli(capsys, "queues", "reshard", "hot", "3", *where)
     assert code == 0 and out.startswith("queue hot: 1 -> 3 shard(s) recorded"), out
+
+
+def test_schedules_commands(redis_server: RedisProcess, prefix: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`schedules list|pause|resume|trigger` against schedules a service recorded."""
+    from datetime import timedelta
+
+    where = ["--url", redis_server.url, "--prefix", prefix]
+
+    async def record() -> None:
+        async with App(redis_server.url, prefix=prefix) as app:
+            @app.job
+            async def tick(ctx: Context) -> None:
+                return None
+
+            app.schedule("every-hour", "tick", every=timedelta(hours=1))
+            await app.schedules.record()
+
+    anyio.run(record)
+    code, out = run_cli(capsys, "schedules", "list", *where)
+    listed = json_lines(out)
+    assert code == 0 and [s["name"] for s in listed] == ["every-hour"], out
+
+    code, out = run_cli(capsys, "schedules", "pause", "every-hour", *where)
+    assert code == 0 and out.strip() == "schedule every-hour: paused", out
+    code, out = run_cli(capsys, "schedules", "pause", "every-hour", *where)
+    assert code == 0 and "was paused already" in out, out
+    code, out = run_cli(capsys, "schedules", "resume", "every-hour", *where)
+    assert code == 0 and "every-hour" in out, out
+
+    code, out = run_cli(capsys, "schedules", "trigger", "every-hour", *where)
+    assert code == 0 and "enqueued schedule:every-hour:manual:" in out, out
+
+    code, out = run_cli(capsys, "schedules", "pause", "no-such", *where)
+    assert code == 1 and "no-such" in LAST_ERR[0], (out, LAST_ERR)

@@ -82,7 +82,7 @@ def test_lapses_lose_leases_and_stop_runs_whose_slot_lapsed() -> None:
     for run in (lapsed, slotted):
         assert table.start(run, 0.3)
     lapsed.lease_confirmed_at = now - 4
-    slotted.slots.append(SlotHold("job.x", "h", lease_s=1.0, confirmed_at=now - 2))
+    slotted.slots = (SlotHold("job.x", "h", lease_s=1.0, confirmed_at=now - 2),)
     stopped = dict((r.job.id, reason) for r, reason in table.lapses(time.monotonic()))
     assert stopped == {"a": "lease-lost", "b": "slot-lost"}
     assert lapsed.phase is Phase.LOST and slotted.phase is Phase.STARTED

@@ -111,6 +111,12 @@ class Executor:
         """Whether the run may start now; marks it started in Redis."""
         if self.draining or run.stop_reason is not None or run.phase is not Phase.CLAIMED:
             return False
+        if run.start_known:  # marked started by the claim: the hot path
+            if not self._p.table.start(run, MIN_LEASE_SHARE):
+                return False
+            if run.timeout is not None:
+                run.timeout_at = run.started_at + run.timeout
+            return True
         # a run asks Redis first when it waited long (a cancel may have reached
         # it) or when its job already has an infrastructure failure: a job that
         # kills its process at once would otherwise die before its background
@@ -154,7 +160,7 @@ class Executor:
             run=run, work_failures=job.work_failures,
             infra_failures=job.infra_failures,
             capture=(None if definition.run_logs == RunLogs.NONE
-                     else RunLogCapture(definition.run_log_lines, definition.run_log_bytes)),
+                     else (definition.run_log_lines, definition.run_log_bytes)),
         )
         return definition, envelope.kwargs
 

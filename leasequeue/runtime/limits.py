@@ -134,7 +134,7 @@ class Limits:
             if not grant.taken:
                 await self._roll_back(run)  # quietly: waking a line here would spin
                 return name
-            run.slots.append(SlotHold(name, holder, lease_s, sent_at))
+            run.slots = (*run.slots, SlotHold(name, holder, lease_s, sent_at))
             if grant.evicted:
                 # the evicted run's own worker stops it when its renewal of
                 # this slot answers "evicted": no cancel across keyspaces
@@ -142,14 +142,14 @@ class Limits:
         return ""
 
     async def _roll_back(self, run: RunRecord) -> None:
-        held, run.slots = run.slots, []
+        held, run.slots = run.slots, ()
         for hold in held:
             await self.limiter.release(hold.name, [hold.holder])
 
     async def release(self, run: RunRecord) -> None:
         """Give every slot of a run back, shielded and bounded (a limiter that
         does not answer lets the slots lapse on their own)."""
-        held, run.slots = run.slots, []
+        held, run.slots = run.slots, ()
         if not held:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_DEADLINE):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -96,7 +96,7 @@ class RunRecord:
     stop_reason: StopReason | None = None
     stop_deadline: float = math.inf  # monotonic: when a stopped sync handler is abandoned
     running: bool = False  # the handler is executing
-    slots: list[SlotHold] = field(default_factory=list)
+    slots: tuple[SlotHold, ...] = ()  # the limiter slots it holds (a tuple: most hold none)
     scope: anyio.CancelScope | None = None  # an async handler's cancel scope
     thread_scope: anyio.CancelScope | None = None  # lets shutdown leave a thread behind
     is_sync: bool = False
@@ -197,9 +197,9 @@ class RunTable:
         if run.phase is not Phase.CLAIMED or run.stop_reason is not None:
             return False
         now = time.monotonic()
-        if run.lease_valid_until - now < min_share * run.lease_s:
+        if run.lease_confirmed_at + run.lease_s - now < min_share * run.lease_s:
             return False
-        if any(h.valid_until - now < min_share * h.lease_s for h in run.slots):
+        if run.slots and any(h.valid_until - now < min_share * h.lease_s for h in run.slots):
             return False
         self._move(run, Phase.STARTED)
         run.running = True

@@ -43,7 +43,8 @@ class Starter:
     def mark(self, run: RunRecord) -> None:
         """Mark a started run in the next batch (its handler runs meanwhile)."""
         self._pending.append(run)
-        self._wakeup.set()
+        if len(self._pending) == 1:  # the loop waits only on an empty list
+            self._wakeup.set()
 
     async def confirm(self, run: RunRecord, within: float) -> bool:
         """Mark a run started before its handler runs (in the next batch, with
