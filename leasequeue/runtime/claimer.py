@@ -4,6 +4,7 @@ queues' wake lists instead of polling."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -55,6 +56,10 @@ class Claimer:
         # a claim whose reply never came is sent again with the same id: if it
         # ran, Redis answers with the jobs it leased then instead of new ones
         self._unanswered: dict[str, str] = {}
+        # unique per process (a restarted worker with the same id must not
+        # meet its earlier life's claim record), cheap per claim
+        self._claim_prefix = f"{uuid.uuid4().hex[:12]}."
+        self._claims = itertools.count(1)
         self._log = get_log("claimer", worker_id=params.worker_id)
 
     async def run(self, dispatch: Dispatch) -> None:
@@ -126,7 +131,7 @@ class Claimer:
         marked started by the claim itself; the rest (claimed ahead, or in a
         queue whose runs may wait for a limiter slot) are marked when they
         start, so a lost reply or a killed worker's buffer costs no attempt."""
-        claim_id = self._unanswered.get(queue) or uuid.uuid4().hex
+        claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"
         self._unanswered[queue] = claim_id
         start_now = 0 if queue in self._p.limited_queues else dispatch.idle_takers
         sent_at = time.monotonic()

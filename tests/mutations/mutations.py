@@ -262,8 +262,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "claimer-new-claim-id", "leasequeue/runtime/claimer.py",
-        "claim_id = self._unanswered.get(queue) or uuid.uuid4().hex",
-        "claim_id = uuid.uuid4().hex",
+        'claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"',
+        'claim_id = f"{self._claim_prefix}{next(self._claims)}"',
         "the claimer sends an unanswered claim again under a new claim id",
         (f"{RUNTIME}::test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id",),
     ),
