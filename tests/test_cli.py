@@ -150,7 +150,8 @@ def test_schedules_commands(redis_server: RedisProcess, prefix: str,
     anyio.run(record)
     code, out = run_cli(capsys, "schedules", "list", *where)
     listed = json_lines(out)
-    assert code == 0 and [s["name"] for s in listed] == ["every-hour"], out
+    assert code == 0 and [s["schedule"] for s in listed] == ["every-hour"], out
+    assert listed[0]["paused"] is False and listed[0]["spec"] == "every 3600s", listed
 
     code, out = run_cli(capsys, "schedules", "pause", "every-hour", *where)
     assert code == 0 and out.strip() == "schedule every-hour: paused", out

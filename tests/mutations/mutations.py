@@ -217,7 +217,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "start-ignores-lease-validity", "leasequeue/runtime/runs.py",
-        "        if run.lease_valid_until - now < min_share * run.lease_s:\n"
+        "        if run.lease_confirmed_at + run.lease_s - now < min_share * run.lease_s:\n"
         "            return False\n",
         "",
         "RunTable.start starts a run whose lease may have lapsed",
