@@ -67,7 +67,7 @@ class Scripts:
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
         self._key_cache: dict[tuple[str, AnyKeys], list[bytes]] = {}
-        self._claim_keys: dict[tuple[QueueKeys, str], list[bytes]] = {}
+        self._claim_keys: dict[tuple[QueueKeys, str], str] = {}
 
     def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
         # built and encoded once per (script, queue): redis-py would otherwise
@@ -126,19 +126,17 @@ class Scripts:
         ``claim_id`` (a lost reply) returns the same jobs and leases nothing new:
         use a fresh id per claim."""
         s = self.settings
-        keys = self._claim_keys.get((qk, worker_id))
-        if keys is None:  # built and checked once per (queue, worker)
-            keys = self._claim_keys[(qk, worker_id)] = [
-                *self._keys_of("claim", qk), qk.claim(worker_id).encode()]
+        claim_key = self._claim_keys.get((qk, worker_id))
+        if claim_key is None:  # built and checked once per (queue, worker)
+            claim_key = self._claim_keys[(qk, worker_id)] = qk.claim(worker_id)
         if not _CLAIM_ID.fullmatch(claim_id):
             raise ValueError(f"invalid claim id {claim_id!r}: use 1-100 of A-Z a-z 0-9 _ . : -")
-        args: list[Any] = [count, lease_ms, worker_id, s.promote_batch, s.events_maxlen,
-                           s.audit_flag, s.letters_maxlen, start_now, claim_id]
-        if self._direct:
-            call = run_direct(self._redis, self._scripts["claim"], keys, args)
-        else:
-            call = self._scripts["claim"](keys=keys, args=args)
-        reply = await translate_errors(self._url, "claim", call)
+        reply = await self.run(
+            "claim", qk,
+            [count, lease_ms, worker_id, s.promote_batch, s.events_maxlen, s.audit_flag,
+             s.letters_maxlen, start_now, claim_id],
+            worker_keys=(claim_key,),
+        )
         jobs = []
         queue = qk.queue
         for i in range(3, 3 + 11 * int(reply[2]), 11):
