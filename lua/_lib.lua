@@ -295,17 +295,24 @@ end
 -- as the oldest entry until it is pushed out.
 local ERRORS_KEPT = 5
 local RS, US = '\30', '\31'
-local function push_error(errors_key, id, meta, kind, now, text)
+-- append one entry to a history kept in a hash field (entries joined by RS),
+-- keeping the last `keep`: the error history and the run logs share it
+local function push_entry(hash_key, id, entry, keep)
   local entries = {}
-  local old = redis.call('HGET', errors_key, id)
+  local old = redis.call('HGET', hash_key, id)
   if old then
-    for entry in string.gmatch(old, '[^' .. RS .. ']+') do
-      entries[#entries + 1] = entry
+    for e in string.gmatch(old, '[^' .. RS .. ']+') do
+      entries[#entries + 1] = e
     end
   end
-  entries[#entries + 1] = table.concat({str(meta.attempt), kind, int(now), text}, US)
-  local first = math.max(1, #entries - ERRORS_KEPT + 1)
-  redis.call('HSET', errors_key, id, table.concat(entries, RS, first, #entries))
+  entries[#entries + 1] = entry
+  local first = math.max(1, #entries - keep + 1)
+  redis.call('HSET', hash_key, id, table.concat(entries, RS, first, #entries))
+end
+
+local function push_error(errors_key, id, meta, kind, now, text)
+  push_entry(errors_key, id, table.concat({str(meta.attempt), kind, int(now), text}, US),
+             ERRORS_KEPT)
 end
 
 -- the captured logs of a run (ctx.log lines, capped by Python per run and
@@ -314,17 +321,9 @@ end
 local LOG_RUNS_KEPT = 3
 local LOG_RUN_MAX = 65536
 local function push_log(logs_key, id, meta, outcome, now, lines)
-  local entries = {}
-  local old = redis.call('HGET', logs_key, id)
-  if old then
-    for entry in string.gmatch(old, '[^' .. RS .. ']+') do
-      entries[#entries + 1] = entry
-    end
-  end
-  entries[#entries + 1] = table.concat({str(meta.attempt), outcome, int(now),
-                                        string.sub(lines, 1, LOG_RUN_MAX)}, US)
-  local first = math.max(1, #entries - LOG_RUNS_KEPT + 1)
-  redis.call('HSET', logs_key, id, table.concat(entries, RS, first, #entries))
+  push_entry(logs_key, id, table.concat({str(meta.attempt), outcome, int(now),
+                                         string.sub(lines, 1, LOG_RUN_MAX)}, US),
+             LOG_RUNS_KEPT)
 end
 
 -- A schedule's state ({P}:schedules:state, one field per schedule):

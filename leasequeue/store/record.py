@@ -54,15 +54,22 @@ def error_text(text: str) -> str:
 def parse_errors(raw: bytes | None) -> list[ErrorEntry]:
     """The error history, oldest first; a plain text (written before the
     history) is one entry of kind '' and attempt 0."""
+    return [ErrorEntry(*fields) if fields else ErrorEntry(0, "", 0, entry)
+            for entry, fields in _entries(raw)]
+
+
+def _entries(raw: bytes | None) -> list[tuple[str, tuple[int, str, int, str] | None]]:
+    """A history as lua/_lib.lua push_entry keeps it: each entry with its
+    (attempt, kind, at_ms, text), or None when it is not in that shape."""
     if not raw:
         return []
-    out = []
+    out: list[tuple[str, tuple[int, str, int, str] | None]] = []
     for entry in raw.decode(errors="replace").split(ERROR_RS):
         parts = entry.split(ERROR_US, 3)
         if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
-            out.append(ErrorEntry(int(parts[0]), parts[1], int(parts[2]), parts[3]))
+            out.append((entry, (int(parts[0]), parts[1], int(parts[2]), parts[3])))
         else:
-            out.append(ErrorEntry(0, "", 0, entry))
+            out.append((entry, None))
     return out
 
 
@@ -74,15 +81,8 @@ def clean_log_text(text: str) -> str:
 def parse_logs(raw: bytes | None) -> list[RunLog]:
     """The captured logs of a job's last runs, oldest first (see push_log in
     lua/_lib.lua)."""
-    if not raw:
-        return []
-    out = []
-    for entry in raw.decode(errors="replace").split(ERROR_RS):
-        parts = entry.split(ERROR_US, 3)
-        if len(parts) == 4 and parts[0].isdigit() and parts[2].isdigit():
-            out.append(RunLog(int(parts[0]), parts[1], int(parts[2]),
-                              parts[3].split("\n") if parts[3] else []))
-    return out
+    return [RunLog(f[0], f[1], f[2], f[3].split("\n") if f[3] else [])
+            for _, f in _entries(raw) if f is not None]
 
 
 def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float | None,
