@@ -149,3 +149,28 @@ def test_bad_defaults_are_refused_when_the_app_is_built(prefix: str, option: str
     assert "Defaults" in str(caught.value)
     if option != "queue":
         assert option in str(caught.value) and repr(value) in str(caught.value)
+
+
+def test_the_documented_settings_are_the_code_s() -> None:
+    """README's settings numbers (Defaults, Worker defaults, batch sizes, the
+    slot wait, claim-ahead and heartbeat shares) are the code's values."""
+    import inspect
+
+    from leasequeue import Defaults, Worker
+    from leasequeue.app import ENQUEUE_CHUNK, MAX_PRIORITY
+    from leasequeue.backoff import Exponential
+    from leasequeue.runtime import executor, heartbeater, limits, slots, starter, timeouts
+
+    d = Defaults()
+    assert (d.max_attempts, d.max_infra_attempts, d.timeout, d.stop_grace, d.retention,
+            d.on_conflict, d.slot_backoff) == (3, 10, 600.0, 30.0, 24 * 3600.0, "enqueue", 2.0)
+    assert d.backoff == Exponential(1, 300, jitter=True)
+    assert d.infra_backoff == Exponential(1, 60, jitter=True)
+    params = inspect.signature(Worker).parameters
+    assert {k: params[k].default for k in ("concurrency", "lease", "shutdown_timeout",
+                                           "max_abandoned")} == {
+        "concurrency": 10, "lease": 30.0, "shutdown_timeout": 30.0, "max_abandoned": 1}
+    assert (ENQUEUE_CHUNK, MAX_PRIORITY) == (500, 32767)
+    assert (executor.SLOT_WAIT, limits.SLOT_POLL, executor.CONFIRM_AFTER) == (1.0, 0.05, 0.05)
+    assert (slots.AHEAD_HORIZON, timeouts.TICK, starter.COALESCE) == (0.02, 0.05, 0.005)
+    assert heartbeater.DEADLINE_SHARE == 0.25 and executor.MIN_LEASE_SHARE == 1 / 3
