@@ -174,3 +174,22 @@ def test_the_documented_settings_are_the_code_s() -> None:
     assert (executor.SLOT_WAIT, limits.SLOT_POLL, executor.CONFIRM_AFTER) == (1.0, 0.05, 0.05)
     assert (slots.AHEAD_HORIZON, timeouts.TICK, starter.COALESCE) == (0.02, 0.05, 0.005)
     assert heartbeater.DEADLINE_SHARE == 0.25 and executor.MIN_LEASE_SHARE == 1 / 3
+
+
+def test_the_documented_constants_of_wait_logs_and_schedules() -> None:
+    """The constants the Operator controls, Per-run logs and Schedules
+    sections quote: the wait slice and token lifetime, the kept history
+    sizes, the run-log byte cap, the interval floor, a fire's pending lease."""
+    from pathlib import Path
+
+    from leasequeue import app, runlog, schedule_spec
+    from leasequeue.runtime.scheduler import SchedulerParams
+
+    lib = (Path(__file__).resolve().parent.parent / "lua" / "_lib.lua").read_text()
+    for line in ("local NOTIFY_TTL_MS = 10000", "local ERRORS_KEPT = 5",
+                 "local LOG_RUNS_KEPT = 3", "local LOG_RUN_MAX = 65536"):
+        assert line in lib, line
+    assert (app.WAIT_SLICE, app.MAX_LIST_COUNT) == (2.0, 1000)
+    assert runlog.MAX_BYTES == 64 * 1024
+    assert schedule_spec.MIN_EVERY_MS == 1000
+    assert SchedulerParams.__dataclass_fields__["fire_lease_ms"].default == 10_000
