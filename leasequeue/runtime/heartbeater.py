@@ -66,6 +66,10 @@ class Heartbeater:
             for name, holds in table.slots_by_limit().items():
                 tg.start_soon(self._renew_slots, name, holds, sent_at)
         for run, reason in table.lapses(time.monotonic()):
+            if not run.running:  # claimed, not started: there is no run to stop
+                self._log.warning("lease lapsed before the run started; it will not start",
+                                  **run.fields())
+                continue
             what = "lease" if reason is StopReason.LEASE_LOST else "limiter slot"
             self._log.warning(f"{what} lapsed: renewals failed for longer than its lease; "
                               "stopping the run", reason=str(reason), **run.fields())
