@@ -25,7 +25,7 @@
 -- KEYS[9] events       STREAM audit trail
 -- KEYS[10] token        STRING the fencing token counter
 -- KEYS[11] paused       STRING set while the queue is paused: nothing is leased
--- KEYS[12] claim        STRING this worker's last claim: claim_id, then (id, token)s; PX lease_ms
+-- KEYS[12] claim        STRING this worker's last claim: claim_id, lease until, token range; PX lease_ms
 -- ARGV[1] count            int   most jobs to lease
 -- ARGV[2] lease_ms         int   lease duration
 -- ARGV[3] worker_id        str   holder, recorded on the job
@@ -62,8 +62,8 @@ local function add_job(id, meta, payload)
   n = n + 1
   local j = #jobs
   jobs[j + 1] = id
-  jobs[j + 2] = str(meta.token)
-  jobs[j + 3] = str(meta.attempt)
+  jobs[j + 2] = tonumber(meta.token)  -- numbers go back as integer replies: no formatting
+  jobs[j + 3] = tonumber(meta.attempt)
   jobs[j + 4] = meta.name
   jobs[j + 5] = payload or ''
   jobs[j + 6] = meta.max_attempts
@@ -71,7 +71,7 @@ local function add_job(id, meta, payload)
   jobs[j + 8] = meta.work_fail
   jobs[j + 9] = meta.infra_fail
   jobs[j + 10] = meta.enq_ms
-  jobs[j + 11] = str(meta.started)
+  jobs[j + 11] = tonumber(meta.started)
 end
 
 local function reply_with_jobs()
@@ -87,23 +87,32 @@ local function reply_with_jobs()
   return reply
 end
 
--- 0. a retried call: the jobs of the first call that are still leased to it
+-- 0. a retried call: the jobs of the first call that are still leased to it.
+-- The claim key holds `claim_id \n lease_until \n lo \n hi`: every job of
+-- that call was leased until lease_until (its score in the leases set, which
+-- nothing changes before the worker learns the job) with a token in [lo, hi].
+-- Token ranges of claims never overlap (the counter only grows, and catches
+-- up with the highest token it hands out), so the range names the call's jobs
+-- without a list: the hot path writes a few bytes per call, nothing per job.
 local last = redis.call('GET', claim_key)
 if last then
-  local sep = string.find(last, '\n', 1, true)
-  if sep and string.sub(last, 1, sep - 1) == claim_id then
-    local pos = sep + 1
-    while pos <= #last do
-      local token, len, at = string.match(last, '^(%d+):(%d+):()', pos)
-      if not token then
-        break
+  local head, until_text, lo, hi = string.match(last, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)$')
+  if head == claim_id then
+    lo, hi = tonumber(lo), tonumber(hi)
+    local ids = redis.call('ZRANGEBYSCORE', leases_key, until_text, until_text)
+    local raws = bulk('HMGET', jobs_key, ids)
+    local mine = {}
+    for i, id in ipairs(ids) do
+      local meta = raws[i] and parse_meta(raws[i])
+      local token = meta and tonumber(meta.token)
+      if meta and meta.state == 'leased' and meta.worker == worker_id and token >= lo
+          and token <= hi then
+        mine[#mine + 1] = {token, id, meta}
       end
-      local id = string.sub(last, at, at + tonumber(len) - 1)
-      pos = at + tonumber(len)
-      local meta = load_meta(jobs_key, id)
-      if meta and meta.state == 'leased' and meta.token == token then
-        add_job(id, meta, redis.call('HGET', payloads_key, id))
-      end
+    end
+    table.sort(mine, function(a, b) return a[1] < b[1] end)  -- the first call's order
+    for _, m in ipairs(mine) do
+      add_job(m[2], m[3], redis.call('HGET', payloads_key, m[2]))
     end
     return reply_with_jobs()
   end
@@ -149,28 +158,32 @@ if count > 0 then
     token = top - #ids
   end
   local highest = top
-  local records, leases, listed = {}, {}, {claim_id}
+  local records, leases = {}, {}
   for i, id in ipairs(ids) do
     local meta = raws[i] and parse_meta(raws[i])
     if meta and meta.state == 'queued' then
       meta.state = 'leased'
       if n < start_now then
-        meta.started = 1
+        meta.started = '1'
         meta.attempt = tonumber(meta.attempt) + 1
       else
-        meta.started = 0
+        meta.started = '0'
       end
       token = token + 1
       -- above the job's last token even if the counter was lost
-      meta.token = math.max(token, tonumber(meta.token) + 1)
-      highest = math.max(highest, meta.token)
+      local mine = tonumber(meta.token) + 1
+      if mine < token then
+        mine = token
+      elseif mine > highest then
+        highest = mine
+      end
+      meta.token = mine
       meta.worker = worker_id
       meta.claim_ms = now_text
       records[#records + 1] = id
       records[#records + 1] = encode_meta(meta)
       leases[#leases + 1] = lease_until
       leases[#leases + 1] = id
-      listed[#listed + 1] = int(meta.token) .. ':' .. #id .. ':' .. id
       if audit_all then
         emit(events_key, events_maxlen, id, 'claimed', worker_id)
       end
@@ -193,7 +206,8 @@ if count > 0 then
   bulk('HSET', jobs_key, records)
   bulk('ZADD', leases_key, leases)
   if n > 0 then
-    redis.call('SET', claim_key, listed[1] .. '\n' .. table.concat(listed, '', 2), 'PX', lease_ms)
+    redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(top - #ids + 1) ..
+               '\n' .. int(highest), 'PX', lease_ms)
   end
 end
 

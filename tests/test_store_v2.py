@@ -306,6 +306,28 @@ async def test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new(app:
         await claim(app, 1, claim_id="bad\nid")
 
 
+
+async def test_a_retried_claim_returns_only_the_jobs_of_its_own_token_range(app: App) -> None:
+    """The claim key names the first call by its lease expiry and token range:
+    another claim's jobs leased until the same instant (another call in the
+    same millisecond) are not returned by the retry."""
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=i, queue=Q) for i in ("a", "b", "c")])
+    first = await claim(app, 1, start_now=1, claim_id="claim-1")
+    second = await claim(app, 2, start_now=1, claim_id="claim-2")
+    assert [j.id for j in first.jobs] == ["a"] and [j.id for j in second.jobs] == ["b", "c"]
+    # make every lease end at the same instant, then retry claim-2 named by
+    # that instant and the token range of b alone
+    until = 4_000_000_000_000
+    await app.redis.zadd(qk.leases, {"a": until, "b": until, "c": until})
+    b_token = second.jobs[0].token
+    await app.redis.set(qk.claim("w1"), f"claim-2\n{until}\n{b_token}\n{b_token}")
+    again = await claim(app, 2, claim_id="claim-2")
+    assert [(j.id, j.token) for j in again.jobs] == [("b", b_token)]
+    # and the range [a, c] returns them in the first calls' order
+    await app.redis.set(qk.claim("w1"), f"claim-2\n{until}\n1\n{b_token + 1}")
+    assert [j.id for j in (await claim(app, 3, claim_id="claim-2")).jobs] == ["a", "b", "c"]
+
 # -- 3. the token counter ------------------------------------------------------
 
 async def test_tokens_never_repeat_for_a_job_when_the_counters_are_lost(app: App) -> None:

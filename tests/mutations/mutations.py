@@ -71,8 +71,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "token-not-above-record", "lua/claim.lua",
-        "meta.token = math.max(token, tonumber(meta.token) + 1)",
-        "meta.token = token",
+        "local mine = tonumber(meta.token) + 1",
+        "local mine = token",
         "claim.lua takes the counter's token without max'ing it with the record's "
         "(a lost counter repeats tokens)",
         (f"{STORE}::test_tokens_never_repeat_for_a_job_when_the_counters_are_lost",),
@@ -87,10 +87,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "claim-retry-leases-anew", "lua/claim.lua",
-        "if sep and string.sub(last, 1, sep - 1) == claim_id then",
+        "if head == claim_id then",
         "if false then",
         "claim.lua ignores the claim id: a retried claim leases new jobs",
         (f"{STORE}::test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new",),
+    ),
+    Mutation(
+        "claim-retry-ignores-range", "lua/claim.lua",
+        "meta.worker == worker_id and token >= lo",
+        "meta.worker == worker_id and token >= 0",
+        "claim.lua's retry returns every job of the worker leased until the same instant, "
+        "another claim's too",
+        (f"{STORE}::test_a_retried_claim_returns_only_the_jobs_of_its_own_token_range",),
     ),
     Mutation(
         "enqueue-no-dedup", "lua/enqueue.lua",
