@@ -1,5 +1,5 @@
 """Installs the peers, each into its own venv under benchmarks/.venvs/, and
-BullMQ for Node into benchmarks/node/node_modules.
+BullMQ and bee-queue for Node into benchmarks/node/node_modules.
 
 Why one venv per peer: their pins conflict (arq 0.28 needs redis<6,
 taskiq-redis 1.2 needs redis>=8), and one shared venv sends pip into a
@@ -37,7 +37,8 @@ PIP_PEERS: dict[str, list[str]] = {
     "plot": ["matplotlib==3.11.2"],
 }
 # BullMQ 6 takes its Redis client as an optional peer dependency: ioredis
-NODE_PKGS = ["bullmq@6.7.0", "ioredis@6.0.0"]
+NODE_PKGS = ["bullmq@6.7.0", "ioredis@6.0.0", "bee-queue@2.0.0"]
+NODE_PEERS = ("bullmq-node", "bee-queue-node")  # each a script in benchmarks/node
 
 
 @dataclass
@@ -82,15 +83,15 @@ def ensure_pip_env(name: str, timeout: float = 600.0) -> EnvStatus:
     return EnvStatus(name, str(venv_python(name)), None, time.monotonic() - started)
 
 
-def ensure_node(timeout: float = 300.0) -> EnvStatus:
-    """npm install BullMQ next to bench.mjs (node_modules is git-ignored)."""
+def ensure_node(peer: str = "bullmq-node", timeout: float = 300.0) -> EnvStatus:
+    """npm install the Node peers next to their scripts (node_modules is git-ignored)."""
     started = time.monotonic()
     node = shutil.which("node")
     npm = shutil.which("npm")
     if node is None or npm is None:
-        return EnvStatus("bullmq-node", None, "node/npm not found on PATH", 0.0)
+        return EnvStatus(peer, None, "node/npm not found on PATH", 0.0)
     if all(_node_installed(pkg) for pkg in NODE_PKGS):
-        return EnvStatus("bullmq-node", node, None, 0.0)
+        return EnvStatus(peer, node, None, 0.0)
     try:
         proc = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
@@ -98,11 +99,11 @@ def ensure_node(timeout: float = 300.0) -> EnvStatus:
             cwd=NODE_DIR, capture_output=True, text=True, timeout=timeout,
         )
     except (subprocess.SubprocessError, OSError) as exc:
-        return EnvStatus("bullmq-node", None, f"npm failed: {exc}", time.monotonic() - started)
+        return EnvStatus(peer, None, f"npm failed: {exc}", time.monotonic() - started)
     if proc.returncode != 0:
-        return EnvStatus("bullmq-node", None, "npm install failed: " + _tail(proc.stderr),
+        return EnvStatus(peer, None, "npm install failed: " + _tail(proc.stderr),
                          time.monotonic() - started)
-    return EnvStatus("bullmq-node", node, None, time.monotonic() - started)
+    return EnvStatus(peer, node, None, time.monotonic() - started)
 
 
 def _node_installed(pkg: str) -> bool:

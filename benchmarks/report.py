@@ -144,6 +144,7 @@ def markdown(results: dict[str, Any]) -> str:
     out: list[str] = []
     _header(results, out)
     _peers_table(results, out)
+    _best_peer_table(results, out)
     _leasequeue_section(results, out)
     _ceiling_section(results, out)
     return "\n".join(out) + "\n"
@@ -224,6 +225,43 @@ def _peers_table(results: dict[str, Any], out: list[str]) -> None:
         out.extend(f"- {n}" for n in notes)
         w("")
 
+
+
+# column -> (where leasequeue's figure is, the peers' metric, field, higher is better)
+BEST_COLUMNS = (
+    ("drain, concurrency 100 (jobs/s)", LQ_DRAIN_FOR_PEERS, "drain", "value", True),
+    ("enqueue, one per call (jobs/s)", "enqueue_one", "enqueue_one", "value", True),
+    ("enqueue, bulk (jobs/s)", "enqueue_bulk", "enqueue_bulk", "value", True),
+    ("enqueue → start p50 (ms)", "e2s", "e2s", "p50_ms", False),
+    ("enqueue → start p99 (ms)", "e2s", "e2s", "p99_ms", False),
+)
+
+
+def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
+    """Per column: leasequeue against the best peer in that column, this run."""
+    s = results["summary"]
+    lq = s["leasequeue"]
+    w = out.append
+    w("## Against the best peer, per column (this run)\n")
+    w("lq ÷ best: above 1× leasequeue leads (for latency: the best peer's time ÷ ours).\n")
+    w("| column | leasequeue | best peer | its figure | lq ÷ best |")
+    w("|---|---:|---|---:|---:|")
+    for label, lq_metric, metric, field, higher in BEST_COLUMNS:
+        mine = lq.get(lq_metric, {}).get(field)
+        best: tuple[str, float] | None = None
+        for name, p in s["peers"].items():
+            v = (p.get(metric) or {}).get(field) if p.get("version") else None
+            if v is None:
+                continue
+            if best is None or (v > best[1] if higher else v < best[1]):
+                best = (name, float(v))
+        if mine is None or best is None:
+            w(f"| {label} | {mine if mine is not None else '–'} | – | – | – |")
+            continue
+        ratio = mine / best[1] if higher else best[1] / mine
+        fmt = _num if higher else _ms
+        w(f"| {label} | {fmt(mine)} | {best[0]} | {fmt(best[1])} | {ratio:.2f}× |")
+    w("")
 
 def _leasequeue_section(results: dict[str, Any], out: list[str]) -> None:
     s = results["summary"]

@@ -5,7 +5,7 @@
   python benchmarks/run.py --quick    1 repetition, small sizes (< 60 s)
 
 Starts its own redis-server on a free loopback port (no persistence),
-installs the peers (once: each into benchmarks/.venvs/<peer>, BullMQ for Node
+installs the peers (once: each into benchmarks/.venvs/<peer>, BullMQ and bee-queue for Node
 into benchmarks/node), runs every bench as a subprocess with a time limit,
 and writes benchmarks/results/results.{json,md,png}. Run it with the dev
 venv's Python (leasequeue importable).
@@ -63,7 +63,7 @@ QUICK = Mode("quick", 1, (1_000, 100_000), 300, 2_000, 500, 0.3, 30, 1.0, 3, 5.0
 
 @dataclass(frozen=True)
 class PeerSpec:
-    name: str  # as in envs.PIP_PEERS, or "bullmq-node"
+    name: str  # as in envs.PIP_PEERS, or a Node peer (envs.NODE_PEERS)
     module: str  # python -m module, or the .mjs file for node
 
 
@@ -76,6 +76,7 @@ PEERS = [
     PeerSpec("taskiq", "peers.taskiq_peer"),
     PeerSpec("bullmq-py", "peers.bullmq_py_peer"),
     PeerSpec("bullmq-node", "node/bench.mjs"),
+    PeerSpec("bee-queue-node", "node/bee.mjs"),
 ]
 
 
@@ -183,7 +184,7 @@ def run_peer(spec: PeerSpec, status: envs.EnvStatus, server: RedisServer, mode: 
         return
     for rep in range(mode.reps):
         server.flush()
-        if spec.name == "bullmq-node":
+        if spec.name in envs.NODE_PEERS:
             argv = [status.python, str(HERE / spec.module), "bench"]
         else:
             argv = [status.python, "-m", spec.module, "bench"]
@@ -198,8 +199,8 @@ def run_peer(spec: PeerSpec, status: envs.EnvStatus, server: RedisServer, mode: 
 def install(selected: list[PeerSpec]) -> dict[str, envs.EnvStatus]:
     statuses: dict[str, envs.EnvStatus] = {}
     for spec in selected:
-        if spec.name == "bullmq-node":
-            statuses[spec.name] = envs.ensure_node()
+        if spec.name in envs.NODE_PEERS:
+            statuses[spec.name] = envs.ensure_node(spec.name)
         else:
             statuses[spec.name] = envs.ensure_pip_env(spec.name)
         s = statuses[spec.name]

@@ -2,132 +2,10 @@
 // same JSON-lines output. The harness runs `npm install bullmq` here first.
 //   node bench.mjs bench  --url redis://127.0.0.1:PORT/0 [--n 20000 ...]
 //   node bench.mjs worker --url ...        (started by `bench`)
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { Queue, Worker } from "bullmq";
 import IORedis from "ioredis";
-
-const QUEUE = "bench";
-const CONCURRENCY = 100;
-const STAMPS = "bench:stamps";
-
-function parseArgs(argv) {
-  const a = { role: "bench", n: 20000, oneN: 5000, oneBudget: 3, e2sN: 300, e2sBudget: 8,
-    drainBudget: 30, e2sMin: 1, sections: "enqueue,drain,e2s" };
-  const names = { "--url": "url", "--n": "n", "--one-n": "oneN", "--one-budget": "oneBudget",
-    "--e2s-n": "e2sN", "--e2s-budget": "e2sBudget", "--e2s-min": "e2sMin", "--drain-budget": "drainBudget",
-    "--sections": "sections" };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] in names) {
-      const key = names[argv[i]];
-      a[key] = key === "url" || key === "sections" ? argv[++i] : Number(argv[++i]);
-    } else if (argv[i] === "bench" || argv[i] === "worker") {
-      a.role = argv[i];
-    }
-  }
-  const u = new URL(a.url);
-  if (!u.port || u.port === "6379") throw new Error(`refusing ${a.url}: use the harness's Redis`);
-  a.connection = { host: u.hostname, port: Number(u.port), maxRetriesPerRequest: null };
-  return a;
-}
-
-const emit = (metric, fields) => console.log(JSON.stringify({ metric, ...fields }));
-const emitError = (metric, err) => emit(metric, { error: String(err).slice(0, 500) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-// wall-clock ns with sub-ms precision, comparable across processes
-const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
-const rate = (n, s) => ({ value: Math.round((n / Math.max(s, 1e-9)) * 10) / 10, n,
-  seconds: Math.round(s * 1000) / 1000 });
-
-function percentile(sorted, p) {
-  const rank = Math.max(1, Math.min(sorted.length, Math.ceil((p * sorted.length) / 100)));
-  return sorted[rank - 1];
-}
-
-async function flush(a) {
-  const r = new IORedis(a.connection);
-  await r.flushall();
-  await r.quit();
-}
-
-async function left(queue) {
-  return await queue.getJobCountByTypes("waiting", "active");
-}
-
-async function measureDrain(queue, a) {
-  const deadline = performance.now() + a.drainBudget * 1000;
-  let tFirst = 0, leftFirst = a.n;
-  for (;;) {
-    const l = await left(queue);
-    const t = performance.now();
-    if (!tFirst && l < a.n) { tFirst = t; leftFirst = l; }
-    if (l === 0 && tFirst) return drainResult(a.n, leftFirst, tFirst, 0, t, true);
-    if (t > deadline) {
-      if (!tFirst) throw new Error(`no job finished within ${a.drainBudget} s`);
-      return drainResult(a.n, leftFirst, tFirst, l, t, false);
-    }
-    await sleep(5);
-  }
-}
-
-function drainResult(n, leftFirst, tFirst, leftLast, tLast, complete) {
-  const done = leftFirst - leftLast;
-  const s = Math.max((tLast - tFirst) / 1000, 1e-9);
-  return { value: Math.round((done / s) * 10) / 10, n, measured_jobs: done,
-    seconds: Math.round(s * 1000) / 1000, complete };
-}
-
-let rngState = 7;
-function rand() { // small deterministic LCG: the same probe gaps every run
-  rngState = (rngState * 1103515245 + 12345) % 2147483648;
-  return rngState / 2147483648;
-}
-
-async function measureE2s(queue, a, count, budget, minN = 1) {
-  const r = new IORedis(a.connection);
-  await r.del(STAMPS);
-  const samples = [];
-  const started = performance.now();
-  // as common.more_probes(): a slow (polling) worker may take 12 s for minN probes
-  const more = () => {
-    const elapsed = (performance.now() - started) / 1000;
-    return samples.length < count && (elapsed < budget || (samples.length < minN && elapsed < 12));
-  };
-  try {
-    while (more()) {
-      const t0 = nowNs();
-      await queue.add("probe", {});
-      const got = await r.blpop(STAMPS, Math.max(2, budget));
-      if (!got) break;
-      const lat = Number(BigInt(got[1]) - t0);
-      samples.push(lat);
-      // same rule as common.gap(): a slow start means a poller, so spread
-      const slowest = Math.max(...samples);
-      const extra = slowest > 20e6 ? rand() * slowest / 1e6 : 0;
-      await sleep(2 + rand() * 10 + extra);
-    }
-  } finally {
-    await r.quit();
-  }
-  if (!samples.length) throw new Error("no probe job started");
-  samples.sort((x, y) => x - y);
-  return { n: samples.length, p50_ms: percentile(samples, 50) / 1e6,
-    p99_ms: percentile(samples, 99) / 1e6 };
-}
-
-function spawnWorker(a) {
-  return spawn(process.execPath, [fileURLToPath(import.meta.url), "worker", "--url", a.url],
-    { stdio: "ignore" });
-}
-
-async function stopWorker(child) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  const t = setTimeout(() => child.kill("SIGKILL"), 5000);
-  await exited;
-  clearTimeout(t);
-}
+import { CONCURRENCY, QUEUE, STAMPS, emit, emitError, flush, measureDrain, measureE2s, nowNs,
+  parseArgs, rate, spawnWorker, stopWorker } from "./common.mjs";
 
 async function bench(a) {
   await flush(a);
@@ -161,7 +39,7 @@ async function bench(a) {
     let drained = true;
     if (sections.has("drain")) {
       try {
-        const res = await measureDrain(queue, a);
+        const res = await measureDrain(() => queue.getJobCountByTypes("waiting", "active"), a);
         emit("drain", res);
         drained = res.complete;
       } catch (e) { emitError("drain", e); drained = false; }
@@ -174,8 +52,8 @@ async function bench(a) {
         child = spawnWorker(a);
       }
       try {
-        await measureE2s(queue, a, 1, 30);
-        emit("e2s", await measureE2s(queue, a, a.e2sN, a.e2sBudget, a.e2sMin));
+        await measureE2s(() => queue.add("probe", {}), a, 1, 30);
+        emit("e2s", await measureE2s(() => queue.add("probe", {}), a, a.e2sN, a.e2sBudget, a.e2sMin));
       } catch (e) { emitError("e2s", e); }
     }
   } finally {
