@@ -18,7 +18,7 @@ import pytest
 from leasequeue import App
 from leasequeue.models import NewJob
 from leasequeue.store.keys import LimiterKeys, QueueKeys, SchedulesKeys, limit_keys, schedules_keys
-from leasequeue.store.loader import lua_dir, script_source
+from leasequeue.store.loader import lib_chunks, lib_for, lua_dir, script_source
 from leasequeue.store.scripts import Scripts
 from leasequeue.store.specs import REPLY_CODES, SPECS
 
@@ -252,3 +252,28 @@ def test_luacheck(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_each_script_gets_the_helpers_it_uses_and_no_other() -> None:
+    """The loader prepends the _lib.lua helpers a script calls, and the ones
+    those call, in file order; a helper nothing calls is left out (Redis runs
+    the whole text on every call)."""
+    lib = (LUA / "_lib.lua").read_text()
+    chunks = lib_chunks(lib)
+    assert len(chunks) > 20 and "".join(text for _, text in chunks) in lib
+    bury_src = lib_for("bury(meta, id, now, 'x', '', d, l, 1, s)", lib)
+    assert "local function bury(" in bury_src and "local function int(" in bury_src
+    assert "local function parse_schedule(" not in bury_src
+    assert lib_for("return 1", lib) == ""
+    words = re.compile(r"[A-Za-z_]\w*")
+    for name in SCRIPTS:
+        body = (LUA / f"{name}.lua").read_text()
+        included = lib_for(body, lib)
+        defined = {n for names, text in chunks if text in included for n in names}
+        used = set(words.findall(re.sub(r"--[^\n]*", "", body + included)))
+        # every helper the script or an included helper names is there ...
+        for names, _ in chunks:
+            if names & used:
+                assert names <= defined, (name, names)
+        # ... and nothing else
+        assert defined <= used, (name, defined - used)

@@ -4,6 +4,8 @@ talks to Redis."""
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from pathlib import Path
 
 
@@ -30,9 +32,61 @@ DEFAULT_SHEBANG = "#!lua flags=allow-oom"
 
 def script_source(name: str, shebang: bool = False) -> str:
     """The text loaded into Redis: the flags line (real Redis), the shared
-    helpers, then the script."""
+    helpers the script uses, then the script."""
     folder = lua_dir()
     head = SHEBANGS.get(name, DEFAULT_SHEBANG) + "\n" if shebang else ""
-    return head + (folder / "_lib.lua").read_text() + "\n" + (folder / f"{name}.lua").read_text()
+    body = (folder / f"{name}.lua").read_text()
+    return head + lib_for(body, (folder / "_lib.lua").read_text()) + "\n" + body
 
 
+_DEFINITION = re.compile(r"^local (?:function )?(\w+(?:\s*,\s*\w+)*)", re.MULTILINE)
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+@cache
+def lib_chunks(lib: str) -> tuple[tuple[frozenset[str], str], ...]:
+    """_lib.lua cut at each top-level ``local`` (a constant or a function, with
+    the comment lines above it): (the names it defines, its text), in order."""
+    starts = [m.start() for m in _DEFINITION.finditer(lib)]
+    chunks = []
+    for i, start in enumerate(starts):
+        # the comment block right above a definition belongs to it
+        begin = start
+        while True:
+            prev = lib.rfind("\n", 0, begin - 1) + 1
+            if begin == 0 or not lib[prev:begin].startswith("--"):
+                break
+            begin = prev
+        end = starts[i + 1] if i + 1 < len(starts) else len(lib)
+        match = _DEFINITION.match(lib, start)
+        assert match is not None
+        names = frozenset(n.strip() for n in match.group(1).split(","))
+        chunks.append((names, begin, end))
+    # the text between chunks (the file header) is dropped; each chunk ends
+    # where the next one's comment begins
+    out = []
+    for i, (names, begin, end) in enumerate(chunks):
+        stop = chunks[i + 1][1] if i + 1 < len(chunks) else end
+        out.append((names, lib[begin:stop]))
+    return tuple(out)
+
+
+def lib_for(script: str, lib: str) -> str:
+    """The helpers of _lib.lua that ``script`` uses, directly or through other
+    helpers, in their order in the file. Redis runs the whole text on every
+    call, so each unused helper would cost a closure (and garbage) per call:
+    with all of them, a one-job claim or ack cost about a quarter more."""
+    chunks = lib_chunks(lib)
+    needed: set[str] = set()
+    pending = set(_WORD.findall(_strip_comments(script)))
+    while pending:
+        word = pending.pop()
+        for names, text in chunks:
+            if word in names and not names <= needed:
+                needed |= names
+                pending |= set(_WORD.findall(_strip_comments(text))) - needed
+    return "".join(text for names, text in chunks if names & needed)
+
+
+def _strip_comments(lua: str) -> str:
+    return re.sub(r"--[^\n]*", "", lua)
