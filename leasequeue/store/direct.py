@@ -1,10 +1,14 @@
 """Runs scripts on one pooled connection, sending EVALSHA and reading the
 reply directly.
 
-- ``run_direct``: the hot path on one Redis. redis-py's per-command machinery
+- ``Lane.run``: the hot path on one Redis. redis-py's per-command machinery
   (retry wrapper, pool bookkeeping, response callbacks) cost about 40 us a
-  call on top of the round trip; this path keeps the pool and its health
-  checks, reloads on NOSCRIPT, and retries once on a dropped connection.
+  call on top of the round trip, and taking a connection from the pool costs
+  a lock and a zero-timeout read of the socket (an extra turn of the event
+  loop) per call. A lane takes connections from the pool once and keeps the
+  idle ones itself: a connection goes back to the lane only after a reply was
+  read in full, so it never holds a stale reply; any error or cancellation
+  closes it. It reloads on NOSCRIPT and retries once on a dropped connection.
 - ``run_and_wait``: the opt-in durable mode, a script then WAIT on the same
   connection (WAIT counts the replicas that have the writes of its own
   connection). Replication is asynchronous; without it a failover can lose
@@ -15,36 +19,59 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, SlotNotCoveredError
+from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
 from .translate import TOPOLOGY_ERRORS
 
 
-async def run_direct(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
-                     args: Sequence[Any], retry: bool = True) -> Any:
-    """EVALSHA on a pooled connection (one Redis or a Sentinel master). With
-    ``retry``, a dropped connection (a Redis restart) is retried once."""
-    pool: Any = redis.connection_pool
-    for attempt in (1, 2):
-        conn = await pool.get_connection()
-        try:
+class Lane:
+    """The connections the scripts of one client use, kept out of the pool's
+    per-call bookkeeping. They stay in the pool's in-use set, so closing the
+    pool closes them."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._pool: Any = redis.connection_pool
+        self._idle: list[Any] = []
+
+    async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
+                  retry: bool = True) -> Any:
+        """EVALSHA on a lane connection (one Redis or a Sentinel master). With
+        ``retry``, a dropped connection (a Redis restart) is retried once."""
+        for attempt in (1, 2):
+            conn = self._idle.pop() if self._idle else await self._pool.get_connection()
             try:
-                return await _evalsha(conn, script.sha, keys, args)
-            except NoScriptError:
-                await _load(conn, script)
-                return await _evalsha(conn, script.sha, keys, args)
-        except (RedisConnectionError, RedisTimeoutError):
-            await conn.disconnect()  # a stale connection (Redis restarted): one retry
-            if attempt == 2 or not retry:
+                try:
+                    reply = await _evalsha(conn, script.sha, keys, args)
+                except NoScriptError:
+                    await _load(conn, script)
+                    reply = await _evalsha(conn, script.sha, keys, args)
+            except (RedisConnectionError, RedisTimeoutError):
+                await self._drop(conn)  # a stale connection (Redis restarted): one retry
+                if attempt == 2 or not retry:
+                    raise
+                continue
+            except ResponseError:
+                self._idle.append(conn)  # an error reply was read: the connection is clean
                 raise
-        finally:
-            await pool.release(conn)
-    raise AssertionError("unreachable")
+            except BaseException:
+                # anything else (a cancellation mid-call) may leave a reply unread;
+                # redis-py closes such a connection itself, this returns it to the pool
+                await self._drop(conn)
+                raise
+            self._idle.append(conn)
+            return reply
+        raise AssertionError("unreachable")
+
+    async def _drop(self, conn: Any) -> None:
+        with anyio.CancelScope(shield=True):
+            await conn.disconnect()
+            await self._pool.release(conn)
 
 
 async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],

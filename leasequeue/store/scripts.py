@@ -21,7 +21,7 @@ from ..models import (
     ReapOutcome,
 )
 from .connection import is_cluster
-from .direct import run_and_wait, run_direct
+from .direct import Lane, run_and_wait
 from .keys import LimiterKeys, QueueKeys, SchedulesKeys
 from .loader import script_source
 from .record import error_text, text
@@ -63,7 +63,7 @@ class Scripts:
         self.settings = settings
         shebang = not url.startswith("memory://")
         # the direct path needs a plain connection pool: one Redis or Sentinel
-        self._direct = shebang and not is_cluster(redis)
+        self._lane = Lane(redis) if shebang and not is_cluster(redis) else None
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
         self._key_cache: dict[tuple[str, AnyKeys], list[bytes]] = {}
@@ -86,10 +86,10 @@ class Scripts:
         keys = self._keys_of(name, qk)
         if worker_keys:
             keys = [*keys, *(k.encode() for k in worker_keys)]
-        if self._direct:
+        if self._lane is not None:
             # a dropped connection is retried once: every script is fenced or
             # idempotent, the claim too (by its claim id)
-            call = run_direct(self._redis, self._scripts[name], keys, args)
+            call = self._lane.run(self._scripts[name], keys, args)
         else:
             call = self._scripts[name](keys=keys, args=list(args))
         return await translate_errors(self._url, name, call)
