@@ -26,18 +26,20 @@ from .translate import TOPOLOGY_ERRORS
 
 
 async def run_direct(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
-                     args: Sequence[Any], retry: bool = True) -> Any:
+                     args: Sequence[Any], retry: bool = True, read_only: bool = False) -> Any:
     """EVALSHA on a pooled connection (one Redis or a Sentinel master). With
-    ``retry``, a dropped connection (a Redis restart) is retried once."""
+    ``retry``, a dropped connection (a Redis restart) is retried once;
+    ``read_only`` sends EVALSHA_RO (a no-writes script)."""
     pool: Any = redis.connection_pool
+    command = "EVALSHA_RO" if read_only else "EVALSHA"
     for attempt in (1, 2):
         conn = await pool.get_connection()
         try:
             try:
-                return await _evalsha(conn, script.sha, keys, args)
+                return await _evalsha(conn, script.sha, keys, args, command)
             except NoScriptError:
                 await _load(conn, script)
-                return await _evalsha(conn, script.sha, keys, args)
+                return await _evalsha(conn, script.sha, keys, args, command)
         except (RedisConnectionError, RedisTimeoutError):
             await conn.disconnect()  # a stale connection (Redis restarted): one retry
             if attempt == 2 or not retry:
@@ -89,8 +91,9 @@ async def _on(conn: Any, script: AsyncScript, keys: Sequence[bytes], args: Seque
     return reply, acked
 
 
-async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
-    await conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
+async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
+                   command: str = "EVALSHA") -> Any:
+    await conn.send_command(command, sha, len(keys), *keys, *args)
     return await conn.read_response()
 
 

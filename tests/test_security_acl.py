@@ -1,0 +1,314 @@
+"""Least-privilege ACL users (leasequeue/acl.py, SECURITY.md) against a real
+Redis 7: each role's allowed operations work, each forbidden one raises
+PermissionDenied naming what Redis refused, and a refused script changes
+nothing. Also the facts of Redis 7 the roles are built on."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import pytest
+import redis as redis_sync
+
+from leasequeue import App, Context, JobNotFound, PermanentError, PermissionDenied, Worker
+from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands
+from tests.harness.redis_proc import RedisProcess, env_with_path
+from tests.helpers import eventually, worker_running
+
+pytestmark = pytest.mark.anyio
+
+Q = "emails"
+OTHER = "billing"
+PASSWORD = "s3cret-pw"
+_users = itertools.count()
+
+
+def make_user(admin: redis_sync.Redis, role: Role, prefix: str,
+              queues: tuple[str, ...] = ()) -> str:
+    """Create an ACL user for ``role`` from the generated rules; its name."""
+    user = f"{role.value}-{prefix}-{next(_users)}"
+    admin.execute_command("ACL", "SETUSER", user,
+                          *acl_rules(role, prefix, queues, password=PASSWORD))
+    return user
+
+
+def url_of(server: RedisProcess, user: str) -> str:
+    return f"redis://{user}:{PASSWORD}@127.0.0.1:{server.port}/0"
+
+
+@pytest.fixture
+def admin(redis_server: RedisProcess) -> Iterator[redis_sync.Redis]:
+    client = redis_sync.Redis(port=redis_server.port)
+    yield client
+    client.close()
+
+
+AppFactory = Callable[[Role, tuple[str, ...]], App]
+
+
+@pytest.fixture
+async def role_app(redis_server: RedisProcess, admin: redis_sync.Redis,
+                   prefix: str) -> AsyncIterator[AppFactory]:
+    """Apps on the test's prefix, each logged in as a new user of a role."""
+    apps: list[App] = []
+
+    def build(role: Role, queues: tuple[str, ...] = ()) -> App:
+        app = App(url_of(redis_server, make_user(admin, role, prefix, queues)), prefix=prefix)
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        await app.close()
+
+
+def register(app: App) -> list[int]:
+    ran: list[int] = []
+
+    @app.job(queue=Q, max_attempts=1)
+    async def send(ctx: Context, i: int) -> int:
+        if i < 0:
+            raise PermanentError("poison")
+        ran.append(i)
+        return i * 2
+
+    return ran
+
+
+async def _state(app: App, job_id: str, state: str) -> bool:
+    return (await app.get_job(job_id, Q)).state == state
+
+
+def assert_denied(exc: pytest.ExceptionInfo[PermissionDenied], *needles: str) -> None:
+    text = str(exc.value)
+    assert "permission denied by the Redis ACL" in text, text
+    for needle in needles:
+        assert needle in text, (needle, text)
+    assert PASSWORD not in text
+
+
+# -- the facts of Redis 7 the design rests on ----------------------------------
+
+
+def test_redis_checks_declared_keys_up_front_and_every_call_inside(
+        redis_server: RedisProcess, admin: redis_sync.Redis, prefix: str) -> None:
+    """EVALSHA needs read+write on every declared key (even a no-writes
+    script), EVALSHA_RO read only; a redis.call inside a script is checked
+    against the caller's key patterns and commands, so an undeclared write
+    is refused mid-script, after the writes before it (no rollback)."""
+    user = f"facts-{prefix}"
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{PASSWORD}",
+                          "%RW~w:*", "%R~r:*", "-@all", "+evalsha", "+evalsha_ro",
+                          "+script|load", "+get", "+set")
+    c = redis_sync.Redis(port=redis_server.port, username=user, password=PASSWORD)
+    try:
+        read = c.script_load("#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])")
+        with pytest.raises(redis_sync.exceptions.NoPermissionError, match="keys"):
+            c.evalsha(read, 1, "r:1")
+        assert c.evalsha_ro(read, 1, "r:1") is None
+        sneaky = c.script_load("redis.call('SET', KEYS[1], 'x'); "
+                               "redis.call('SET', 'r:1', 'y'); return 1")
+        with pytest.raises(redis_sync.exceptions.ResponseError, match="can't access"):
+            c.evalsha(sneaky, 1, "w:1")
+        assert admin.get("w:1") == b"x" and admin.get("r:1") is None
+        flush = c.script_load("return redis.call('FLUSHALL')")
+        with pytest.raises(redis_sync.exceptions.ResponseError, match="can't run this command"):
+            c.evalsha(flush, 0)
+        with pytest.raises(redis_sync.exceptions.NoPermissionError):
+            c.script_flush()
+    finally:
+        c.close()
+        admin.delete("w:1")
+
+
+# -- producer --------------------------------------------------------------
+
+
+async def test_producer_enqueues_and_reads_but_cannot_claim_ack_or_purge(
+        role_app: AppFactory, admin: redis_sync.Redis) -> None:
+    producer = role_app(Role.PRODUCER, (Q,))
+    job = await producer.enqueue("send", {"i": 1}, queue=Q, job_id="p1")
+    assert job.created
+    assert (await producer.get_job("p1", Q)).state == "queued"
+    assert (await producer.stats(Q)).ready == 1
+    before = admin.zcard(producer.keys(Q).ready)
+
+    with pytest.raises(PermissionDenied) as claim:
+        await producer.scripts.claim(producer.keys(Q), 10, 30_000, "intruder", 10, "c1")
+    assert_denied(claim, "claim", producer.keys(Q).leases)
+    with pytest.raises(PermissionDenied) as ack:
+        await producer.scripts.ack(producer.keys(Q), "succeeded", 60_000, [("p1", 1, b"", "")])
+    assert_denied(ack, producer.keys(Q).results)
+    with pytest.raises(PermissionDenied) as purge:
+        await producer.purge_dead(Q)
+    assert_denied(purge, "purge", producer.keys(Q).dead)
+    with pytest.raises(PermissionDenied):
+        await producer.replay(["p1"], queue=Q)
+    with pytest.raises(PermissionDenied):
+        await producer.cancel("p1", Q)
+    with pytest.raises(PermissionDenied) as pause:
+        await producer.pause(Q)
+    assert_denied(pause)
+    # refused before anything ran: the job is where it was
+    assert admin.zcard(producer.keys(Q).ready) == before
+    assert (await producer.get_job("p1", Q)).state == "queued"
+
+
+async def test_producer_limited_to_its_queues(role_app: AppFactory) -> None:
+    producer = role_app(Role.PRODUCER, (Q,))
+    with pytest.raises(PermissionDenied) as exc:
+        await producer.enqueue("send", {"i": 1}, queue=OTHER)
+    assert_denied(exc, f"{{{producer.prefix}:{OTHER}}}:config")
+
+
+# -- worker ----------------------------------------------------------------
+
+
+async def test_worker_runs_jobs_on_its_queues_and_operator_replays_and_purges(
+        role_app: AppFactory) -> None:
+    producer = role_app(Role.PRODUCER, (Q,))
+    worker_app = role_app(Role.WORKER, (Q,))
+    ran = register(worker_app)
+    await producer.enqueue("send", {"i": 3}, queue=Q, job_id="ok")
+    await producer.enqueue("send", {"i": -1}, queue=Q, job_id="poison")
+    async with worker_running(worker_app, queues=[Q]):
+        await eventually(lambda: _state(producer, "ok", "succeeded"), what="ok to succeed")
+        await eventually(lambda: _state(producer, "poison", "dead"), what="poison to be dead")
+        assert await producer.wait("ok", timeout=5, queue=Q) == 6  # the producer waits for its jobs
+    assert ran == [3]
+
+    operator = role_app(Role.OPERATOR, ())
+    assert len(await operator.dead_letters(Q)) == 1
+    assert [r.id for r in (await operator.jobs(Q, "dead"))[0]] == ["poison"]
+    await operator.pause(Q)
+    assert await operator.paused(Q)
+    await operator.resume(Q)
+    assert await operator.replay(["poison"], queue=Q) == 1
+    assert (await operator.get_job("poison", Q)).state == "queued"
+    await operator.cancel("poison", Q)
+    await producer.enqueue("send", {"i": -1}, queue=Q, job_id="poison2")
+    async with worker_running(worker_app, queues=[Q]):
+        await eventually(lambda: _state(operator, "poison2", "dead"), what="poison2 dead")
+    assert await operator.purge_dead(Q) == 1
+
+
+async def test_worker_cannot_touch_other_queues(role_app: AppFactory) -> None:
+    worker_app = role_app(Role.WORKER, (Q,))
+    with pytest.raises(PermissionDenied) as exc:
+        await worker_app.enqueue("send", {"i": 1}, queue=OTHER)
+    assert_denied(exc, OTHER)
+    with pytest.raises(PermissionDenied) as claim:
+        await worker_app.scripts.claim(worker_app.keys(OTHER), 1, 30_000, "w", 1, "c1")
+    assert_denied(claim, f"{{{worker_app.prefix}:{OTHER}}}:leases")
+    # a worker started on a queue it may not touch stops at boot, typed
+    with pytest.raises(PermissionDenied, match="queue_config") as boot:
+        await Worker(worker_app, queues=[OTHER], shutdown_timeout=1).run()
+    assert_denied(boot, f"{{{worker_app.prefix}:{OTHER}}}:config")
+
+
+# -- viewer (the operator's read-only variant) ------------------------------
+
+
+async def test_viewer_reads_everything_and_changes_nothing(role_app: AppFactory) -> None:
+    producer = role_app(Role.PRODUCER, (Q,))
+    await producer.enqueue("send", {"i": 1}, queue=Q, job_id="v1")
+    viewer = role_app(Role.VIEWER, ())
+    assert (await viewer.get_job("v1", Q)).payload == {"i": 1}
+    assert (await viewer.stats(Q)).ready == 1
+    assert [r.id for r in (await viewer.jobs(Q, "ready"))[0]] == ["v1"]
+    assert await viewer.dead_letters(Q) == []
+    assert not await viewer.paused(Q)
+    assert (await viewer.schedules.list())[1] == []
+    for refused in (viewer.enqueue("send", {"i": 2}, queue=Q), viewer.purge_dead(Q),
+                    viewer.replay(["v1"], queue=Q), viewer.cancel("v1", Q), viewer.pause(Q)):
+        with pytest.raises(PermissionDenied) as exc:
+            await refused
+        assert_denied(exc)
+    assert (await producer.get_job("v1", Q)).state == "queued"
+
+
+# -- tenants ---------------------------------------------------------------
+
+
+async def test_tenants_by_prefix_cannot_see_or_change_each_other(
+        redis_server: RedisProcess, admin: redis_sync.Redis, prefix: str) -> None:
+    a_prefix, b_prefix = f"{prefix}a", f"{prefix}b"
+    a = App(url_of(redis_server, make_user(admin, Role.OPERATOR, a_prefix)), prefix=a_prefix)
+    b = App(url_of(redis_server, make_user(admin, Role.OPERATOR, b_prefix)), prefix=b_prefix)
+    # tenant a's App pointed at b's prefix, still logged in as a's user
+    a_on_b = App(a.url, prefix=b_prefix)
+    try:
+        await a.enqueue("send", {"i": 1}, queue=Q, job_id="shared-id")
+        await b.enqueue("send", {"i": 2}, queue=Q, job_id="shared-id")
+        assert (await a.get_job("shared-id", Q)).payload == {"i": 1}
+        assert (await b.get_job("shared-id", Q)).payload == {"i": 2}
+        for refused in (a_on_b.get_job("shared-id", Q), a_on_b.stats(Q),
+                        a_on_b.enqueue("send", {"i": 3}, queue=Q), a_on_b.purge_dead(Q),
+                        a_on_b.cancel("shared-id", Q)):
+            with pytest.raises(PermissionDenied):
+                await refused
+        assert (await b.get_job("shared-id", Q)).state == "queued"
+        await a.cancel("shared-id", Q)
+        assert (await b.get_job("shared-id", Q)).state == "queued"
+        with pytest.raises(JobNotFound):
+            await a.get_job("only-in-b", Q)
+    finally:
+        for app in (a, b, a_on_b):
+            await app.close()
+
+
+# -- the generator and the CLI ----------------------------------------------
+
+
+def test_cli_prints_a_line_that_redis_accepts(redis_server: RedisProcess,
+                                              admin: redis_sync.Redis, prefix: str) -> None:
+    env = env_with_path()
+    env["LQ_ACL_PASSWORD"] = PASSWORD
+    out = subprocess.run([sys.executable, "-m", "leasequeue.cli", "acl", "--role", "worker",
+                          "--prefix", prefix, "--queue", Q, "--user", f"cli-{prefix}"],
+                         env=env, capture_output=True, text=True, timeout=60, check=True)
+    line = out.stdout.strip()
+    assert PASSWORD not in out.stdout + out.stderr  # only its SHA-256
+    assert line.startswith(f"ACL SETUSER cli-{prefix} ")
+    assert admin.execute_command(*shlex.split(line)) == b"OK"
+    rules = admin.execute_command("ACL", "GETUSER", f"cli-{prefix}")
+    assert f"~{{{prefix}:{Q}}}:* ".encode() in rules[b"keys"]
+    assert line == acl_setuser(f"cli-{prefix}", "worker", prefix, (Q,), password=PASSWORD)
+
+
+def test_cli_with_a_wrong_role_prints_a_clear_error(redis_server: RedisProcess,
+                                                    admin: redis_sync.Redis,
+                                                    prefix: str) -> None:
+    user = make_user(admin, Role.VIEWER, prefix)
+    out = subprocess.run([sys.executable, "-m", "leasequeue.cli", "dead", "purge", "--queue", Q,
+                          "--url", url_of(redis_server, user), "--prefix", prefix],
+                         env=env_with_path(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out
+    assert out.stderr.startswith("error: purge: permission denied by the Redis ACL"), out.stderr
+    assert "Traceback" not in out.stderr
+    assert PASSWORD not in out.stdout + out.stderr
+
+
+def test_roles_are_nested_where_they_should_be() -> None:
+    viewer, operator = set(role_commands(Role.VIEWER)), set(role_commands(Role.OPERATOR))
+    assert viewer < operator
+    assert not viewer & {"set", "del", "hset", "zadd", "xadd", "evalsha"}
+    for role in Role:  # never the dangerous ones
+        assert not set(role_commands(role)) & {"eval", "script|flush", "script|kill",
+                                               "flushall", "flushdb", "config|get",
+                                               "config|set", "keys", "acl|setuser"}
+
+
+def test_unknown_role_and_queues_for_operator_are_config_errors() -> None:
+    from leasequeue import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown role"):
+        acl_rules("admin", "p")
+    with pytest.raises(ConfigError, match="every queue"):
+        acl_rules(Role.OPERATOR, "p", ("q",))
+
+
