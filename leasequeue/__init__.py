@@ -22,6 +22,7 @@ from .errors import (
     Retry,
     RunStopped,
     Timeout,
+    TlsVerificationFailed,
     TransientError,
     UnknownJob,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "RunLogs",
     "RunStopped",
     "Timeout",
+    "TlsVerificationFailed",
     "TransientError",
     "UnknownJob",
     "Worker",

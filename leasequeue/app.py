@@ -29,6 +29,7 @@ from .errors import (
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
+from .redact import redact_url
 from .registry import Defaults, JobDefinition, JobOptions, Registry
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
@@ -120,6 +121,10 @@ class App:
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
+
+    def __repr__(self) -> str:
+        # the URL's password never leaves the process (leasequeue/redact.py)
+        return f"App({redact_url(self.url)!r}, prefix={self.prefix!r})"
 
     # -- registry -------------------------------------------------------------
 

@@ -28,6 +28,19 @@ class RedisUnavailable(LeaseQueueError, RedisConnectionError):
         super().__init__(f"Redis at {self.url} is unreachable{detail}")
 
 
+class TlsVerificationFailed(RedisUnavailable):
+    """The server's TLS certificate could not be verified (signed by a CA the
+    client does not trust, or issued for another host): the connection was
+    refused before anything was sent. Name the CA in the URL with
+    ``?ssl_ca_certs=/path/ca.pem``."""
+
+    def __init__(self, url: str, cause: BaseException | None = None) -> None:
+        super().__init__(url, cause)
+        self.args = (f"{self.args[0]} (the server's TLS certificate could not be verified: "
+                     "is it signed by a CA this client trusts? Name the CA in the URL with "
+                     "?ssl_ca_certs=/path/ca.pem)",)
+
+
 class PayloadError(LeaseQueueError):
     """A payload that cannot be stored; nothing was enqueued."""
 

@@ -17,6 +17,7 @@ from .app import App
 from .errors import ConfigError, ScriptError
 from .limiter import Limiter
 from .log import get_log
+from .redact import redact_url
 from .registry import JobDefinition
 from .runtime.acker import Acker, AckerParams
 from .runtime.claimer import Claimer, ClaimerParams
@@ -294,7 +295,7 @@ class Worker:
     async def _read_policies(self, redis: Any) -> list[tuple[str, str]]:
         if not is_cluster(redis):
             config = await redis.config_get("maxmemory-policy")
-            return [(self.app.url, _policy(config))]
+            return [(redact_url(self.app.url), _policy(config))]
         policies = []
         for node in redis.get_primaries():
             config = await redis.config_get("maxmemory-policy", target_nodes=node)

@@ -6,6 +6,7 @@ operation. Every component that talks to Redis goes through here."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -25,7 +26,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import PermissionDenied, RedisUnavailable, ScriptError
+from ..errors import PermissionDenied, RedisUnavailable, ScriptError, TlsVerificationFailed
 from ..redact import redact
 
 T = TypeVar("T")
@@ -53,6 +54,18 @@ def permission_refused(exc: BaseException) -> bool:
         isinstance(exc, ResponseError) and any(r in text for r in _ACL_REFUSALS))
 
 
+def tls_refused(exc: BaseException) -> bool:
+    """True when the server's TLS certificate failed verification (redis-py
+    wraps the ssl error into a ConnectionError's text)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError) or (
+                "CERTIFICATE_VERIFY_FAILED" in str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @contextmanager
 def redis_errors(url: str, operation: str, keys: tuple[str, ...] = ()) -> Iterator[None]:
     """Run a block of Redis calls; its failures come out as leasequeue errors.
@@ -64,6 +77,8 @@ def redis_errors(url: str, operation: str, keys: tuple[str, ...] = ()) -> Iterat
     except AuthenticationError as exc:  # a wrong password or user name
         raise RedisUnavailable(url, exc) from exc
     except UNAVAILABLE as exc:
+        if tls_refused(exc):
+            raise TlsVerificationFailed(url, exc) from exc
         raise RedisUnavailable(url, exc) from exc
     except ResponseError as exc:
         if permission_refused(exc):
