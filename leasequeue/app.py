@@ -103,6 +103,10 @@ class App:
         self.url = url
         self.prefix = check_prefix(prefix)
         self.registry = Registry(defaults or Defaults())
+        if not 0 < max_payload_bytes <= codec.DECODE_MAX_BYTES // 2:
+            raise ConfigError(f"max_payload_bytes={max_payload_bytes!r}: use 1 to "
+                              f"{codec.DECODE_MAX_BYTES // 2} (workers refuse to decode a "
+                              f"stored payload over {codec.DECODE_MAX_BYTES} bytes)")
         self.max_payload_bytes = max_payload_bytes
         self.settings = settings or StoreSettings()
         if durable:

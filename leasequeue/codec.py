@@ -1,7 +1,11 @@
 """The only place msgpack is called: payloads and results to bytes and back.
 
 It never talks to Redis; size limits are checked here so nothing oversized
-reaches a script."""
+reaches a script. Decoding trusts nothing it reads from Redis: a stored
+payload over DECODE_MAX_BYTES, a container or string longer than the bytes
+that carry it, or nesting deeper than MAX_DEPTH is MalformedJob (the worker
+dead-letters the job as ``bad-payload``) before it can exhaust memory. Never
+pickle: msgpack builds plain values only."""
 
 from __future__ import annotations
 
@@ -13,6 +17,12 @@ import msgpack
 from .errors import MalformedJob, PayloadNotSerializable, PayloadTooLarge
 
 DEFAULT_MAX_PAYLOAD = 512 * 1024
+# the largest stored payload envelope a worker decodes (16x the default
+# payload limit; App refuses a max_payload_bytes above half of it)
+DECODE_MAX_BYTES = 16 * DEFAULT_MAX_PAYLOAD
+# the deepest nesting of lists and dicts a payload or a result may have (an
+# enqueue refuses a deeper payload; decoding a deeper one is MalformedJob)
+MAX_DEPTH = 100
 
 
 ENVELOPE_VERSION = 1
@@ -47,12 +57,17 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
 
 
 def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
+    if len(data) > DECODE_MAX_BYTES:
+        raise MalformedJob(f"job {job_id}: stored payload is {len(data)} bytes, over the "
+                           f"decoding limit of {DECODE_MAX_BYTES} bytes")
     value = _unpack(data, job_id)
     if (not isinstance(value, list) or len(value) not in (4, 5)
             or value[0] != ENVELOPE_VERSION or not isinstance(value[3], dict)
+            or not isinstance(value[1], str) or not isinstance(value[2], str)
             or (len(value) == 5 and not isinstance(value[4], dict))):
         raise MalformedJob(f"job {job_id}: payload is not a leasequeue envelope")
-    extra = value[4] if len(value) == 5 else {}
+    _check_depth(value[3], job_id, "payload")
+    extra = _check_depth(value[4], job_id, "envelope") if len(value) == 5 else {}
     return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")))
 
 
@@ -66,13 +81,37 @@ def _kwargs(payload: dict[str, Any] | None) -> dict[str, Any]:
     for key in payload:
         if not isinstance(key, str):
             raise PayloadNotSerializable(f"payload keys must be str, not {type(key).__name__}")
+    if not within_depth(payload):
+        raise PayloadNotSerializable(f"payload is nested deeper than {MAX_DEPTH} levels "
+                                     "(a worker would refuse to decode it)")
     return payload
+
+
+def within_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when lists / tuples / dicts in ``value`` nest at most ``limit``
+    deep (iterative: a hostile value cannot exhaust the Python stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list, tuple)))
+    return True
 
 
 def encode_result(result: Any) -> bytes:
     """Encode a handler's return value (None is stored as nothing)."""
     if result is None:
         return b""
+    if not within_depth(result):
+        raise PayloadNotSerializable(f"result is nested deeper than {MAX_DEPTH} levels")
     return _pack(result, "result")
 
 
@@ -87,11 +126,26 @@ def _pack(value: Any, what: str) -> bytes:
 def decode_result(data: bytes | None, job_id: str = "?") -> Any:
     if not data:
         return None
-    return _unpack(data, job_id)
+    return _check_depth(_unpack(data, job_id), job_id, "result")
 
 
 def _unpack(data: bytes, job_id: str) -> Any:
+    # every length is bounded by the bytes that carry it (msgpack's defaults
+    # since 1.0, written out so an older msgpack cannot loosen them): a header
+    # claiming 4 billion items in 5 bytes is refused before any allocation
+    n = len(data)
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False, max_str_len=n,
+                                max_bin_len=n, max_array_len=n, max_map_len=n // 2,
+                                max_ext_len=n)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {exc}") from exc
+        detail = str(exc) or type(exc).__name__  # a StackError (too deep) says nothing
+        raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {detail}") from exc
+    return value
+
+
+def _check_depth(value: Any, job_id: str, what: str) -> Any:
+    if not within_depth(value):
+        raise MalformedJob(f"job {job_id}: stored {what} is nested deeper than {MAX_DEPTH} "
+                           "levels")
+    return value

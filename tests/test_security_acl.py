@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis as redis_sync
@@ -312,3 +313,13 @@ def test_unknown_role_and_queues_for_operator_are_config_errors() -> None:
         acl_rules(Role.OPERATOR, "p", ("q",))
 
 
+
+
+def test_security_md_lines_are_the_generators() -> None:
+    """The ACL SETUSER lines SECURITY.md quotes are what the generator prints."""
+    doc = (Path(__file__).resolve().parent.parent / "SECURITY.md").read_text()
+    quoted = [line for line in doc.splitlines() if line.startswith("ACL SETUSER myapp-")]
+    expected = [acl_setuser(f"myapp-{role}", role, "myapp",
+                            (Q,) if role in (Role.PRODUCER, Role.WORKER) else ())
+                for role in Role]
+    assert quoted == expected
