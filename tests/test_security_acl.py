@@ -10,12 +10,21 @@ import shlex
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import redis as redis_sync
 
-from leasequeue import App, Context, JobNotFound, PermanentError, PermissionDenied, Worker
+from leasequeue import (
+    App,
+    Context,
+    JobNotFound,
+    PermanentError,
+    PermissionDenied,
+    RedisLimiter,
+    Worker,
+)
 from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands
 from tests.harness.redis_proc import RedisProcess, env_with_path
 from tests.helpers import eventually, worker_running
@@ -195,6 +204,32 @@ async def test_worker_runs_jobs_on_its_queues_and_operator_replays_and_purges(
     async with worker_running(worker_app, queues=[Q]):
         await eventually(lambda: _state(operator, "poison2", "dead"), what="poison2 dead")
     assert await operator.purge_dead(Q) == 1
+
+
+async def test_worker_runs_schedules_and_the_redis_limiter(redis_server: RedisProcess,
+                                                            admin: redis_sync.Redis,
+                                                            prefix: str) -> None:
+    """The worker role covers the schedules and the Redis limiter under the
+    default limiter prefix (P:limiter)."""
+    url = url_of(redis_server, make_user(admin, Role.WORKER, prefix, (Q,)))
+    app = App(url, prefix=prefix, limiter=RedisLimiter())
+    ran: list[str] = []
+
+    @app.job(queue=Q, max_concurrent=1)
+    async def limited(ctx: Context) -> None:
+        ran.append(ctx.job_id)
+
+    app.schedule("tick", "limited", every=timedelta(seconds=1), queue=Q)
+    try:
+        await app.enqueue("limited", job_id="l1")
+        async with worker_running(app, queues=[Q]):
+            await eventually(lambda: "l1" in ran and any(r.startswith("schedule:tick:")
+                                                          for r in ran),
+                             what="the limited job and a schedule fire")
+        assert admin.exists(f"{{{prefix}:limiter:job.limited}}") == 0  # slot given back
+        assert admin.hexists(f"{{{prefix}}}:schedules:specs", "tick")
+    finally:
+        await app.close()
 
 
 async def test_worker_cannot_touch_other_queues(role_app: AppFactory) -> None:
