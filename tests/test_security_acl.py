@@ -241,6 +241,7 @@ async def test_worker_cannot_touch_other_queues(role_app: AppFactory) -> None:
         await worker_app.scripts.claim(worker_app.keys(OTHER), 1, 30_000, "w", 1, "c1")
     assert_denied(claim, f"{{{worker_app.prefix}:{OTHER}}}:leases")
     # a worker started on a queue it may not touch stops at boot, typed
+    # (queue_config: the first script of its boot)
     with pytest.raises(PermissionDenied, match="queue_config") as boot:
         await Worker(worker_app, queues=[OTHER], shutdown_timeout=1).run()
     assert_denied(boot, f"{{{worker_app.prefix}:{OTHER}}}:config")
@@ -327,6 +328,39 @@ def test_cli_with_a_wrong_role_prints_a_clear_error(redis_server: RedisProcess,
     assert out.stderr.startswith("error: purge: permission denied by the Redis ACL"), out.stderr
     assert "Traceback" not in out.stderr
     assert PASSWORD not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("role", [Role.PRODUCER, Role.VIEWER])
+async def test_a_worker_with_a_role_that_cannot_work_stops_at_boot(
+        role_app: AppFactory, role: Role) -> None:
+    app = role_app(role, (Q,) if role is Role.PRODUCER else ())
+    register(app)
+    with pytest.raises(PermissionDenied) as boot:
+        await Worker(app, queues=[Q], shutdown_timeout=1).run()
+    # a producer passes the shard check (it enqueues) and is stopped by the
+    # access check; a viewer already by the shard check
+    assert_denied(boot, f"{{{app.prefix}:{Q}}}:" + ("leases" if role is Role.PRODUCER
+                                                    else "config"))
+
+
+def test_cli_worker_with_a_producer_user_exits_with_one_line(
+        redis_server: RedisProcess, admin: redis_sync.Redis, prefix: str,
+        tmp_path: Path) -> None:
+    user = make_user(admin, Role.PRODUCER, prefix, (Q,))
+    (tmp_path / "acl_app.py").write_text(
+        "import os\nfrom leasequeue import App, Context\n"
+        "app = App(os.environ['LQ_URL'], prefix=os.environ['LQ_PREFIX'])\n"
+        f"@app.job(queue={Q!r})\nasync def send(ctx: Context) -> None: ...\n")
+    env = env_with_path()
+    env.update(LQ_URL=url_of(redis_server, user), LQ_PREFIX=prefix)
+    out = subprocess.run([sys.executable, "-m", "leasequeue.cli", "worker", "acl_app:app",
+                          "--queue", Q], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1, out
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: start: permission denied by the Redis ACL"), out.stderr
+    assert f"{{{prefix}:{Q}}}:leases" in last
+    assert "Traceback" not in out.stderr and PASSWORD not in out.stderr + out.stdout
 
 
 def test_roles_are_nested_where_they_should_be() -> None:
