@@ -89,8 +89,9 @@ class PermissionDenied(ScriptError):
     def __init__(self, operation: str, message: str, keys: tuple[str, ...] = ()) -> None:
         self.refused = message
         self.keys = keys
-        need = (f"; {operation} needs read and write access to the keys "
-                f"{', '.join(keys)}" if keys else "")
+        need = (f"; {operation} declares the keys {', '.join(keys)}, and the user needs read "
+                "and write access to each (read access for a read-only script)"
+                if keys and "key" in message else "")  # not when a command was refused
         super().__init__(operation, f"permission denied by the Redis ACL: {message}{need} "
                                     "(see SECURITY.md, `leasequeue acl --role ...`)")
 

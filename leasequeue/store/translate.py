@@ -13,7 +13,6 @@ from typing import TypeVar
 
 from redis.exceptions import (
     AskError,
-    AuthenticationError,
     ClusterDownError,
     ClusterError,
     MovedError,
@@ -74,8 +73,6 @@ def redis_errors(url: str, operation: str, keys: tuple[str, ...] = ()) -> Iterat
         yield
     except RedisUnavailable:
         raise
-    except AuthenticationError as exc:  # a wrong password or user name
-        raise RedisUnavailable(url, exc) from exc
     except UNAVAILABLE as exc:
         if tls_refused(exc):
             raise TlsVerificationFailed(url, exc) from exc
