@@ -363,6 +363,16 @@ def test_cli_worker_with_a_producer_user_exits_with_one_line(
     assert "Traceback" not in out.stderr and PASSWORD not in out.stderr + out.stdout
 
 
+@pytest.mark.parametrize("role", list(Role))
+def test_every_role_line_is_accepted_by_redis_also_for_a_cluster(
+        admin: redis_sync.Redis, prefix: str, role: Role) -> None:
+    queues = (Q, OTHER) if role in (Role.PRODUCER, Role.WORKER) else ()
+    for cluster in (False, True):
+        line = acl_setuser(f"{role}-{prefix}-{cluster}", role, prefix, queues,
+                           limiter_prefix="shared", password=PASSWORD, cluster=cluster)
+        assert admin.execute_command(*shlex.split(line)) == b"OK"
+
+
 def test_roles_are_nested_where_they_should_be() -> None:
     viewer, operator = set(role_commands(Role.VIEWER)), set(role_commands(Role.OPERATOR))
     assert viewer < operator
