@@ -277,10 +277,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "payload-depth-unchecked", "leasequeue/codec.py",
-        '    _check_depth(value[3], job_id, "payload")\n',
+        '    _check_depth(value[3], len(data), job_id, "payload")\n',
         "",
-        "a stored payload nested thousands of levels deep (within msgpack's own stack) "
-        "is decoded and handed to the handler",
+        "a stored payload nested deeper than 100 levels (within msgpack's own limit of "
+        "1024) is decoded and handed to the handler",
         ("tests/test_security_payloads.py::test_hostile_bytes_are_malformed_without_allocating"
          "_what_they_claim",),
     ),
