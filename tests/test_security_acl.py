@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redis_sync
@@ -26,6 +27,14 @@ from leasequeue import (
     Worker,
 )
 from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands
+from leasequeue.errors import ScriptError
+from leasequeue.store.keys import (
+    QueueKeys,
+    default_limiter_prefix,
+    limit_keys,
+    schedules_keys,
+)
+from leasequeue.store.specs import SPECS
 from tests.harness.redis_proc import RedisProcess, env_with_path
 from tests.helpers import eventually, worker_running
 
@@ -296,6 +305,53 @@ async def test_tenants_by_prefix_cannot_see_or_change_each_other(
     finally:
         for app in (a, b, a_on_b):
             await app.close()
+
+
+# -- every script, every role -------------------------------------------------
+
+READ_ONLY_SCRIPTS = {"stats", "schedule_list", "schedule_trigger"}
+ALLOWED: dict[Role, set[str]] = {
+    Role.PRODUCER: {"enqueue", "queue_config", "watch", "stats"},
+    # a worker must write every key of its queues, so it may run every
+    # queue script there (SECURITY.md: what ACLs cannot enforce)
+    Role.WORKER: set(SPECS),
+    Role.OPERATOR: set(SPECS),
+    Role.VIEWER: READ_ONLY_SCRIPTS,
+}
+
+
+def _probe_keys(app: App, name: str, queue: str) -> Any:
+    keys = SPECS[name].keys
+    if "limit" in keys:
+        return limit_keys(default_limiter_prefix(app.prefix), "probe")
+    if "specs" in keys or "state" in keys:
+        return schedules_keys(app.prefix)
+    return app.keys(queue)
+
+
+@pytest.mark.parametrize("role", list(Role))
+async def test_every_script_is_allowed_or_refused_as_the_role_says(
+        role_app: AppFactory, role: Role) -> None:
+    """Each script, with no arguments (Redis checks its keys before it runs),
+    on the role's queue and on another queue: PermissionDenied exactly where
+    the role may not go; elsewhere at most the script's own complaint about
+    its missing arguments."""
+    app = role_app(role, (Q,) if role in (Role.PRODUCER, Role.WORKER) else ())
+    for queue in (Q, OTHER):
+        for name in sorted(SPECS):
+            keys = _probe_keys(app, name, queue)
+            per_queue = isinstance(keys, QueueKeys)
+            allowed = name in ALLOWED[role] and (
+                queue == Q or not per_queue or role in (Role.OPERATOR, Role.VIEWER))
+            worker_keys = [keys.claim("probe")] if SPECS[name].worker_keys else []
+            try:
+                await app.scripts.run(name, keys, [], worker_keys)
+            except PermissionDenied as exc:
+                assert not allowed, (role, name, queue, str(exc))
+                continue
+            except ScriptError:  # the script ran and refused the empty arguments
+                pass
+            assert allowed, (role, name, queue, "was not refused")
 
 
 # -- the generator and the CLI ----------------------------------------------
