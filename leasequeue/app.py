@@ -29,6 +29,7 @@ from .errors import (
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
+from .redact import redact_url
 from .registry import Defaults, JobDefinition, JobOptions, Registry
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
@@ -102,6 +103,10 @@ class App:
         self.url = url
         self.prefix = check_prefix(prefix)
         self.registry = Registry(defaults or Defaults())
+        if not 0 < max_payload_bytes <= codec.DECODE_MAX_BYTES // 2:
+            raise ConfigError(f"max_payload_bytes={max_payload_bytes!r}: use 1 to "
+                              f"{codec.DECODE_MAX_BYTES // 2} (workers refuse to decode a "
+                              f"stored payload over {codec.DECODE_MAX_BYTES} bytes)")
         self.max_payload_bytes = max_payload_bytes
         self.settings = settings or StoreSettings()
         if durable:
@@ -120,6 +125,10 @@ class App:
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
+
+    def __repr__(self) -> str:
+        # the URL's password never leaves the process (leasequeue/redact.py)
+        return f"App({redact_url(self.url)!r}, prefix={self.prefix!r})"
 
     # -- registry -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The command line: worker, demo, stats, dead list|replay|purge, job
+"""The command line: worker, demo, acl, stats, dead list|replay|purge, job
 (--logs, --rerun), jobs, queues reshard|pause|resume, schedules
 list|pause|resume|trigger.
 
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     log.configure(args.log_level.upper())
+    if args.command == "acl":
+        return _acl(args)
     try:
         result: int = anyio.run(_dispatch, args)
         return result
@@ -89,6 +91,25 @@ async def _dispatch(args: argparse.Namespace) -> int:
             return await _queues(app, args)
     finally:
         await app.close()
+    return 0
+
+
+def _acl(args: argparse.Namespace) -> int:
+    """Print the ACL SETUSER line of a role (no Redis needed). The password
+    comes from $LQ_ACL_PASSWORD and is printed only as its SHA-256."""
+    from .acl import acl_setuser
+
+    try:
+        line = acl_setuser(args.user or f"lq-{args.role}", args.role, args.prefix,
+                           args.queue or (), args.limiter_prefix,
+                           os.environ.get("LQ_ACL_PASSWORD"), args.cluster)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(line)
+    if "LQ_ACL_PASSWORD" not in os.environ:
+        print("note: set LQ_ACL_PASSWORD to put its hash in the line instead of >CHANGE-ME",
+              file=sys.stderr)
     return 0
 
 
@@ -221,6 +242,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="... capped at this many seconds (default 60)")
     w.add_argument("--allow-eviction", action="store_true",
                    help="run even if Redis may evict keys (unsafe)")
+
+    a = sub.add_parser("acl", help="print a least-privilege Redis ACL user for a role "
+                                   "(SECURITY.md)")
+    a.add_argument("--role", required=True, choices=["producer", "worker", "operator", "viewer"])
+    a.add_argument("--prefix", required=True)
+    a.add_argument("--queue", "-q", action="append",
+                   help="producer / worker: only these queues (default: every queue)")
+    a.add_argument("--limiter-prefix", help="default PREFIX:limiter")
+    a.add_argument("--user", help="the ACL user name (default lq-ROLE)")
+    a.add_argument("--cluster", action="store_true", help="add what a cluster client needs")
 
     d = sub.add_parser("demo", help="a guided demo: crash recovery and a poison job")
     d.add_argument("--url", default="memory://demo", help="default: embedded, no server")

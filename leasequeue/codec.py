@@ -1,7 +1,11 @@
 """The only place msgpack is called: payloads and results to bytes and back.
 
 It never talks to Redis; size limits are checked here so nothing oversized
-reaches a script."""
+reaches a script. Decoding trusts nothing it reads from Redis: a stored
+payload over DECODE_MAX_BYTES, a container or string longer than the bytes
+that carry it, or nesting deeper than MAX_DEPTH is MalformedJob (the worker
+dead-letters the job as ``bad-payload``) before it can exhaust memory. Never
+pickle: msgpack builds plain values only."""
 
 from __future__ import annotations
 
@@ -13,6 +17,12 @@ import msgpack
 from .errors import MalformedJob, PayloadNotSerializable, PayloadTooLarge
 
 DEFAULT_MAX_PAYLOAD = 512 * 1024
+# the largest stored payload envelope a worker decodes (16x the default
+# payload limit; App refuses a max_payload_bytes above half of it)
+DECODE_MAX_BYTES = 16 * DEFAULT_MAX_PAYLOAD
+# the deepest nesting of lists and dicts a payload or a result may have (an
+# enqueue refuses a deeper payload; decoding a deeper one is MalformedJob)
+MAX_DEPTH = 100
 
 
 ENVELOPE_VERSION = 1
@@ -39,6 +49,9 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
     if rerun_of:
         body.append({"rerun_of": rerun_of})
     data = _pack(body, "payload")
+    if len(data) > MAX_DEPTH and not within_depth(body[3]):
+        raise PayloadNotSerializable(f"payload is nested deeper than {MAX_DEPTH} levels "
+                                     "(a worker would refuse to decode it)")
     # both arrays have a one-byte header, so the difference is the kwargs alone
     size = len(data) - len(_pack(head, "payload"))
     if size > limit:
@@ -47,12 +60,17 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
 
 
 def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
+    if len(data) > DECODE_MAX_BYTES:
+        raise MalformedJob(f"job {job_id}: stored payload is {len(data)} bytes, over the "
+                           f"decoding limit of {DECODE_MAX_BYTES} bytes")
     value = _unpack(data, job_id)
     if (not isinstance(value, list) or len(value) not in (4, 5)
             or value[0] != ENVELOPE_VERSION or not isinstance(value[3], dict)
+            or not isinstance(value[1], str) or not isinstance(value[2], str)
             or (len(value) == 5 and not isinstance(value[4], dict))):
         raise MalformedJob(f"job {job_id}: payload is not a leasequeue envelope")
-    extra = value[4] if len(value) == 5 else {}
+    _check_depth(value[3], len(data), job_id, "payload")
+    extra = _check_depth(value[4], len(data), job_id, "envelope") if len(value) == 5 else {}
     return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")))
 
 
@@ -69,11 +87,33 @@ def _kwargs(payload: dict[str, Any] | None) -> dict[str, Any]:
     return payload
 
 
+def within_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when lists / tuples / dicts in ``value`` nest at most ``limit``
+    deep; level by level, without recursion, so a hostile value cannot
+    exhaust the Python stack (a flat dict costs well under a microsecond)."""
+    level = [value] if isinstance(value, (dict, list, tuple)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        below: list[Any] = []
+        for item in level:
+            for child in (item.values() if isinstance(item, dict) else item):
+                if isinstance(child, (dict, list, tuple)):
+                    below.append(child)
+        level = below
+    return True
+
+
 def encode_result(result: Any) -> bytes:
     """Encode a handler's return value (None is stored as nothing)."""
     if result is None:
         return b""
-    return _pack(result, "result")
+    data = _pack(result, "result")
+    if len(data) > MAX_DEPTH and not within_depth(result):
+        raise PayloadNotSerializable(f"result is nested deeper than {MAX_DEPTH} levels")
+    return data
 
 
 def _pack(value: Any, what: str) -> bytes:
@@ -87,11 +127,28 @@ def _pack(value: Any, what: str) -> bytes:
 def decode_result(data: bytes | None, job_id: str = "?") -> Any:
     if not data:
         return None
-    return _unpack(data, job_id)
+    return _check_depth(_unpack(data, job_id), len(data), job_id, "result")
 
 
 def _unpack(data: bytes, job_id: str) -> Any:
+    # every length is bounded by the bytes that carry it (msgpack's defaults
+    # since 1.0, written out so an older msgpack cannot loosen them): a header
+    # claiming 4 billion items in 5 bytes is refused before any allocation
+    n = len(data)
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False, max_str_len=n,
+                                max_bin_len=n, max_array_len=n, max_map_len=n // 2,
+                                max_ext_len=n)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {exc}") from exc
+        detail = str(exc) or type(exc).__name__  # a StackError (too deep) says nothing
+        raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {detail}") from exc
+    return value
+
+
+def _check_depth(value: Any, size: int, job_id: str, what: str) -> Any:
+    # every level of nesting costs at least one byte: a value decoded from
+    # MAX_DEPTH bytes or fewer cannot be too deep (most payloads: no walk)
+    if size > MAX_DEPTH and not within_depth(value):
+        raise MalformedJob(f"job {job_id}: stored {what} is nested deeper than {MAX_DEPTH} "
+                           "levels")
+    return value

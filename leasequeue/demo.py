@@ -16,6 +16,7 @@ import anyio
 
 from .app import App, JobRequest
 from .context import Context
+from .redact import redact_url
 from .worker import Worker
 
 LEASE = 2.0
@@ -100,7 +101,7 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
 
     app.schedule("heartbeat", "heartbeat", every=timedelta(seconds=1))
 
-    print(f"leasequeue demo on {url}: {jobs} jobs, 3 workers, lease {LEASE}s, "
+    print(f"leasequeue demo on {redact_url(url)}: {jobs} jobs, 3 workers, lease {LEASE}s, "
           "a schedule every 1s\n")
     await app.enqueue_many([JobRequest("resize", {"image": i}, job_id=f"img-{i}")
                             for i in range(jobs)])

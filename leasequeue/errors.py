@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from .redact import redact, redact_url
+
 
 class LeaseQueueError(Exception):
     """Base class of every error leasequeue raises on purpose."""
@@ -21,9 +23,22 @@ class RedisUnavailable(LeaseQueueError, RedisConnectionError):
     redis-py ConnectionError, so code that catches that keeps working."""
 
     def __init__(self, url: str, cause: BaseException | None = None) -> None:
-        self.url = url
-        detail = f": {cause}" if cause is not None else ""
-        super().__init__(f"Redis at {url} is unreachable{detail}")
+        self.url = redact_url(url)  # never the password (see leasequeue/redact.py)
+        detail = f": {redact(str(cause), url)}" if cause is not None else ""
+        super().__init__(f"Redis at {self.url} is unreachable{detail}")
+
+
+class TlsVerificationFailed(RedisUnavailable):
+    """The server's TLS certificate could not be verified (signed by a CA the
+    client does not trust, or issued for another host): the connection was
+    refused before anything was sent. Name the CA in the URL with
+    ``?ssl_ca_certs=/path/ca.pem``."""
+
+    def __init__(self, url: str, cause: BaseException | None = None) -> None:
+        super().__init__(url, cause)
+        self.args = (f"{self.args[0]} (the server's TLS certificate could not be verified: "
+                     "is it signed by a CA this client trusts? Name the CA in the URL with "
+                     "?ssl_ca_certs=/path/ca.pem)",)
 
 
 class PayloadError(LeaseQueueError):
@@ -61,6 +76,24 @@ class ScriptError(LeaseQueueError):
     def __init__(self, operation: str, message: str) -> None:
         self.operation = operation
         super().__init__(f"{operation}: {message}")
+
+
+class PermissionDenied(ScriptError):
+    """The Redis user (ACL) may not run a command or touch a key an operation
+    needs. The message names the operation, what Redis refused and, for a
+    script, every key it declares: Redis checks read and write access on all
+    of them before the script runs. ``leasequeue acl`` prints the ACL lines
+    of each role (SECURITY.md). A ScriptError, so code that catches error
+    replies keeps working."""
+
+    def __init__(self, operation: str, message: str, keys: tuple[str, ...] = ()) -> None:
+        self.refused = message
+        self.keys = keys
+        need = (f"; {operation} declares the keys {', '.join(keys)}, and the user needs read "
+                "and write access to each (read access for a read-only script)"
+                if keys and "key" in message else "")  # not when a command was refused
+        super().__init__(operation, f"permission denied by the Redis ACL: {message}{need} "
+                                    "(see SECURITY.md, `leasequeue acl --role ...`)")
 
 
 class NotDurable(LeaseQueueError):

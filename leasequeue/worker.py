@@ -17,6 +17,7 @@ from .app import App
 from .errors import ConfigError, ScriptError
 from .limiter import Limiter
 from .log import get_log
+from .redact import redact_url
 from .registry import JobDefinition
 from .runtime.acker import Acker, AckerParams
 from .runtime.claimer import Claimer, ClaimerParams
@@ -237,6 +238,7 @@ class Worker:
         if not is_memory_url(self.app.url):
             await self._check_eviction()
         await self.app.verify_queues(self.queues)
+        await self._check_access()
         self._log.info("worker starting", queues=self.queues,
                        shards={q: self.app.shards.count(q) for q in self.queues
                                if self.app.shards.count(q) > 1},
@@ -258,6 +260,15 @@ class Worker:
                 self._log.warning("job's queue is not consumed by this worker: it will never "
                                   "run here", job=d.name, queue=d.queue, consumed=self.queues)
         await self._boot_schedules()
+
+    async def _check_access(self) -> None:
+        """A Redis user that may not work a queue (a producer's, a viewer's, or
+        another queue's worker) is refused here, at boot, with PermissionDenied
+        naming the keys, instead of failing every claim later: start.lua with
+        no runs is a no-op that needs read and write access to the queue's
+        leases and job records (SECURITY.md)."""
+        for queue in self.physical_queues:
+            await self.app.scripts.start(self.app.keys(queue), [])
 
     async def _boot_schedules(self) -> None:
         """Record the declared schedules; log every recorded one with its next
@@ -294,7 +305,7 @@ class Worker:
     async def _read_policies(self, redis: Any) -> list[tuple[str, str]]:
         if not is_cluster(redis):
             config = await redis.config_get("maxmemory-policy")
-            return [(self.app.url, _policy(config))]
+            return [(redact_url(self.app.url), _policy(config))]
         policies = []
         for node in redis.get_primaries():
             config = await redis.config_get("maxmemory-policy", target_nodes=node)

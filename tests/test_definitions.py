@@ -193,3 +193,13 @@ def test_the_documented_constants_of_wait_logs_and_schedules() -> None:
     assert runlog.MAX_BYTES == 64 * 1024
     assert schedule_spec.MIN_EVERY_MS == 1000
     assert SchedulerParams.__dataclass_fields__["fire_lease_ms"].default == 10_000
+
+
+def test_the_documented_security_limits() -> None:
+    """README's Security section and SECURITY.md quote the decoding limits:
+    nesting 100 levels, a stored envelope of 8 MiB (16x the 512 KiB default
+    payload limit)."""
+    from leasequeue import codec
+
+    assert codec.MAX_DEPTH == 100
+    assert codec.DECODE_MAX_BYTES == 8 * 1024 * 1024 == 16 * codec.DEFAULT_MAX_PAYLOAD

@@ -40,17 +40,19 @@ class Lane:
         self._idle: list[Any] = []
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
-                  retry: bool = True) -> Any:
+                  retry: bool = True, read_only: bool = False) -> Any:
         """EVALSHA on a lane connection (one Redis or a Sentinel master). With
-        ``retry``, a dropped connection (a Redis restart) is retried once."""
+        ``retry``, a dropped connection (a Redis restart) is retried once;
+        ``read_only`` sends EVALSHA_RO (a no-writes script)."""
+        command = "EVALSHA_RO" if read_only else "EVALSHA"
         for attempt in (1, 2):
             conn = self._idle.pop() if self._idle else await self._pool.get_connection()
             try:
                 try:
-                    reply = await _evalsha(conn, script.sha, keys, args)
+                    reply = await _evalsha(conn, script.sha, keys, args, command)
                 except NoScriptError:
                     await _load(conn, script)
-                    reply = await _evalsha(conn, script.sha, keys, args)
+                    reply = await _evalsha(conn, script.sha, keys, args, command)
             except (RedisConnectionError, RedisTimeoutError):
                 await self._drop(conn)  # a stale connection (Redis restarted): one retry
                 if attempt == 2 or not retry:
@@ -116,8 +118,9 @@ async def _on(conn: Any, script: AsyncScript, keys: Sequence[bytes], args: Seque
     return reply, acked
 
 
-async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
-    await conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
+async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
+                   command: str = "EVALSHA") -> Any:
+    await conn.send_command(command, sha, len(keys), *keys, *args)
     return await conn.read_response()
 
 

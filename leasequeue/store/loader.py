@@ -28,6 +28,10 @@ def lua_dir() -> Path:
 SHEBANGS = {"enqueue": "#!lua", "stats": "#!lua flags=no-writes",
             "schedule_list": "#!lua flags=no-writes", "schedule_trigger": "#!lua flags=no-writes"}
 DEFAULT_SHEBANG = "#!lua flags=allow-oom"
+# sent as EVALSHA_RO on one Redis: Redis checks read AND write access on every
+# key an EVALSHA declares, even for a no-writes script, so a read-only ACL
+# user (SECURITY.md) can run these only this way
+READ_ONLY = frozenset(name for name, line in SHEBANGS.items() if "no-writes" in line)
 
 
 def script_source(name: str, shebang: bool = False) -> str:

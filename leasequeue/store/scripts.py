@@ -23,7 +23,7 @@ from ..models import (
 from .connection import is_cluster
 from .direct import Lane, run_and_wait
 from .keys import LimiterKeys, QueueKeys, SchedulesKeys
-from .loader import script_source
+from .loader import READ_ONLY, script_source
 from .record import error_text, text
 from .settings import StoreSettings
 from .specs import (
@@ -52,6 +52,10 @@ AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys
 
 # a claim id goes into the claim key's text: no newline, nothing odd
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
+
+
+def _names(keys: Sequence[bytes]) -> tuple[str, ...]:
+    return tuple(k.decode() for k in keys)
 
 
 class Scripts:
@@ -88,11 +92,12 @@ class Scripts:
             keys = [*keys, *(k.encode() for k in worker_keys)]
         if self._lane is not None:
             # a dropped connection is retried once: every script is fenced or
-            # idempotent, the claim too (by its claim id)
-            call = self._lane.run(self._scripts[name], keys, args)
+            # idempotent, the claim too (by its claim id); a read-only script
+            # goes as EVALSHA_RO, which a read-only ACL user may send
+            call = self._lane.run(self._scripts[name], keys, args, read_only=name in READ_ONLY)
         else:
             call = self._scripts[name](keys=keys, args=list(args))
-        return await translate_errors(self._url, name, call)
+        return await translate_errors(self._url, name, call, _names(keys))
 
     async def run_durable(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
         """run(), then WAIT for the configured replicas; NotDurable when fewer
@@ -100,9 +105,10 @@ class Scripts:
         s = self.settings
         if s.durable_replicas <= 0:
             return await self.run(name, qk, args)
+        keys = self._keys_of(name, qk)
         reply, acked = await translate_errors(self._url, name, run_and_wait(
-            self._redis, self._scripts[name], self._keys_of(name, qk), list(args),
-            s.durable_replicas, s.durable_timeout_ms))
+            self._redis, self._scripts[name], keys, list(args),
+            s.durable_replicas, s.durable_timeout_ms), _names(keys))
         if acked < s.durable_replicas:
             raise NotDurable(name, acked, s.durable_replicas, reply)
         return reply

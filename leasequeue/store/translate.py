@@ -1,10 +1,12 @@
 """The one place where redis-py's errors become leasequeue's: connection and
 timeout errors (and a cluster that is re-forming) become RedisUnavailable
-naming the URL; an error reply becomes ScriptError naming the operation.
-Every component that talks to Redis goes through here."""
+naming the URL (its password redacted); an ACL refusal becomes
+PermissionDenied; any other error reply becomes ScriptError naming the
+operation. Every component that talks to Redis goes through here."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -14,6 +16,7 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     MovedError,
+    NoPermissionError,
     RedisClusterException,
     ResponseError,
     SlotNotCoveredError,
@@ -22,7 +25,8 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import RedisUnavailable, ScriptError
+from ..errors import PermissionDenied, RedisUnavailable, ScriptError, TlsVerificationFailed
+from ..redact import redact
 
 T = TypeVar("T")
 
@@ -34,22 +38,55 @@ UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, *TOPOLOGY_ERRORS, RedisC
                ClusterError, OSError)
 
 
+# what Redis 7 answers when the ACL refuses: NOPERM for a command sent by the
+# client (including a script whose declared KEYS the user may not read and
+# write), and these texts for a redis.call inside a script
+_ACL_REFUSALS = ("NOPERM", "The user executing the script can't",
+                 "No permissions to access", "no permissions to run")
+
+
+def permission_refused(exc: BaseException) -> bool:
+    """True for an error reply of the ACL (not a wrong password: that is
+    AuthenticationError, raised while connecting)."""
+    text = str(exc)
+    return isinstance(exc, NoPermissionError) or (
+        isinstance(exc, ResponseError) and any(r in text for r in _ACL_REFUSALS))
+
+
+def tls_refused(exc: BaseException) -> bool:
+    """True when the server's TLS certificate failed verification (redis-py
+    wraps the ssl error into a ConnectionError's text)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError) or (
+                "CERTIFICATE_VERIFY_FAILED" in str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @contextmanager
-def redis_errors(url: str, operation: str) -> Iterator[None]:
-    """Run a block of Redis calls; its failures come out as leasequeue errors."""
+def redis_errors(url: str, operation: str, keys: tuple[str, ...] = ()) -> Iterator[None]:
+    """Run a block of Redis calls; its failures come out as leasequeue errors.
+    ``keys``: the keys a script declares, named by PermissionDenied."""
     try:
         yield
     except RedisUnavailable:
         raise
     except UNAVAILABLE as exc:
+        if tls_refused(exc):
+            raise TlsVerificationFailed(url, exc) from exc
         raise RedisUnavailable(url, exc) from exc
     except ResponseError as exc:
-        raise ScriptError(operation, str(exc)) from exc
+        if permission_refused(exc):
+            raise PermissionDenied(operation, redact(str(exc), url), keys) from exc
+        raise ScriptError(operation, redact(str(exc), url)) from exc
 
 
-async def translate_errors(url: str, operation: str, call: Awaitable[T]) -> T:
+async def translate_errors(url: str, operation: str, call: Awaitable[T],
+                           keys: tuple[str, ...] = ()) -> T:
     """Await one call under redis_errors()."""
-    with redis_errors(url, operation):
+    with redis_errors(url, operation, keys):
         return await call
 
 

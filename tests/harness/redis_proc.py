@@ -15,6 +15,8 @@ from typing import Any
 
 import redis
 
+from tests.harness.tls import TlsFiles
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -38,20 +40,37 @@ class RedisProcess:
     port: int = field(default_factory=free_port)
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="lq-redis-")))
     proc: subprocess.Popen[bytes] | None = None
+    password: str | None = None  # requirepass (the default user's password)
+    tls: TlsFiles | None = None  # TLS only (no plain port) with this certificate
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        if self.tls is not None:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls.ca_cert}"
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _listen_args(self) -> list[str]:
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls.cert),
+                "--tls-key-file", str(self.tls.key), "--tls-ca-cert-file",
+                str(self.tls.ca_cert), "--tls-auth-clients", "no"]
+
+    def client(self, **options: Any) -> redis.Redis:
+        """A sync client of this server (its password, its TLS)."""
+        return redis.Redis.from_url(self.url, **options)
 
     def start(self, timeout: float = 10.0) -> None:
         args = [
-            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            redis_server_binary(), *self._listen_args(), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-            "--logfile", str(self.dir / "redis.log"), *self.extra,
+            "--logfile", str(self.dir / "redis.log"),
+            *(["--requirepass", self.password] if self.password else []), *self.extra,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        client = self.client(socket_connect_timeout=0.2)
         while True:
             try:
                 if client.ping():

@@ -275,4 +275,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the claimer sends an unanswered claim again under a new claim id",
         (f"{RUNTIME}::test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id",),
     ),
+    # -- security ---------------------------------------------------------------
+    Mutation(
+        "url-password-shown", "leasequeue/errors.py",
+        "        self.url = redact_url(url)  # never the password (see leasequeue/redact.py)\n",
+        "        self.url = url\n",
+        "RedisUnavailable names the URL with its password",
+        ("tests/test_security_secrets.py::test_unreachable_host_error_has_no_password",),
+    ),
+    Mutation(
+        "payload-depth-unchecked", "leasequeue/codec.py",
+        '    _check_depth(value[3], len(data), job_id, "payload")\n',
+        "",
+        "a stored payload nested deeper than 100 levels (within msgpack's own limit of "
+        "1024) is decoded and handed to the handler",
+        ("tests/test_security_payloads.py::test_hostile_bytes_are_malformed_without_allocating"
+         "_what_they_claim",),
+    ),
 )

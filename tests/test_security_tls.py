@@ -1,0 +1,92 @@
+"""TLS (``rediss://``) with certificate verification, against a redis-server
+that listens on TLS only (a loopback port; a self-signed CA made by the test
+with openssl): the verified connection enqueues and a worker runs the job; a
+server whose certificate the client's CA did not sign is refused with a
+typed error that says so, and no job is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis as redis_sync
+
+from leasequeue import App, Context, RedisUnavailable, TlsVerificationFailed
+from tests.harness.redis_proc import RedisProcess
+from tests.harness.tls import make_ca, make_server_tls
+from tests.helpers import eventually, worker_running
+
+pytestmark = pytest.mark.anyio
+
+PASSWORD = "tls-s3cret"
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    folder = tmp_path_factory.mktemp("tls")
+    with RedisProcess(tls=make_server_tls(folder), password=PASSWORD) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_ca(tmp_path_factory.mktemp("other-ca"), "untrusted")[0]
+
+
+async def test_verified_tls_connection_enqueues_and_runs(tls_server: RedisProcess,
+                                                         prefix: str) -> None:
+    assert tls_server.url.startswith("rediss://")
+    app = App(tls_server.url, prefix=prefix)
+    ran: list[int] = []
+
+    @app.job()
+    async def hello(ctx: Context, i: int) -> int:
+        ran.append(i)
+        return i + 1
+
+    try:
+        await app.enqueue("hello", {"i": 41}, job_id="tls-1")
+        async with worker_running(app):
+            await eventually(lambda: _succeeded(app, "tls-1"), what="the job over TLS")
+        assert ran == [41]
+        assert (await app.get_job("tls-1")).result == 42
+    finally:
+        await app.close()
+
+
+def test_the_server_speaks_tls_only(tls_server: RedisProcess) -> None:
+    plain = redis_sync.Redis(port=tls_server.port, password=PASSWORD, socket_timeout=2,
+                             socket_connect_timeout=2)
+    try:
+        with pytest.raises(redis_sync.exceptions.ConnectionError):
+            plain.ping()
+    finally:
+        plain.close()
+
+
+@pytest.mark.parametrize("trust", ["untrusted-ca", "system-store"])
+async def test_an_unverified_server_is_refused(tls_server: RedisProcess, other_ca: Path,
+                                               prefix: str, trust: str) -> None:
+    base = f"rediss://:{PASSWORD}@127.0.0.1:{tls_server.port}/0"
+    url = f"{base}?ssl_ca_certs={other_ca}" if trust == "untrusted-ca" else base
+    app = App(url, prefix=prefix)
+    try:
+        with pytest.raises(TlsVerificationFailed) as exc:
+            await app.enqueue("hello", {"i": 1}, queue="default", job_id="never")
+        text = str(exc.value)
+        assert "certificate verify failed" in text.lower(), text
+        assert "TLS certificate could not be verified" in text, text  # not only OpenSSL's words
+        assert isinstance(exc.value, RedisUnavailable)  # code catching that keeps working
+        assert PASSWORD not in text and PASSWORD not in repr(exc.value)
+    finally:
+        await app.close()
+    admin = tls_server.client()
+    try:
+        assert admin.hget(f"{{{prefix}:default}}:jobs", "never") is None
+    finally:
+        admin.close()
+
+
+async def _succeeded(app: App, job_id: str) -> bool:
+    return (await app.get_job(job_id)).state == "succeeded"
