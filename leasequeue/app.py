@@ -39,6 +39,7 @@ from .store.keys import (
     check_job_name,
     check_prefix,
     check_queue_name,
+    queues_key,
     schedules_keys,
 )
 from .store.record import decode_record, parse_logs, text
@@ -279,7 +280,22 @@ class App:
                     f"change the count with `leasequeue queues reshard {name} {configured} "
                     f"--url ... --prefix {self.prefix}` (App.reshard)."
                 )
+            with redis_errors(self.url, "verify_queues"):
+                await self.redis.sadd(queues_key(self.prefix), name)
             self._verified.add(name)
+
+    async def recorded_queues(self) -> list[str]:
+        """The logical queues of this prefix that a process has used (each is
+        recorded by verify_queues: a producer's first enqueue, a worker's
+        boot), sorted. A set of names, never a scan of the keyspace."""
+        with redis_errors(self.url, "recorded_queues"):
+            names = await self.redis.smembers(queues_key(self.prefix))
+        return sorted(text(n) for n in names)
+
+    async def recorded_shards(self, queue: str) -> int:
+        """The shard count recorded for a logical queue (0: none recorded yet)."""
+        name = check_queue_name(logical(queue))
+        return await self.scripts.queue_config(self.keys(name), 1, expected=-1)
 
     async def reshard(self, queue: str, shards: int) -> int:
         """Change the shard count recorded for a logical queue; returns the
