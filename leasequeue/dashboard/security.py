@@ -121,9 +121,9 @@ class Guard:
         if not cookie or not form_token or not _same(form_token, self.csrf_token(cookie)):
             return False
         origin = request.headers.get("origin")
-        if origin is not None and origin != "null":
-            return urlsplit(origin).netloc == request.headers.get("host", "")
-        return origin is None
+        if origin is None or origin == "null":  # not told (or hidden): the token decides
+            return True
+        return urlsplit(origin).netloc == request.headers.get("host", "")
 
     def _sign(self, purpose: str, value: str) -> str:
         mac = hmac.new(self.secret, f"{purpose}:{value}".encode(), hashlib.sha256)
