@@ -5,6 +5,7 @@ a million jobs without a scan. The browser test is test_dashboard_browser.py."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import re
 import time
@@ -15,8 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from leasequeue import App, Context, PermanentError, RedisLimiter
+from leasequeue import App, ConfigError, Context, PermanentError, RedisLimiter
+from leasequeue.cli import _parser
 from leasequeue.dashboard.data import JOB_SECTIONS, RateBook, Section
+from leasequeue.dashboard.run import BASIC_ENV, MIN_TOKEN_CHARS, TOKEN_ENV, guard_from
 from leasequeue.dashboard.security import Guard, is_loopback
 from leasequeue.dashboard.server import DashboardConfig, create_app
 from leasequeue.models import QueueStats
@@ -403,3 +406,45 @@ async def test_limits_page_shows_holders(real_app: App) -> None:
 
 async def limiter_keys_in(app: App) -> list[str]:
     return [k.decode() async for k in app.redis.scan_iter(match="{" + app.prefix + ":limiter*")]
+
+
+# -- the command line's safe defaults ----------------------------------------------------
+
+
+def options(*argv: str) -> argparse.Namespace:
+    args: argparse.Namespace = _parser().parse_args(["dashboard", *argv])
+    return args
+
+
+def test_command_line_defaults_bind_loopback_and_stay_read_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    monkeypatch.delenv(BASIC_ENV, raising=False)
+    args = options()
+    assert (args.host, args.port, args.page_size) == ("127.0.0.1", 8080, 50)
+    guard = guard_from(args)
+    assert not guard.writable and not guard.auth_reads
+    # another address without credentials does not start at all
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        guard_from(options("--host", "0.0.0.0"))
+
+
+def test_command_line_credentials_come_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    monkeypatch.setenv(BASIC_ENV, "ops:hunter2-long")
+    guard = guard_from(options("--host", "0.0.0.0"))
+    assert guard.writable and guard.auth_reads  # reachable from elsewhere: every page asks
+    assert guard.basic_user == "ops" and guard.token == TOKEN
+    assert not guard_from(options("--read-only")).writable
+    monkeypatch.setenv(TOKEN_ENV, "short")
+    with pytest.raises(ConfigError, match=f"at least {MIN_TOKEN_CHARS}"):
+        guard_from(options())
+    monkeypatch.delenv(TOKEN_ENV)
+    monkeypatch.setenv(BASIC_ENV, "no-colon")
+    with pytest.raises(ConfigError, match="USER:PASSWORD"):
+        guard_from(options())
+    monkeypatch.delenv(BASIC_ENV)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    assert guard_from(options("--token-file", str(token_file))).token == TOKEN

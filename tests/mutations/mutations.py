@@ -267,4 +267,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the claimer sends an unanswered claim again under a new claim id",
         (f"{RUNTIME}::test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id",),
     ),
+    # -- the dashboard ----------------------------------------------------------------
+    Mutation(
+        "dashboard-no-autoescape", "leasequeue/dashboard/server.py",
+        "autoescape=True, undefined=StrictUndefined)",
+        "autoescape=False, undefined=StrictUndefined)",
+        "the dashboard's templates show payloads, ids, errors and logs unescaped",
+        ("tests/test_dashboard.py::test_every_page_escapes_payloads_ids_errors_and_logs",),
+    ),
+    Mutation(
+        "dashboard-csrf-ignored", "leasequeue/dashboard/server.py",
+        'if not identity.bearer and not self.guard.csrf_ok(request, _one(form, "csrf")):',
+        "if False:",
+        "the dashboard accepts a signed-in browser's form without its CSRF token",
+        ("tests/test_dashboard.py::test_signed_in_forms_need_their_csrf_token",
+         "tests/test_dashboard.py::test_basic_auth"),
+    ),
 )
