@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import logging
 import re
 import time
 from collections.abc import AsyncIterator
@@ -20,8 +21,8 @@ from leasequeue import App, ConfigError, Context, PermanentError, RedisLimiter
 from leasequeue.cli import _parser
 from leasequeue.dashboard.data import JOB_SECTIONS, RateBook, Section
 from leasequeue.dashboard.run import BASIC_ENV, MIN_TOKEN_CHARS, TOKEN_ENV, guard_from
-from leasequeue.dashboard.security import Guard, is_loopback
-from leasequeue.dashboard.server import DashboardConfig, create_app
+from leasequeue.dashboard.security import SESSION_TTL_S, Guard, is_loopback
+from leasequeue.dashboard.server import REPLAY_ALL_LIMIT, DashboardConfig, create_app
 from leasequeue.models import QueueStats
 from leasequeue.store.keys import limit_keys
 from tests.harness.redis_proc import RedisProcess
@@ -96,6 +97,7 @@ async def test_every_page_escapes_payloads_ids_errors_and_logs(real_app: App) ->
         # every response forbids scripts outright (defence in depth)
         assert "default-src 'none'" in page.headers["content-security-policy"], what
         assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["cache-control"] == "no-store"
     job = pages["job"].text
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in job  # payload, id, error, log
     for section in ("summary", "errors", "logs", "payload"):
@@ -260,13 +262,40 @@ async def test_signed_in_forms_need_their_csrf_token(real_app: App) -> None:
     assert await real_app.paused("q")
 
 
-async def test_a_bearer_token_needs_no_csrf(real_app: App) -> None:
+async def test_a_bearer_token_needs_no_csrf(real_app: App,
+                                           caplog: pytest.LogCaptureFixture) -> None:
     await real_app.enqueue("work", {}, queue="q")
+    caplog.set_level(logging.INFO, logger="leasequeue")
     async with dashboard(real_app, token=TOKEN) as client:
         ok = await client.post("/queues/q/pause",
                                headers={"authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 303
     assert await real_app.paused("q")
+    # every action is logged with who did it (never the credential)
+    (line,) = [r for r in caplog.records if r.getMessage() == "dashboard action"]
+    assert TOKEN not in str(line.__dict__)
+    assert "pause" in str(line.__dict__) and "token" in str(line.__dict__)
+
+
+async def test_sharded_queues_are_routed_by_their_recorded_count(redis_server: RedisProcess,
+                                                                 prefix: str) -> None:
+    async with App(redis_server.url, prefix=prefix, queue_shards={"hot": 3}) as producer:
+        for i in range(30):
+            await producer.enqueue("work", {"i": i}, job_id=f"h{i}", queue="hot")
+    async with App(redis_server.url, prefix=prefix) as plain:  # configured with no shards
+        async with dashboard(plain) as client:
+            page = await client.get("/queues")
+            job = await client.get("/job", params={"queue": "hot", "id": "h7"})
+    row = re.search(r'<tr data-queue="hot">(.*?)</tr>', page.text, re.S)
+    assert row and "state=queued\">30</a>" in row.group(1)
+    assert job.status_code == 200
+
+
+def test_documented_figures_are_the_code_s() -> None:
+    assert SESSION_TTL_S == 12 * 3600
+    assert REPLAY_ALL_LIMIT == 1000
+    assert MIN_TOKEN_CHARS == 16
+    assert DashboardConfig().page_size == 50
 
 
 async def test_basic_auth(real_app: App) -> None:

@@ -154,7 +154,7 @@ def test_find_a_dead_job_replay_it_and_see_it_succeed(
         assert "payment provider down for order A-42" in errors
         assert "Traceback (most recent call last)" in errors
         if shots:
-            page.screenshot(path=f"{shots}/dashboard-dead-job.png", full_page=True)
+            page.screenshot(path=f"{shots}/dashboard-job-dead.png", full_page=True)
         page.go_back()
 
         # sign in with the token, land back on the dead list
