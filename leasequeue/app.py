@@ -166,6 +166,7 @@ class App:
         return self.shards.keys(queue)
 
     def known_queues(self) -> list[str]:
+        """The default queue and every queue this App's handlers use."""
         return sorted({self.registry.defaults.queue, *self.registry.queues()})
 
     # -- enqueue --------------------------------------------------------------
@@ -434,6 +435,8 @@ class App:
         return letters[:count]
 
     async def stats(self, queue: str | None = None) -> QueueStats:
+        """Depth, oldest ready age, next due and counters of a queue (all its
+        shards together); one bounded script call per shard."""
         q = queue or self.registry.defaults.queue
         parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
         return combine(q, parts)
