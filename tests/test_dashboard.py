@@ -143,6 +143,18 @@ async def test_queues_page_lists_recorded_queues_with_depth_and_pause(real_app: 
     assert await real_app.recorded_queues() == ["emails"]
 
 
+async def test_a_worker_boot_records_its_queues(real_app: App) -> None:
+    @real_app.job(queue="booted")
+    async def nothing(ctx: Context) -> None: ...
+
+    async with worker_running(real_app, queues=["booted"]):
+        await eventually(lambda: _recorded(real_app, "booted"), what="the queue recorded")
+
+
+async def _recorded(app: App, queue: str) -> bool:
+    return queue in await app.recorded_queues()
+
+
 async def test_rates_come_from_counter_samples() -> None:
     book = RateBook()
 
@@ -284,8 +296,9 @@ async def test_sharded_queues_are_routed_by_their_recorded_count(redis_server: R
             await producer.enqueue("work", {"i": i}, job_id=f"h{i}", queue="hot")
     async with App(redis_server.url, prefix=prefix) as plain:  # configured with no shards
         async with dashboard(plain) as client:
-            page = await client.get("/queues")
+            # a fresh dashboard's first request: the job page routes by the recorded count
             job = await client.get("/job", params={"queue": "hot", "id": "h7"})
+            page = await client.get("/queues")
     row = re.search(r'<tr data-queue="hot">(.*?)</tr>', page.text, re.S)
     assert row and "state=queued\">30</a>" in row.group(1)
     assert job.status_code == 200

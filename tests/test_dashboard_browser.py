@@ -140,7 +140,9 @@ def test_find_a_dead_job_replay_it_and_see_it_succeed(
         dead_link = page.locator('tr[data-queue="default"] a.dead-count')
         assert dead_link.inner_text() == "1"
         if shots:
+            page.set_viewport_size({"width": 1280, "height": 300})
             page.screenshot(path=f"{shots}/dashboard-queues.png", full_page=True)
+            page.set_viewport_size({"width": 1280, "height": 720})
         dead_link.click()
         page.wait_for_url("**/queues/default?state=dead")
         row = page.locator('tr[data-job-id="order-42"]')

@@ -22,6 +22,7 @@ from ..store.shards import Shards
 RATE_WINDOW_MS = 60_000  # rates are averaged over up to the last minute of samples
 RATE_MIN_MS = 1_000  # and shown once two samples are at least a second apart
 RATE_COUNTERS = ("enqueued", "succeeded", "retried", "dead")
+MAX_SAMPLES = 256  # per queue: a page reloaded in a loop cannot grow the book
 MAX_HOLDERS_SHOWN = 100  # holders listed per limit (a limit's size is its capacity)
 
 
@@ -34,7 +35,7 @@ class RateBook:
         self._samples: dict[str, deque[tuple[int, dict[str, int]]]] = {}
 
     def add(self, stats: QueueStats) -> dict[str, float | None]:
-        samples = self._samples.setdefault(stats.queue, deque())
+        samples = self._samples.setdefault(stats.queue, deque(maxlen=MAX_SAMPLES))
         samples.append((stats.now_ms, dict(stats.counters)))
         while len(samples) > 2 and stats.now_ms - samples[1][0] >= RATE_WINDOW_MS:
             samples.popleft()

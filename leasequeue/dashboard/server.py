@@ -191,6 +191,12 @@ class Dashboard:
         except LeaseQueueError as exc:
             return self.render(request, "error.html", 500, title="Error", message=str(exc))
 
+    async def queue_name(self, name: str) -> str:
+        """A checked queue name, its shards routed by the count recorded in Redis."""
+        name = check_queue_name(name)
+        await sync_shards(self.app, [name])
+        return name
+
     def done(self, form: dict[str, list[str]], message: str, default: str) -> Response:
         """After an action: back to the page it came from, with a message."""
         response = RedirectResponse(safe_next(_one(form, "back") or default), 303)
@@ -217,8 +223,7 @@ class Dashboard:
                            refresh=_int(request.query_params.get("refresh"), 0, 0, 3600))
 
     async def queue(self, request: Request) -> Response:
-        name = check_queue_name(request.path_params["queue"])
-        await sync_shards(self.app, [name])
+        name = await self.queue_name(request.path_params["queue"])
         state = request.query_params.get("state") or "queued"
         if state not in STATES:
             raise ConfigError(f"state must be one of {', '.join(STATES)}")
@@ -234,7 +239,7 @@ class Dashboard:
                            rates=self.rates.add(stats), replay_limit=REPLAY_ALL_LIMIT)
 
     async def confirm(self, request: Request) -> Response:
-        name = check_queue_name(request.path_params["queue"])
+        name = await self.queue_name(request.path_params["queue"])
         action = request.query_params.get("action")
         if action not in ("purge", "replay-all"):
             raise ConfigError("action must be purge or replay-all")
@@ -243,7 +248,7 @@ class Dashboard:
                            replay_limit=REPLAY_ALL_LIMIT)
 
     async def job(self, request: Request) -> Response:
-        queue = check_queue_name(request.query_params.get("queue", ""))
+        queue = await self.queue_name(request.query_params.get("queue", ""))
         job_id = request.query_params.get("id", "")
         record = await self.app.get_job(job_id, queue)
         sections = [s for s in JOB_SECTIONS if s.shown(record)]
@@ -312,7 +317,7 @@ class Dashboard:
 
     async def pause(self, request: Request, form: dict[str, list[str]],
                     identity: Identity) -> Response:
-        name = check_queue_name(request.path_params["queue"])
+        name = await self.queue_name(request.path_params["queue"])
         resume = request.url.path.endswith("/resume")
         if resume:
             await self.app.resume(name)
@@ -323,7 +328,7 @@ class Dashboard:
 
     async def replay(self, request: Request, form: dict[str, list[str]],
                      identity: Identity) -> Response:
-        name = check_queue_name(request.path_params["queue"])
+        name = await self.queue_name(request.path_params["queue"])
         ids = [i for i in form.get("id", []) if i]
         if _one(form, "all") == "1":
             n = await self.app.replay(None, queue=name, limit=REPLAY_ALL_LIMIT)
@@ -336,7 +341,7 @@ class Dashboard:
 
     async def purge(self, request: Request, form: dict[str, list[str]],
                     identity: Identity) -> Response:
-        name = check_queue_name(request.path_params["queue"])
+        name = await self.queue_name(request.path_params["queue"])
         if _one(form, "confirm") != name:
             raise ConfigError(f"type the queue's name ({name}) to confirm the purge")
         n = await self.app.purge_dead(name)
@@ -347,7 +352,7 @@ class Dashboard:
     async def job_action(self, request: Request, form: dict[str, list[str]],
                          identity: Identity) -> Response:
         action = request.path_params["action"]
-        queue = check_queue_name(_one(form, "queue"))
+        queue = await self.queue_name(_one(form, "queue"))
         job_id = _one(form, "id")
         back = _url("/job", queue=queue, id=job_id)
         if action == "cancel":
