@@ -302,6 +302,9 @@ def _dashboard_parser(sub: Any) -> None:
     s.add_argument("--host", default="127.0.0.1",
                    help="bind address (default 127.0.0.1; any other needs credentials)")
     s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--allowed-host", action="append",
+                   help="a Host name to answer to (repeatable; default: the loopback names "
+                   "on a loopback --host, any name otherwise)")
     s.add_argument("--token-file", help="read the token from this file instead of the "
                    "environment")
     s.add_argument("--read-only", action="store_true", help="refuse every action")

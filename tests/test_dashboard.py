@@ -20,9 +20,20 @@ import pytest
 from leasequeue import App, ConfigError, Context, PermanentError, RedisLimiter
 from leasequeue.cli import _parser
 from leasequeue.dashboard.data import JOB_SECTIONS, RateBook, Section
-from leasequeue.dashboard.run import BASIC_ENV, MIN_TOKEN_CHARS, TOKEN_ENV, guard_from
+from leasequeue.dashboard.run import (
+    BASIC_ENV,
+    MIN_TOKEN_CHARS,
+    TOKEN_ENV,
+    allowed_hosts,
+    guard_from,
+)
 from leasequeue.dashboard.security import SESSION_TTL_S, Guard, is_loopback
-from leasequeue.dashboard.server import REPLAY_ALL_LIMIT, DashboardConfig, create_app
+from leasequeue.dashboard.server import (
+    MAX_FORM_BYTES,
+    REPLAY_ALL_LIMIT,
+    DashboardConfig,
+    create_app,
+)
 from leasequeue.models import QueueStats
 from leasequeue.store.keys import limit_keys
 from tests.harness.redis_proc import RedisProcess
@@ -352,6 +363,25 @@ async def test_wrong_token_and_open_redirects_are_refused(real_app: App) -> None
     assert ok.status_code == 303 and ok.headers["location"] == "/"
 
 
+async def test_a_rebound_host_name_is_refused(real_app: App) -> None:
+    """DNS rebinding: a page of evil.example whose name now points at 127.0.0.1
+    must not read the dashboard (its reads are open on loopback)."""
+    async with dashboard(real_app) as client:
+        rebound = await client.get("/queues", headers={"host": "evil.example:8080"})
+        local = await client.get("/queues", headers={"host": "localhost:8080"})
+    assert rebound.status_code == 400 and "content-security-policy" in rebound.headers
+    assert local.status_code == 200
+
+
+async def test_a_form_over_the_limit_is_refused_unread(real_app: App) -> None:
+    await real_app.enqueue("work", {}, queue="q")
+    async with dashboard(real_app, token=TOKEN) as client:
+        big = await client.post("/queues/q/pause", content=b"x" * (MAX_FORM_BYTES + 1),
+                                headers={"authorization": f"Bearer {TOKEN}"})
+    assert big.status_code == 413
+    assert not await real_app.paused("q")
+
+
 def test_loopback_hosts() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1")
@@ -466,6 +496,7 @@ def test_command_line_defaults_bind_loopback_and_stay_read_only(
     assert (args.host, args.port, args.page_size) == ("127.0.0.1", 8080, 50)
     guard = guard_from(args)
     assert not guard.writable and not guard.auth_reads
+    assert allowed_hosts(args) == ("127.0.0.1", "localhost", "::1")
     # another address without credentials does not start at all
     with pytest.raises(ConfigError, match="not a loopback address"):
         guard_from(options("--host", "0.0.0.0"))
@@ -478,6 +509,9 @@ def test_command_line_credentials_come_from_the_environment(
     guard = guard_from(options("--host", "0.0.0.0"))
     assert guard.writable and guard.auth_reads  # reachable from elsewhere: every page asks
     assert guard.basic_user == "ops" and guard.token == TOKEN
+    assert allowed_hosts(options("--host", "0.0.0.0")) == ("*",)
+    assert allowed_hosts(options("--host", "0.0.0.0", "--allowed-host", "ops.example")) == (
+        "ops.example",)
     assert not guard_from(options("--read-only")).writable
     monkeypatch.setenv(TOKEN_ENV, "short")
     with pytest.raises(ConfigError, match=f"at least {MIN_TOKEN_CHARS}"):

@@ -13,7 +13,7 @@ import uvicorn
 from ..app import MAX_LIST_COUNT, App
 from ..errors import ConfigError
 from .security import Guard, is_loopback
-from .server import DashboardConfig, create_app
+from .server import LOOPBACK_NAMES, DashboardConfig, create_app
 
 TOKEN_ENV = "LEASEQUEUE_DASHBOARD_TOKEN"
 BASIC_ENV = "LEASEQUEUE_DASHBOARD_BASIC_AUTH"  # user:password
@@ -50,7 +50,16 @@ def config_from(args: argparse.Namespace, app: App | None) -> DashboardConfig:
         url=app.url if app is not None else args.url,
         prefix=app.prefix if app is not None else args.prefix,
         queues=tuple(args.queue or ()), limits=tuple(args.limit or ()),
-        limiter_prefix=args.limiter_prefix, page_size=args.page_size, guard=guard_from(args))
+        limiter_prefix=args.limiter_prefix, page_size=args.page_size, guard=guard_from(args),
+        allowed_hosts=allowed_hosts(args))
+
+
+def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The Host names to answer to: --allowed-host, else the loopback names
+    on a loopback bind, else any (every page needs credentials there)."""
+    if args.allowed_host:
+        return tuple(args.allowed_host)
+    return LOOPBACK_NAMES if is_loopback(args.host) else ("*",)
 
 
 async def serve(args: argparse.Namespace, app: App | None) -> int:

@@ -13,12 +13,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,6 +40,7 @@ from .data import (
 from .security import CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL_S, Guard, Identity, safe_next
 
 FLASH_COOKIE = "lq_flash"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 MAX_FORM_BYTES = 64 * 1024
 STATES = ("queued", "scheduled", "leased", "done", "dead")
 REPLAY_ALL_LIMIT = 1000  # "replay oldest" replays at most this many per click
@@ -70,21 +71,44 @@ class DashboardConfig:
     limiter_prefix: str | None = None
     page_size: int = 50
     guard: Guard = field(default_factory=Guard)
+    # the Host names it answers to ("*": any). Loopback names only by default,
+    # so a web page whose name was rebound to 127.0.0.1 cannot read it
+    allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES
 
 
 class SecurityHeaders:
-    """Adds the security headers to every response (pure ASGI)."""
+    """Refuses a Host it does not answer to (DNS rebinding) and adds the
+    security headers to every response (pure ASGI)."""
 
-    def __init__(self, inner: ASGIApp) -> None:
+    def __init__(self, inner: ASGIApp, allowed_hosts: tuple[str, ...]) -> None:
         self.inner = inner
+        self.allowed_hosts = allowed_hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-            await send(message)
+        send = with_headers_of(send)
+        if scope["type"] == "http" and not self._host_ok(scope):
+            await PlainTextResponse("unknown Host header", 400)(scope, receive, send)
+            return
+        await self.inner(scope, receive, send)
 
-        await self.inner(scope, receive, with_headers)
+    def _host_ok(self, scope: Scope) -> bool:
+        if "*" in self.allowed_hosts:
+            return True
+        raw = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        try:
+            name = urlsplit(f"//{raw}").hostname or ""
+        except ValueError:
+            return False
+        return name in self.allowed_hosts
+
+
+def with_headers_of(send: Send) -> Send:
+    async def with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+        await send(message)
+
+    return with_headers
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -166,11 +190,10 @@ class Dashboard:
             identity = self.guard.identify(request)
             if identity is None:
                 return self.challenge(request, "changing anything needs credentials")
-            body = await request.body()
-            if len(body) > MAX_FORM_BYTES:
+            form = await read_form(request)
+            if form is None:
                 return self.render(request, "error.html", 413, title="Form too large",
                                    message=f"at most {MAX_FORM_BYTES} bytes")
-            form = parse_qs(body.decode(errors="replace"), keep_blank_values=True)
             if not identity.bearer and not self.guard.csrf_ok(request, _one(form, "csrf")):
                 return self.render(request, "error.html", 403, title="CSRF check failed",
                                    message="the form was not sent by this dashboard's page "
@@ -293,8 +316,7 @@ class Dashboard:
         return self.render(request, "login.html", next=target, failed=False)
 
     async def login(self, request: Request) -> Response:
-        body = await request.body()
-        form = parse_qs(body[:MAX_FORM_BYTES].decode(errors="replace"))
+        form = await read_form(request) or {}
         target = safe_next(_one(form, "next"))
         if not self.guard.csrf_ok(request, _one(form, "csrf")):
             return self.render(request, "error.html", 403, title="CSRF check failed",
@@ -422,10 +444,21 @@ def create_app(config: DashboardConfig | None = None, app: App | None = None) ->
 
     starlette = Starlette(routes=routes, lifespan=lifespan)
     starlette.state.dashboard = d
-    return SecurityHeaders(starlette)
+    return SecurityHeaders(starlette, config.allowed_hosts)
 
 
 # -- helpers -----------------------------------------------------------------
+
+
+async def read_form(request: Request) -> dict[str, list[str]] | None:
+    """An urlencoded form of at most MAX_FORM_BYTES (None when larger: the
+    rest is not read into memory)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return None
+    return parse_qs(body.decode(errors="replace"), keep_blank_values=True)
 
 
 def _one(form: dict[str, list[str]], name: str) -> str:
