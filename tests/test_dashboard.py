@@ -19,12 +19,13 @@ import pytest
 
 from leasequeue import App, ConfigError, Context, PermanentError, RedisLimiter
 from leasequeue.cli import _parser
-from leasequeue.dashboard.data import JOB_SECTIONS, RateBook, Section
+from leasequeue.dashboard.data import JOB_SECTIONS, RateBook, Section, limit_names
 from leasequeue.dashboard.run import (
     BASIC_ENV,
     MIN_TOKEN_CHARS,
     TOKEN_ENV,
     allowed_hosts,
+    config_from,
     guard_from,
 )
 from leasequeue.dashboard.security import Guard, is_loopback
@@ -372,6 +373,20 @@ async def test_a_form_over_the_limit_is_refused_unread(real_app: App) -> None:
                                 headers={"authorization": f"Bearer {TOKEN}"})
     assert big.status_code == 413
     assert not await real_app.paused("q")
+
+
+async def test_an_app_names_its_limits_and_their_capacity() -> None:
+    app = App("memory://limits-names", prefix="ln", queue_limits={"pdf": 4})
+
+    @app.job(queue="pdf", max_concurrent=1)
+    async def render(ctx: Context) -> None: ...
+
+    names = limit_names(app, ["pdf", "mail"], ["custom.one"])
+    assert names == {"queue.pdf": 4, "queue.mail": None, "job.render": 1, "custom.one": None}
+    config = config_from(options("--queue", "extra"), app)
+    assert (config.url, config.prefix, config.queues) == ("memory://limits-names", "ln",
+                                                          ("extra",))
+    await app.close()
 
 
 def test_loopback_hosts() -> None:
