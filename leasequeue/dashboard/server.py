@@ -27,6 +27,7 @@ from ..app import App
 from ..errors import ConfigError, JobNotFinished, JobNotFound, LeaseQueueError, RedisUnavailable
 from ..log import get_log
 from ..models import JobState
+from ..schedule_spec import format_ms
 from ..store.keys import DEFAULT_PREFIX, check_queue_name
 from .data import (
     JOB_SECTIONS,
@@ -128,7 +129,7 @@ class Dashboard:
                                autoescape=True, undefined=StrictUndefined)
         self.env.filters.update(ms=_format_ms, age=_format_age, rate=_format_rate,
                                 pretty=pretty)
-        self.env.globals.update(url=_url)
+        self.env.globals.update(url=_url, local_time=format_ms)
 
     @property
     def app(self) -> App:
