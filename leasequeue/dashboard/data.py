@@ -53,13 +53,17 @@ class QueueRow:
     rates: dict[str, float | None]
 
 
-async def sync_shards(app: App, queues: Sequence[str]) -> None:
+async def sync_shards(app: App, queues: Sequence[str], known: dict[str, int]) -> None:
     """Route each queue by the shard count recorded for it in Redis (the
-    dashboard is configured with none): one script call per queue."""
-    counts = {q: await app.recorded_shards(q) for q in queues}
-    wanted = {q: n for q, n in counts.items() if n > 1}
-    if any(app.shards.count(q) != max(1, counts[q]) for q in queues):
-        app.shards = Shards(app.prefix, wanted)
+    dashboard is configured with none): one script call per queue. ``known``
+    holds every count seen so far, so that syncing one queue keeps the
+    others' routing (requests run concurrently)."""
+    for q in queues:
+        recorded = await app.recorded_shards(q)
+        # none recorded yet: keep what the App is configured with (or 1)
+        known[q] = recorded or known.get(q, app.shards.count(q))
+    if any(app.shards.count(q) != n for q, n in known.items()):
+        app.shards = Shards(app.prefix, {q: n for q, n in known.items() if n > 1})
 
 
 async def queue_names(app: App, configured: Sequence[str]) -> list[str]:

@@ -124,6 +124,7 @@ class Dashboard:
         self._app = app
         self._owns_app = app is None
         self.rates = RateBook()
+        self.shard_counts: dict[str, int] = {}  # queue -> its recorded shard count
         self.log = get_log("dashboard")
         self.env = Environment(loader=PackageLoader("leasequeue.dashboard", "templates"),
                                autoescape=True, undefined=StrictUndefined)
@@ -218,7 +219,7 @@ class Dashboard:
     async def queue_name(self, name: str) -> str:
         """A checked queue name, its shards routed by the count recorded in Redis."""
         name = check_queue_name(name)
-        await sync_shards(self.app, [name])
+        await sync_shards(self.app, [name], self.shard_counts)
         return name
 
     def done(self, form: dict[str, list[str]], message: str, default: str) -> Response:
@@ -238,7 +239,7 @@ class Dashboard:
 
     async def queues(self, request: Request) -> Response:
         names = await queue_names(self.app, self.config.queues)
-        await sync_shards(self.app, names)
+        await sync_shards(self.app, names, self.shard_counts)
         rows = []
         for name in names:
             stats = await self.app.stats(name)
@@ -286,7 +287,7 @@ class Dashboard:
         names = await queue_names(self.app, self.config.queues)
         found = []
         if term:
-            await sync_shards(self.app, names)
+            await sync_shards(self.app, names, self.shard_counts)
             for name in names:
                 try:
                     found.append(await self.app.get_job(term, name))
