@@ -9,6 +9,7 @@ import argparse
 import base64
 import logging
 import re
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ import httpx
 import pytest
 
 from leasequeue import App, ConfigError, Context, PermanentError, RedisLimiter
-from leasequeue.cli import _parser
+from leasequeue.cli import _parser, main
 from leasequeue.dashboard.data import JOB_SECTIONS, RateBook, Section, limit_names
 from leasequeue.dashboard.run import (
     BASIC_ENV,
@@ -387,6 +388,13 @@ async def test_an_app_names_its_limits_and_their_capacity() -> None:
     assert (config.url, config.prefix, config.queues) == ("memory://limits-names", "ln",
                                                           ("extra",))
     await app.close()
+
+
+def test_without_the_extra_the_command_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "leasequeue.dashboard.run", None)  # not importable
+    assert main(["dashboard"]) == 1
+    assert "pip install 'leasequeue[dashboard]'" in capsys.readouterr().err
 
 
 def test_loopback_hosts() -> None:
