@@ -204,9 +204,9 @@ async def test_a_million_jobs_page_without_scanning() -> None:
             qk = app.keys("big")
             raw = await app.redis.hget(qk.jobs, job.id)
             envelope = await app.redis.hget(qk.payloads, job.id)
-            for start in range(1, 1_000_001, 50_000):  # seeded server-side, 50k a call
+            for start in range(1, 1_000_001, 25_000):  # seeded server-side, 25k a call
                 await app.redis.eval(
-                    "for i = tonumber(ARGV[3]), tonumber(ARGV[3]) + 49999 do "
+                    "for i = tonumber(ARGV[3]), tonumber(ARGV[3]) + 24999 do "
                     "local id = 'j' .. i; redis.call('HSET', KEYS[1], id, ARGV[1]); "
                     "redis.call('HSET', KEYS[2], id, ARGV[2]); "
                     "redis.call('ZADD', KEYS[3], i, id) end return 1",
