@@ -40,6 +40,7 @@ from .store.keys import (
     check_job_name,
     check_prefix,
     check_queue_name,
+    queues_key,
     schedules_keys,
 )
 from .store.record import decode_record, parse_logs, text
@@ -174,6 +175,7 @@ class App:
         return self.shards.keys(queue)
 
     def known_queues(self) -> list[str]:
+        """The default queue and every queue this App's handlers use."""
         return sorted({self.registry.defaults.queue, *self.registry.queues()})
 
     # -- enqueue --------------------------------------------------------------
@@ -288,7 +290,22 @@ class App:
                     f"change the count with `leasequeue queues reshard {name} {configured} "
                     f"--url ... --prefix {self.prefix}` (App.reshard)."
                 )
+            with redis_errors(self.url, "verify_queues"):
+                await self.redis.sadd(queues_key(self.prefix), name)
             self._verified.add(name)
+
+    async def recorded_queues(self) -> list[str]:
+        """The logical queues of this prefix that a process has used (each is
+        recorded by verify_queues: a producer's first enqueue, a worker's
+        boot), sorted. A set of names, never a scan of the keyspace."""
+        with redis_errors(self.url, "recorded_queues"):
+            names = await self.redis.smembers(queues_key(self.prefix))
+        return sorted(text(n) for n in names)
+
+    async def recorded_shards(self, queue: str) -> int:
+        """The shard count recorded for a logical queue (0: none recorded yet)."""
+        name = check_queue_name(logical(queue))
+        return await self.scripts.queue_config(self.keys(name), 1, expected=-1)
 
     async def reshard(self, queue: str, shards: int) -> int:
         """Change the shard count recorded for a logical queue; returns the
@@ -427,6 +444,8 @@ class App:
         return letters[:count]
 
     async def stats(self, queue: str | None = None) -> QueueStats:
+        """Depth, oldest ready age, next due and counters of a queue (all its
+        shards together); one bounded script call per shard."""
         q = queue or self.registry.defaults.queue
         parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
         return combine(q, parts)

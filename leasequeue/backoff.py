@@ -35,10 +35,14 @@ class Exponential:
 
 
 def fixed(seconds: float) -> Fixed:
+    """Retry after the same delay every time: ``fixed(5)`` waits 5 s."""
     return Fixed(_non_negative(seconds))
 
 
 def exponential(base: float = 1.0, cap: float = 300.0, jitter: bool = False) -> Exponential:
+    """Retry after ``base * 2^(attempt-1)`` seconds, at most ``cap``; with
+    ``jitter``, a uniform delay in [0, that] ("full jitter", so retries of
+    many jobs that failed together spread out)."""
     return Exponential(_non_negative(base), _non_negative(cap), jitter)
 
 

@@ -70,6 +70,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         from .demo import run_demo
 
         return await run_demo(url=args.url, jobs=args.jobs)
+    if args.command == "dashboard":
+        return await _dashboard(args)
     app = _app_from(args)
     try:
         if args.command == "stats":
@@ -139,6 +141,20 @@ async def _worker(args: argparse.Namespace) -> int:
         os._exit(code)
     await app.close()
     return 0
+
+
+async def _dashboard(args: argparse.Namespace) -> int:
+    try:
+        from .dashboard.run import serve
+    except ImportError as exc:
+        raise ConfigError(f"the dashboard needs its extra: pip install 'leasequeue[dashboard]' "
+                          f"({exc})") from None
+    app = load_app(args.app) if args.app else None
+    try:
+        return await serve(args, app)
+    finally:
+        if app is not None:
+            await app.close()
 
 
 async def _job(app: App, args: argparse.Namespace) -> int:
@@ -257,6 +273,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
     d.add_argument("--jobs", type=int, default=300)
 
+    _dashboard_parser(sub)
+
     for name, text in (("stats", "queue statistics"),
                        ("job", "one job's record, its run logs (--logs), or re-run it (--rerun)"),
                        ("jobs", "list a queue's jobs in one state, a page at a time"),
@@ -300,6 +318,35 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("ids", nargs="*", help="job ids to replay (default: the oldest)")
             s.add_argument("--count", type=int, default=100)
     return p
+
+
+def _dashboard_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "dashboard", help="serve the web dashboard (the leasequeue[dashboard] extra)",
+        description="Serve the web dashboard. Actions (pause, replay, purge, ...) need "
+        "LEASEQUEUE_DASHBOARD_TOKEN (signed in through the page, or sent as a Bearer "
+        "header) or LEASEQUEUE_DASHBOARD_BASIC_AUTH=user:password; without either it is "
+        "read-only.")
+    s.add_argument("--app", help="MODULE:APP (else --url and --prefix)")
+    s.add_argument("--url", default="redis://localhost:6379/0")
+    s.add_argument("--prefix", default="lq")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="bind address (default 127.0.0.1; any other needs credentials)")
+    s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--allowed-host", action="append",
+                   help="a Host name to answer to (repeatable; default: the loopback names "
+                   "on a loopback --host, any name otherwise)")
+    s.add_argument("--token-file", help="read the token from this file instead of the "
+                   "environment")
+    s.add_argument("--read-only", action="store_true", help="refuse every action")
+    s.add_argument("--auth-reads", action="store_true",
+                   help="every page needs credentials (always on for a non-loopback --host)")
+    s.add_argument("--queue", "-q", action="append",
+                   help="a queue to show besides those recorded in Redis (repeatable)")
+    s.add_argument("--limit", action="append",
+                   help="a limit name to show on the limits page (repeatable)")
+    s.add_argument("--limiter-prefix", help="the RedisLimiter prefix (default PREFIX:limiter)")
+    s.add_argument("--page-size", type=int, default=50, help="jobs per page (default 50)")
 
 
 if __name__ == "__main__":  # pragma: no cover

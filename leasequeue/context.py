@@ -24,6 +24,13 @@ class _StopState(Protocol):
 
 
 class Context:
+    """What a handler knows about its run, passed as its first argument:
+    ``job_id``, ``name``, ``queue``, ``attempt``, ``token`` (the run's fencing
+    token), ``worker_id``, ``correlation_id``, ``request_id``,
+    ``work_failures``, ``infra_failures``, ``log`` (a logger that carries the
+    ids on every line and feeds the per-run log), and the stop signals
+    ``is_stopping()``, ``stop_reason`` and ``raise_if_stopping()``."""
+
     __slots__ = (
         "_capture", "_capture_caps", "_log", "_run", "attempt", "correlation_id", "infra_failures",
         "job_id", "name", "queue", "request_id", "token", "work_failures", "worker_id",
@@ -104,6 +111,7 @@ class Context:
         return f"Context(job_id={self.job_id!r}, name={self.name!r}, attempt={self.attempt})"
 
     def fields(self) -> dict[str, Any]:
+        """The run's ids as log fields (what ``ctx.log`` adds to every line)."""
         return {"job_id": self.job_id, "job": self.name, "queue": self.queue,
                 "run": f"{self.job_id}:{self.token}", "attempt": self.attempt,
                 "correlation_id": self.correlation_id}

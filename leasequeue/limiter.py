@@ -67,12 +67,16 @@ class LocalLimiter:
         self._evicted: dict[str, set[str]] = {}
 
     def bind(self, redis: Redis, url: str, prefix: str) -> None:
+        """Called by the worker with its App's connection and key prefix."""
         return None
 
     async def check(self) -> None:
+        """Raise at boot when the limiter cannot work."""
         return None
 
     async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
+        """Take a slot of ``name`` (at most ``limit`` holders) for ``holder``; with
+        ``replace``, push the oldest holder out when it is full."""
         holders = self._holders.setdefault(name, {})
         if holder in holders or len(holders) < limit:
             holders[holder] = None
@@ -86,6 +90,8 @@ class LocalLimiter:
         return NO_SLOT
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
+        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
+        or LOST (its slot lapsed)."""
         held = self._holders.get(name, {})
         evicted = self._evicted.get(name, set())
         answers = []
@@ -100,9 +106,11 @@ class LocalLimiter:
         return answers
 
     async def close(self) -> None:
+        """Close what the limiter opened itself (not a client it was given)."""
         return None
 
     async def release(self, name: str, holders: list[str]) -> None:
+        """Give these holders' slots back."""
         held = self._holders.get(name, {})
         evicted = self._evicted.get(name, set())
         for holder in holders:
@@ -132,9 +140,11 @@ class RedisLimiter:
 
     @property
     def description(self) -> str:
+        """Where the limits live, for the boot log."""
         return f"redis ({self.prefix})"
 
     def bind(self, redis: Redis, url: str, prefix: str) -> None:
+        """Called by the worker with its App's connection and key prefix."""
         if self._redis is None:
             self._redis, self._url = redis, url
             self._scripts = Scripts(redis, url, StoreSettings())
@@ -155,6 +165,8 @@ class RedisLimiter:
             await self._redis.ping()
 
     async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
+        """Take a slot of ``name`` (at most ``limit`` holders) for ``holder``; with
+        ``replace``, push the oldest holder out when it is full."""
         scripts, prefix = self._ready()
         try:
             code, evicted = await scripts.limiter_acquire(
@@ -170,10 +182,13 @@ class RedisLimiter:
         return Grant(True, evicted or None)
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
+        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
+        or LOST (its slot lapsed)."""
         scripts, prefix = self._ready()
         return await scripts.limiter_renew(limit_keys(prefix, name), holders, self.lease_ms)
 
     async def release(self, name: str, holders: list[str]) -> None:
+        """Give these holders' slots back."""
         scripts, prefix = self._ready()
         try:
             await scripts.limiter_release(limit_keys(prefix, name), holders)

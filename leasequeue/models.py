@@ -12,6 +12,9 @@ from .store.specs import FailReply
 
 
 class JobState(StrEnum):
+    """The state of a job: queued, scheduled or leased while it lives;
+    succeeded, skipped, canceled or dead once it has ended."""
+
     QUEUED = "queued"
     SCHEDULED = "scheduled"
     LEASED = "leased"
@@ -22,6 +25,7 @@ class JobState(StrEnum):
 
     @property
     def terminal(self) -> bool:
+        """Whether the job has ended (succeeded, skipped, canceled, dead)."""
         return self in (JobState.SUCCEEDED, JobState.SKIPPED, JobState.CANCELED, JobState.DEAD)
 
 
@@ -148,6 +152,12 @@ class JobRecord:
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
+    """A queue's depth and counters as App.stats reads them: jobs ready,
+    scheduled, leased, dead and retained (finished, within retention), the age
+    of the oldest ready job and when the next scheduled one is due (ms, None:
+    none), the counters (enqueued, succeeded, retried, dead, ...) and whether
+    it is paused. ``now_ms`` is the server clock when it was read."""
+
     queue: str
     now_ms: int
     ready: int

@@ -48,6 +48,12 @@ def default_worker_id() -> str:
 
 
 class Worker:
+    """Runs an App's handlers: claims jobs from ``queues`` (default: every
+    queue the App's handlers use), runs up to ``concurrency`` at once, renews
+    their leases, settles them, reaps expired leases and fires schedules.
+    ``await worker.run()`` until ``worker.stop()`` (or SIGTERM / SIGINT with
+    ``handle_signals=True``)."""
+
     def __init__(
         self,
         app: App,
@@ -158,6 +164,8 @@ class Worker:
     # -- the run --------------------------------------------------------------
 
     async def run(self) -> None:
+        """Boot (check Redis, the queues' shard counts, record schedules),
+        then work until stopped; returns after a graceful shutdown."""
         await self._boot()
         dispatch = Dispatch()
         async with anyio.create_task_group() as services:

@@ -203,3 +203,19 @@ def test_the_documented_security_limits() -> None:
 
     assert codec.MAX_DEPTH == 100
     assert codec.DECODE_MAX_BYTES == 8 * 1024 * 1024 == 16 * codec.DEFAULT_MAX_PAYLOAD
+
+
+def test_the_documented_constants_of_the_dashboard() -> None:
+    """The figures the Web dashboard section quotes: the session's lifetime,
+    how many dead jobs one "replay oldest" replays, the token's minimum
+    length, the form size cap, the page size, the bind address and port."""
+    from leasequeue.cli import _parser
+    from leasequeue.dashboard import run, security, server
+
+    assert security.SESSION_TTL_S == 12 * 3600
+    assert server.REPLAY_ALL_LIMIT == 1000
+    assert server.MAX_FORM_BYTES == 64 * 1024
+    assert run.MIN_TOKEN_CHARS == 16
+    assert server.DashboardConfig().page_size == 50
+    args = _parser().parse_args(["dashboard"])
+    assert (args.host, args.port, args.page_size) == ("127.0.0.1", 8080, 50)

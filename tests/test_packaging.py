@@ -29,6 +29,9 @@ def test_wheel_ships_every_lua_script(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"leasequeue/lua/{s}" for s in scripts} <= names
     assert "leasequeue/store/scripts.py" in names
+    # the dashboard's templates and stylesheet ship as package data
+    assert {"leasequeue/dashboard/templates/base.html",
+            "leasequeue/dashboard/static/style.css"} <= names
     # the scripts sit beside the package, not as a stray top-level lua/
     assert not [n for n in names if n.startswith("lua/")]
 

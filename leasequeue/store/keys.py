@@ -233,6 +233,13 @@ def schedules_keys(prefix: str) -> SchedulesKeys:
     return SchedulesKeys(check_prefix(prefix))
 
 
+def queues_key(prefix: str) -> str:
+    """The logical queues a prefix has used (SET), added to by every process
+    the first time it uses a queue (App.verify_queues): how the dashboard and
+    the CLI find the queues without scanning the keyspace."""
+    return "{" + check_prefix(prefix) + "}:queues"
+
+
 def instance_key(prefix: str) -> str:
     """A marker key an embedded (memory://) store writes, to tell processes apart."""
     return f"{check_prefix(prefix)}:instance"

@@ -292,4 +292,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_security_payloads.py::test_hostile_bytes_are_malformed_without_allocating"
          "_what_they_claim",),
     ),
+    # -- the dashboard ----------------------------------------------------------------
+    Mutation(
+        "dashboard-no-autoescape", "leasequeue/dashboard/server.py",
+        "autoescape=True, undefined=StrictUndefined)",
+        "autoescape=False, undefined=StrictUndefined)",
+        "the dashboard's templates show payloads, ids, errors and logs unescaped",
+        ("tests/test_dashboard.py::test_every_page_escapes_payloads_ids_errors_and_logs",),
+    ),
+    Mutation(
+        "dashboard-csrf-ignored", "leasequeue/dashboard/server.py",
+        'if not identity.bearer and not self.guard.csrf_ok(request, _one(form, "csrf")):',
+        "if False:",
+        "the dashboard accepts a signed-in browser's form without its CSRF token",
+        ("tests/test_dashboard.py::test_signed_in_forms_need_their_csrf_token",
+         "tests/test_dashboard.py::test_basic_auth"),
+    ),
 )

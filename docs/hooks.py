@@ -1,0 +1,27 @@
+"""mkdocs hook: the guide includes README.md and RELIABILITY.md as they are
+(written for the repository's root), so the repository files they link to
+(screenshots, benchmark results) are added to the site at the same paths
+(a Markdown report as a page of its own, outside the nav),
+and every link keeps working, checked by `mkdocs build --strict`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parent.parent
+# repository files the README links to, relative to its root
+LINKED = ["docs/img", "benchmarks/results"]
+SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json"}
+
+
+def on_files(files: Files, config: Any) -> Files:
+    for folder in LINKED:
+        for path in sorted((ROOT / folder).iterdir()):
+            if path.suffix in SUFFIXES:
+                # a linked report (.md) becomes a page outside the nav (mkdocs.yml not_in_nav)
+                files.append(File.generated(config, path.relative_to(ROOT).as_posix(),
+                                            abs_src_path=str(path)))
+    return files
