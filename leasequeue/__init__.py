@@ -24,6 +24,7 @@ from .errors import (
     TransientError,
     UnknownJob,
 )
+from .hooks import EnqueueInfo, Hooks, Returned, RunEnd, RunInfo, Settled
 from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
 from .registry import Defaults
@@ -35,7 +36,9 @@ __all__ = [
     "ConfigError",
     "Context",
     "Defaults",
+    "EnqueueInfo",
     "EnqueuedJob",
+    "Hooks",
     "JobCanceled",
     "JobDead",
     "JobFailed",
@@ -55,9 +58,13 @@ __all__ = [
     "RedisLimiter",
     "RedisUnavailable",
     "Retry",
+    "Returned",
+    "RunEnd",
+    "RunInfo",
     "RunLog",
     "RunLogs",
     "RunStopped",
+    "Settled",
     "Timeout",
     "TransientError",
     "UnknownJob",

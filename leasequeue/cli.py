@@ -1,4 +1,4 @@
-"""The command line: worker, demo, stats, dead list|replay|purge, job
+"""The command line: worker, exporter, demo, stats, dead list|replay|purge, job
 (--logs, --rerun), jobs, queues reshard|pause|resume, schedules
 list|pause|resume|trigger.
 
@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "worker":
         return await _worker(args)
+    if args.command == "exporter":
+        return await _exporter(args)
     if args.command == "demo":
         from .demo import run_demo
 
@@ -104,6 +106,12 @@ async def _worker(args: argparse.Namespace) -> int:
             "between processes. Run the worker in the producer's process "
             "(await Worker(app).run()), try `leasequeue demo`, or use a redis:// URL."
         )
+    if args.metrics_port is not None:
+        from .metrics import PrometheusHooks, serve
+
+        app.add_hook(PrometheusHooks())
+        port = serve(args.metrics_port, args.metrics_addr)
+        logging.getLogger("leasequeue").info("metrics on port %d", port)
     worker = Worker(app, args.queue or None, concurrency=args.concurrency,
                     worker_id=args.worker_id, lease=args.lease,
                     shutdown_timeout=args.shutdown_timeout, handle_signals=True,
@@ -117,6 +125,18 @@ async def _worker(args: argparse.Namespace) -> int:
         logging.shutdown()
         os._exit(code)
     await app.close()
+    return 0
+
+
+async def _exporter(args: argparse.Namespace) -> int:
+    from .exporter import run_exporter
+
+    app = _app_from(args)
+    try:
+        queues = args.queue or app.known_queues()
+        await run_exporter(app, queues, args.port, args.addr, args.interval)
+    finally:
+        await app.close()
     return 0
 
 
@@ -221,6 +241,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="... capped at this many seconds (default 60)")
     w.add_argument("--allow-eviction", action="store_true",
                    help="run even if Redis may evict keys (unsafe)")
+    w.add_argument("--metrics-port", type=int, default=None,
+                   help="serve this worker's Prometheus metrics on this port "
+                   "(needs leasequeue[prometheus])")
+    w.add_argument("--metrics-addr", default="0.0.0.0", help="address for --metrics-port")
+
+    e = sub.add_parser("exporter", help="serve the queue gauges read from Redis to Prometheus "
+                       "(one per cluster; needs leasequeue[prometheus])")
+    e.add_argument("--app", help="MODULE:APP (its queues and limits; else --url and --prefix)")
+    e.add_argument("--url", default="redis://localhost:6379/0")
+    e.add_argument("--prefix", default="lq")
+    e.add_argument("--queue", "-q", action="append",
+                   help="queue to export (repeatable; default: the App's queues)")
+    e.add_argument("--port", type=int, default=9808)
+    e.add_argument("--addr", default="0.0.0.0")
+    e.add_argument("--interval", type=float, default=5.0,
+                   help="seconds between reads of Redis (default 5)")
 
     d = sub.add_parser("demo", help="a guided demo: crash recovery and a poison job")
     d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
