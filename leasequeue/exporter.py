@@ -62,8 +62,9 @@ class QueueCollector:
         return []  # no collect() at registration time
 
     def collect(self) -> Iterator[Any]:
-        pc = prometheus_client()
-        gauge, counter = pc.core.GaugeMetricFamily, pc.core.CounterMetricFamily
+        prometheus_client()  # the ConfigError naming the extra when it is missing
+        from prometheus_client.core import CounterMetricFamily as counter
+        from prometheus_client.core import GaugeMetricFamily as gauge
         snap = self.snapshot
         families = {name: gauge(f"leasequeue_queue_{name}", f"Jobs {name} (read from Redis)",
                                 labels=["queue"]) for name in _GAUGES}

@@ -197,7 +197,7 @@ class HookSet:
     def run_info(run: RunRecord, worker_id: str, logical_queue: str, correlation_id: str,
                  request_id: str, headers: dict[str, str]) -> RunInfo:
         job = run.job
-        first = job.work_failures == 0 and job.infra_failures == 0
+        first = job.work_failures == 0 and job.infra_failures == 0 and run.attempt == 1
         return RunInfo(job.id, job.name, logical_queue, run.attempt, job.token, worker_id,
                        correlation_id, request_id, job.enqueued_ms, first, headers)
 

@@ -248,8 +248,8 @@ async def test_a_raising_hook_never_loses_a_job(real_app: App, where: str,
             await eventually(lambda: app.hooks.errors > 0, what=f"{where} raised")
     for n in range(5):
         assert (await app.get_job(f"ok{n}")).result == n
-    broken = await app.get_job("broken")
-    assert (broken.reason, broken.attempt) == ("max-attempts", 2)
+    dead = await app.get_job("broken")
+    assert (dead.reason, dead.attempt) == ("max-attempts", 2)
     assert any(r.getMessage() == "hook failed; ignored" and r.fields["method"] == where
                for r in caplog.records)
     assert after.calls  # the next hook was called in every position
