@@ -10,7 +10,9 @@ no series is read from Redis, so N workers never count a job N times."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from typing import Any
 
 from .errors import ConfigError
@@ -50,111 +52,165 @@ def prometheus_client() -> Any:
     return pc
 
 
+class _Histogram:
+    """Per-bucket counts (not cumulative), a sum; cumulated when collected."""
+
+    __slots__ = ("buckets", "sum")
+
+    def __init__(self, size: int) -> None:
+        self.buckets = [0] * size  # the last one is +Inf
+        self.sum = 0.0
+
+
 class _Series:
-    """The children of one (queue, job): looked up once, so a run costs a few
-    attribute reads and increments, not a label lookup per metric."""
+    """What one process counted for one (queue, job): plain ints, changed on
+    the event loop only and read by the scrape thread (an int read is atomic
+    under the GIL)."""
 
-    __slots__ = ("canceled", "dead", "enqueued", "lost", "released", "retried", "run",
-                 "skipped", "started", "succeeded", "wait")
+    __slots__ = ("canceled", "dead", "enqueued", "infra", "lost", "released", "run",
+                 "skipped", "started", "succeeded", "wait", "work")
 
-    def __init__(self, m: PrometheusHooks, queue: str, job: str) -> None:
-        self.enqueued = m.enqueued.labels(queue, job)
-        self.started = m.started.labels(queue, job)
-        self.succeeded = m.succeeded.labels(queue, job)
-        self.canceled = m.canceled.labels(queue, job)
-        self.skipped = m.skipped.labels(queue, job)
-        self.released = m.released.labels(queue, job)
-        self.lost = m.lost.labels(queue, job)
-        self.wait = m.wait.labels(queue, job)
-        self.run = m.run.labels(queue, job)
-        self.retried = {kind: m.retried.labels(queue, job, kind) for kind in ("work", "infra")}
-        self.dead: dict[str, Any] = {}
+    def __init__(self, size: int) -> None:
+        self.enqueued = self.started = self.succeeded = self.canceled = self.skipped = 0
+        self.released = self.lost = self.work = self.infra = 0
+        self.dead: dict[str, int] = {}
+        self.wait = _Histogram(size)
+        self.run = _Histogram(size)
+
+
+# series of a _Series: (metric, help, attribute)
+_COUNTERS = (
+    ("leasequeue_jobs_enqueued_total", "Jobs this process enqueued (a job_id hit is not counted)",
+     "enqueued"),
+    ("leasequeue_runs_started_total", "Runs started by this worker", "started"),
+    ("leasequeue_runs_succeeded_total", "Runs that succeeded", "succeeded"),
+    ("leasequeue_runs_canceled_total", "Runs ended canceled", "canceled"),
+    ("leasequeue_runs_skipped_total", "Runs skipped: no limiter slot (on_conflict=skip)",
+     "skipped"),
+    ("leasequeue_runs_released_total", "Runs returned to the queue with no attempt spent",
+     "released"),
+    ("leasequeue_runs_lost_total", "Runs whose lease was lost: their result was discarded",
+     "lost"),
+)
 
 
 class PrometheusHooks(Hooks):
     """Add to an App (``app.add_hook(PrometheusHooks())``) and serve the
-    registry (``prometheus_client.start_http_server``, or
-    ``leasequeue worker --metrics-port``)."""
+    registry (``leasequeue.metrics.serve(port)``, or ``leasequeue worker
+    --metrics-port``). It registers itself as a custom collector: a run costs
+    a few int increments and a bisect per histogram here, not a lock per
+    series (benchmarks/hooks_cost.py measures it)."""
 
     def __init__(self, registry: Any = None, buckets: Sequence[float] = DEFAULT_BUCKETS) -> None:
         pc = prometheus_client()
+        from prometheus_client.utils import floatToGoString
+
         self.registry = registry if registry is not None else pc.REGISTRY
-        r, qj = self.registry, ("queue", "job")
-
-        def counter(name: str, doc: str, labels: tuple[str, ...] = qj) -> Any:
-            return pc.Counter(name.removesuffix("_total"), doc, labels, registry=r)
-
-        self.enqueued = counter("leasequeue_jobs_enqueued_total",
-                                "Jobs this process enqueued (a job_id hit is not counted)")
-        self.started = counter("leasequeue_runs_started_total", "Runs started by this worker")
-        self.succeeded = counter("leasequeue_runs_succeeded_total", "Runs that succeeded")
-        self.retried = counter("leasequeue_runs_retried_total",
-                               "Runs that failed and will be retried, by kind (work | infra)",
-                               ("queue", "job", "kind"))
-        self.dead_family = counter("leasequeue_jobs_dead_total", "Jobs dead-lettered, by reason",
-                                   ("queue", "job", "reason"))
-        self.canceled = counter("leasequeue_runs_canceled_total", "Runs ended canceled")
-        self.skipped = counter("leasequeue_runs_skipped_total",
-                               "Runs skipped: no limiter slot (on_conflict=skip)")
-        self.released = counter("leasequeue_runs_released_total",
-                                "Runs returned to the queue with no attempt spent")
-        self.lost = counter("leasequeue_runs_lost_total",
-                            "Runs whose lease was lost: their result was discarded")
-        self.reaped = counter("leasequeue_leases_reaped_total",
-                              "Expired leases this worker's reaper handed back, by outcome",
-                              ("queue", "outcome"))
-        self.wait = pc.Histogram("leasequeue_job_wait_seconds",
-                                 "Enqueue to start of a job's first run (includes a delay)",
-                                 qj, buckets=buckets, registry=r)
-        self.run = pc.Histogram("leasequeue_job_run_seconds", "Handler wall time of a run",
-                                qj, buckets=buckets, registry=r)
+        self._bounds = sorted(float(b) for b in buckets if b != float("inf"))
+        go_float: Any = floatToGoString  # the `le` text prometheus_client itself writes
+        self._les = [*(str(go_float(b)) for b in self._bounds), "+Inf"]
         self._series: dict[tuple[str, str], _Series] = {}
+        self._reaped: dict[tuple[str, str], int] = {}
+        self.registry.register(self)
 
     def _of(self, queue: str, job: str) -> _Series:
         series = self._series.get((queue, job))
         if series is None:
-            series = self._series[(queue, job)] = _Series(self, queue, job)
+            series = self._series[(queue, job)] = _Series(len(self._bounds) + 1)
         return series
+
+    def _observe(self, h: _Histogram, value: float) -> None:
+        h.buckets[bisect_left(self._bounds, value)] += 1
+        h.sum += value
+
+    # -- hooks ---------------------------------------------------------------------
 
     def after_enqueue(self, job: EnqueueInfo, result: EnqueuedJob | None) -> None:
         if result is not None and result.created:
-            self._of(result.queue, result.name).enqueued.inc()
+            self._of(result.queue, result.name).enqueued += 1
 
     def before_run(self, run: RunInfo) -> None:
         series = self._of(run.queue, run.name)
-        series.started.inc()
+        series.started += 1
         if run.wait_seconds is not None:
-            series.wait.observe(run.wait_seconds)
+            self._observe(series.wait, run.wait_seconds)
 
     def on_settled(self, run: RunInfo, settled: Settled) -> None:
         series = self._of(run.queue, run.name)
         if run.run_seconds is not None:
-            series.run.observe(run.run_seconds)
+            self._observe(series.run, run.run_seconds)
         end = settled.end
         if end is RunEnd.SUCCEEDED:
-            series.succeeded.inc()
+            series.succeeded += 1
         elif end is RunEnd.RETRIED:
-            series.retried[settled.kind if settled.kind == "infra" else "work"].inc()
+            if settled.kind == "infra":
+                series.infra += 1
+            else:
+                series.work += 1
         elif end is RunEnd.DEAD:
-            child = series.dead.get(settled.reason)
-            if child is None:
-                child = series.dead[settled.reason] = self.dead_family.labels(
-                    run.queue, run.name, settled.reason)
-            child.inc()
+            series.dead[settled.reason] = series.dead.get(settled.reason, 0) + 1
         elif end is RunEnd.CANCELED:
-            series.canceled.inc()
+            series.canceled += 1
         elif end is RunEnd.SKIPPED:
-            series.skipped.inc()
+            series.skipped += 1
         elif end is RunEnd.RELEASED:
-            series.released.inc()
+            series.released += 1
         else:
-            series.lost.inc()
+            series.lost += 1
 
     def on_reaped(self, queue: str, outcome: ReapOutcome) -> None:
         for what, n in (("requeued", outcome.requeued), ("dead", outcome.dead),
                         ("canceled", outcome.canceled)):
             if n:
-                self.reaped.labels(logical(queue), what).inc(n)
+                key = (logical(queue), what)
+                self._reaped[key] = self._reaped.get(key, 0) + n
+
+    # -- the collector (called by the scrape thread) -------------------------------------
+
+    def describe(self) -> list[Any]:
+        return list(self._families([]))
+
+    def collect(self) -> list[Any]:
+        return list(self._families(list(self._series.items())))
+
+    def _families(self, items: list[tuple[tuple[str, str], _Series]]) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+        qj = ["queue", "job"]
+        for name, doc, attr in _COUNTERS:
+            family = CounterMetricFamily(name, doc, labels=qj)
+            for labels, series in items:
+                family.add_metric(labels, getattr(series, attr))
+            yield family
+        retried = CounterMetricFamily("leasequeue_runs_retried_total", "Runs that failed and "
+                                      "will be retried, by kind (work | infra)",
+                                      labels=[*qj, "kind"])
+        dead = CounterMetricFamily("leasequeue_jobs_dead_total", "Jobs dead-lettered, by reason",
+                                   labels=[*qj, "reason"])
+        for (queue, job), series in items:
+            retried.add_metric([queue, job, "work"], series.work)
+            retried.add_metric([queue, job, "infra"], series.infra)
+            for reason, n in list(series.dead.items()):
+                dead.add_metric([queue, job, reason], n)
+        yield retried
+        yield dead
+        reaped = CounterMetricFamily("leasequeue_leases_reaped_total", "Expired leases this "
+                                     "worker's reaper handed back, by outcome",
+                                     labels=["queue", "outcome"])
+        for (queue, what), n in list(self._reaped.items()):
+            reaped.add_metric([queue, what], n)
+        yield reaped
+        for name, doc, attr in (
+                ("leasequeue_job_wait_seconds",
+                 "Enqueue to start of a job's first run (includes a delay)", "wait"),
+                ("leasequeue_job_run_seconds", "Handler wall time of a run", "run")):
+            hist = HistogramMetricFamily(name, doc, labels=qj)
+            for labels, series in items:
+                h: _Histogram = getattr(series, attr)
+                counts, total = list(h.buckets), h.sum
+                hist.add_metric(labels, list(zip(self._les, accumulate(counts), strict=True)),
+                                total)
+            yield hist
 
 
 def serve(port: int, addr: str = "0.0.0.0", registry: Any = None) -> int:

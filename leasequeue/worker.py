@@ -15,7 +15,7 @@ import anyio
 
 from .app import App
 from .errors import ConfigError, ScriptError
-from .hooks import RunEnd, Settled
+from .hooks import SETTLED, RunEnd
 from .limiter import Limiter
 from .log import get_log
 from .registry import JobDefinition
@@ -147,8 +147,8 @@ class Worker:
     def _acked(self, run: RunRecord, accepted: bool) -> None:
         self.table.settled(run, accepted)
         if run.info is not None:
-            self.app.hooks.settled(run.info, Settled(RunEnd(run.info.pending) if accepted
-                                                     else RunEnd.LOST))
+            self.app.hooks.settled(run.info, SETTLED[run.info.pending if accepted
+                                                     else RunEnd.LOST])
         if not accepted:
             self._log.warning("ack refused: lease lost; result discarded", **run.fields())
         elif self._log.enabled(10):

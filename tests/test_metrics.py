@@ -304,3 +304,24 @@ def test_readme_metric_table_is_the_code() -> None:
     section = readme.split("## Metrics, tracing and hooks", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `(leasequeue_[a-z_]+)`", section, re.M))
     assert listed == set(ALL_METRICS)
+
+
+def test_histogram_buckets_are_cumulative_and_match_the_count() -> None:
+    from leasequeue.hooks import SETTLED, RunEnd, RunInfo
+
+    registry = CollectorRegistry()
+    hooks = PrometheusHooks(registry, buckets=(0.1, 1.0))
+    for wait in (0.05, 0.1, 0.5, 7.0):
+        info = RunInfo("j", "send", "q", 1, 1, "w", "", "", 0, True, {}, wait_seconds=wait,
+                       run_seconds=wait)
+        hooks.before_run(info)
+        hooks.on_settled(info, SETTLED[RunEnd.SUCCEEDED])
+    labels = {"queue": "q", "job": "send"}
+    for name in ("leasequeue_job_wait_seconds", "leasequeue_job_run_seconds"):
+        assert [sample(registry, f"{name}_bucket", **labels, le=le)
+                for le in ("0.1", "1.0", "+Inf")] == [2, 3, 4]  # le: less than or equal
+        assert sample(registry, f"{name}_count", **labels) == 4
+        assert sample(registry, f"{name}_sum", **labels) == pytest.approx(7.65)
+    assert sample(registry, "leasequeue_runs_succeeded_total", **labels) == 4
+    with pytest.raises(ValueError, match="Duplicated timeseries"):  # one per registry
+        PrometheusHooks(registry)

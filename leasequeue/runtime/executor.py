@@ -17,7 +17,7 @@ from .. import codec
 from ..backoff import delay_ms
 from ..context import Context
 from ..errors import MalformedJob, RedisUnavailable, ScriptError
-from ..hooks import HookSet, Returned, RunEnd, Settled
+from ..hooks import RETURNED_OK, HookSet, Returned, RunEnd, Settled
 from ..log import get_log
 from ..registry import JobDefinition, Registry
 from ..runlog import RunLogCapture, RunLogs
@@ -110,8 +110,9 @@ class Executor:
             if run.slots:
                 await self._p.limits.release(run)  # only now: its thread has returned
         if run.info is not None:
-            self._p.hooks.after_run(run.info, run, Returned(
-                outcome.ending is Ending.SUCCEEDED, outcome.error, outcome.exception))
+            self._p.hooks.after_run(run.info, run, RETURNED_OK
+                                    if outcome.ending is Ending.SUCCEEDED
+                                    else Returned(False, outcome.error, outcome.exception))
         await self._settle(run, definition, outcome)
 
     async def _start(self, run: RunRecord) -> bool:
