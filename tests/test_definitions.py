@@ -193,3 +193,16 @@ def test_the_documented_constants_of_wait_logs_and_schedules() -> None:
     assert runlog.MAX_BYTES == 64 * 1024
     assert schedule_spec.MIN_EVERY_MS == 1000
     assert SchedulerParams.__dataclass_fields__["fire_lease_ms"].default == 10_000
+
+
+def test_the_documented_metrics_defaults() -> None:
+    """The exporter's defaults and the histogram buckets the Metrics section
+    quotes (README: --port 9808, --interval 5, wait/run buckets 5 ms .. 1 h)."""
+    from leasequeue.cli import _parser
+    from leasequeue.metrics import DEFAULT_BUCKETS
+
+    args = _parser().parse_args(["exporter"])
+    assert (args.port, args.interval, args.queue) == (9808, 5.0, None)
+    assert (DEFAULT_BUCKETS[0], DEFAULT_BUCKETS[-1]) == (0.005, 3600.0)
+    worker = _parser().parse_args(["worker", "m:app"])
+    assert worker.metrics_port is None  # metrics are off unless asked for

@@ -29,6 +29,7 @@ from .acker import Acker
 from .dispatch import Closed, Dispatch
 from .handler import Ending, Outcome, execute
 from .limits import Limits
+from .observe import failed, released_as
 from .runs import Phase, RunRecord, RunTable, StopReason
 from .slots import Slots
 from .starter import Starter
@@ -257,7 +258,8 @@ class Executor:
             delay, max_attempts, max_infra, logs))
         self._p.table.settled(run, result is not None and result.code is not FailReply.REFUSED)
         if run.info is not None:
-            self._ended(run, _failed(result.code if result is not None else None, kind, outcome))
+            self._ended(run, failed(result.code if result is not None else None, kind,
+                                    outcome))
         if result is None:
             return
         summary = outcome.error.split("\n", 1)[0]
@@ -280,11 +282,7 @@ class Executor:
         released = answers is not None and answers[0] is not ReleaseReply.REFUSED
         self._p.table.settled(run, released)
         if run.info is not None:
-            end = RunEnd.LOST
-            if released:
-                end = (RunEnd.CANCELED if answers is not None
-                       and answers[0] is ReleaseReply.CANCELED else RunEnd.RELEASED)
-            self._ended(run, Settled(end, reason=why))
+            self._ended(run, released_as(answers[0] if answers is not None else None, why))
         if released and run.ctx is not None:
             run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay)
 
@@ -323,21 +321,6 @@ class Executor:
                                   attempt=attempt + 1)
                 await anyio.sleep(0.1 * 2 ** attempt)
         return None
-
-
-def _failed(code: FailReply | None, kind: str, outcome: Outcome) -> Settled:
-    """What the hooks are told of a fail write's answer (None: it never landed)."""
-    if code is None or code is FailReply.REFUSED:
-        return Settled(RunEnd.LOST, kind=kind, error=outcome.error, exception=outcome.exception)
-    if code is FailReply.CANCELED:
-        return Settled(RunEnd.CANCELED, kind=kind, error=outcome.error,
-                       exception=outcome.exception)
-    if code is FailReply.DEAD:
-        reason = outcome.reason or {"work": "max-attempts", "infra": "max-infra-attempts"}.get(
-            kind, kind)
-        return Settled(RunEnd.DEAD, kind=kind, reason=reason, error=outcome.error,
-                       exception=outcome.exception)
-    return Settled(RunEnd.RETRIED, kind=kind, error=outcome.error, exception=outcome.exception)
 
 
 def _run_logs(run: RunRecord, d: JobDefinition, failed: bool) -> str:
