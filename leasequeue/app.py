@@ -49,6 +49,7 @@ from .store.shards import Shards, check_shard_count, combine, logical
 from .store.translate import redis_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
+H = TypeVar("H", bound=Hooks)
 
 MAX_PRIORITY = 32767
 ENQUEUE_CHUNK = 500
@@ -126,7 +127,7 @@ class App:
 
     # -- hooks ----------------------------------------------------------------
 
-    def add_hook(self, hook: Hooks) -> Hooks:
+    def add_hook(self, hook: H) -> H:
         """Call ``hook`` (a ``leasequeue.Hooks`` subclass instance) around every
         enqueue of this App and every run of its workers; returns it. Add hooks
         before the worker starts. A hook that raises is logged and ignored."""

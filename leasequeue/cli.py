@@ -109,8 +109,11 @@ async def _worker(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         from .metrics import PrometheusHooks, serve
 
-        app.add_hook(PrometheusHooks())
-        port = serve(args.metrics_port, args.metrics_addr)
+        # the App may have added its own (with a registry of its own)
+        hook = next((h for h in app.hooks if isinstance(h, PrometheusHooks)), None)
+        if hook is None:
+            hook = app.add_hook(PrometheusHooks())
+        port = serve(args.metrics_port, args.metrics_addr, hook.registry)
         logging.getLogger("leasequeue").info("metrics on port %d", port)
     worker = Worker(app, args.queue or None, concurrency=args.concurrency,
                     worker_id=args.worker_id, lease=args.lease,

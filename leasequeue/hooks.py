@@ -15,7 +15,7 @@ loop: keep it short, hand slow work to a thread or queue of your own."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -170,6 +170,9 @@ class HookSet:
 
     def __len__(self) -> int:
         return len(self._hooks)
+
+    def __iter__(self) -> Iterator[Hooks]:
+        return iter(list(self._hooks))
 
     def wants(self, method: str) -> bool:
         return bool(self._by_method[method])
