@@ -325,3 +325,15 @@ def test_histogram_buckets_are_cumulative_and_match_the_count() -> None:
     assert sample(registry, "leasequeue_runs_succeeded_total", **labels) == 4
     with pytest.raises(ValueError, match="Duplicated timeseries"):  # one per registry
         PrometheusHooks(registry)
+
+
+def test_the_core_imports_neither_prometheus_nor_opentelemetry() -> None:
+    """The integrations load only when used. (redis-py itself imports
+    opentelemetry when it is installed, so the check is on our modules.)"""
+    code = ("import sys, leasequeue, leasequeue.cli, leasequeue.worker; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prometheus_client' "
+            "or m in ('leasequeue.metrics', 'leasequeue.exporter', 'leasequeue.tracing')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT, env={**env_with_path(), "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
