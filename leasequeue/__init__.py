@@ -26,6 +26,7 @@ from .errors import (
     TransientError,
     UnknownJob,
 )
+from .hooks import EnqueueInfo, Hooks, Returned, RunEnd, RunInfo, Settled
 from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
 from .registry import Defaults
@@ -37,7 +38,9 @@ __all__ = [
     "ConfigError",
     "Context",
     "Defaults",
+    "EnqueueInfo",
     "EnqueuedJob",
+    "Hooks",
     "JobCanceled",
     "JobDead",
     "JobFailed",
@@ -58,9 +61,13 @@ __all__ = [
     "RedisLimiter",
     "RedisUnavailable",
     "Retry",
+    "Returned",
+    "RunEnd",
+    "RunInfo",
     "RunLog",
     "RunLogs",
     "RunStopped",
+    "Settled",
     "Timeout",
     "TlsVerificationFailed",
     "TransientError",

@@ -27,6 +27,7 @@ from .errors import (
     Timeout,
     UnknownJob,
 )
+from .hooks import EnqueueInfo, Hooks, HookSet
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
 from .redact import redact_url
@@ -50,6 +51,7 @@ from .store.shards import Shards, check_shard_count, combine, logical
 from .store.translate import redis_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
+H = TypeVar("H", bound=Hooks)
 
 MAX_PRIORITY = 32767
 ENQUEUE_CHUNK = 500
@@ -123,6 +125,8 @@ class App:
         self.limiter.bind(self.redis, url, self.prefix)
         self.queue_limits = {check_queue_name(q): _positive_limit(q, n)
                              for q, n in (queue_limits or {}).items()}
+        #: hooks around enqueue and runs (add_hook)
+        self.hooks = HookSet()
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
@@ -130,6 +134,15 @@ class App:
     def __repr__(self) -> str:
         # the URL's password never leaves the process (leasequeue/redact.py)
         return f"App({redact_url(self.url)!r}, prefix={self.prefix!r})"
+
+    # -- hooks ----------------------------------------------------------------
+
+    def add_hook(self, hook: H) -> H:
+        """Call ``hook`` (a ``leasequeue.Hooks`` subclass instance) around every
+        enqueue of this App and every run of its workers; returns it. Add hooks
+        before the worker starts. A hook that raises is logged and ignored."""
+        self.hooks.add(hook)
+        return hook
 
     # -- registry -------------------------------------------------------------
 
@@ -200,17 +213,35 @@ class App:
         ``max_attempts`` / ``max_infra_attempts`` are given here."""
         request = JobRequest(name, payload, job_id, queue, delay, priority, correlation_id,
                              request_id, max_attempts, max_infra_attempts)
-        logical_queue, job = self._prepare(request)
-        if logical(logical_queue) not in self._verified:
-            await self.verify_queues([logical_queue])
-        qk = self.keys(self.shards.route(logical_queue, job.id))
-        ((created, state),) = await self.scripts.enqueue(qk, [job])
-        return EnqueuedJob(job.id, logical_queue, job.name, created, state)
+        infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
+        answer: EnqueuedJob | None = None
+        try:
+            logical_queue, job = self._prepare(request, infos)
+            if logical(logical_queue) not in self._verified:
+                await self.verify_queues([logical_queue])
+            qk = self.keys(self.shards.route(logical_queue, job.id))
+            ((created, state),) = await self.scripts.enqueue(qk, [job])
+            answer = EnqueuedJob(job.id, logical_queue, job.name, created, state)
+            return answer
+        finally:
+            for info in infos or ():
+                self.hooks.after_enqueue(info, answer)
 
     async def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.
         Every job is validated before anything is written."""
-        prepared = [self._prepare(r) for r in requests]
+        infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
+        answers: list[EnqueuedJob | None] = []
+        try:
+            answers = await self._enqueue_many(requests, infos)
+            return [a for a in answers if a is not None]
+        finally:
+            for i, info in enumerate(infos or ()):
+                self.hooks.after_enqueue(info, answers[i] if i < len(answers) else None)
+
+    async def _enqueue_many(self, requests: Iterable[JobRequest],
+                            infos: list[EnqueueInfo] | None) -> list[EnqueuedJob | None]:
+        prepared = [self._prepare(r, infos) for r in requests]
         await self.verify_queues({queue for queue, _ in prepared})
         by_queue: dict[str, list[int]] = {}  # physical queue -> indexes
         for index, (queue, job) in enumerate(prepared):
@@ -225,9 +256,10 @@ class App:
                     job = prepared[i][1]
                     answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created,
                                              state)
-        return [a for a in answers if a is not None]
+        return answers
 
-    def _prepare(self, r: JobRequest) -> tuple[str, NewJob]:
+    def _prepare(self, r: JobRequest,
+                 infos: list[EnqueueInfo] | None = None) -> tuple[str, NewJob]:
         definition = self.registry.find(r.name)
         queue = self._queue_for(r.name, r.queue, definition)
         if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
@@ -243,8 +275,16 @@ class App:
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
         if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be a str of 1-512 characters")
+        headers = None
+        if infos is not None:  # hooks see the job and may add headers (a trace context)
+            info = EnqueueInfo(r.name, queue, job_id, r.correlation_id or job_id,
+                               r.request_id or "", r.delay)
+            self.hooks.before_enqueue(info)
+            infos.append(info)
+            headers = {str(k): str(v) for k, v in info.headers.items()} or None
         envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
-                                         r.request_id or "", self.max_payload_bytes)
+                                         r.request_id or "", self.max_payload_bytes,
+                                         headers=headers)
         if r.name not in self._names_ok:
             self._names_ok.add(check_job_name(r.name))
         return queue, NewJob(

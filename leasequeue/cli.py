@@ -1,4 +1,4 @@
-"""The command line: worker, demo, acl, stats, dead list|replay|purge, job
+"""The command line: worker, exporter, demo, acl, stats, dead list|replay|purge, job
 (--logs, --rerun), jobs, queues reshard|pause|resume, schedules
 list|pause|resume|trigger.
 
@@ -63,15 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-async def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "worker":
-        return await _worker(args)
-    if args.command == "demo":
-        from .demo import run_demo
+async def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
 
-        return await run_demo(url=args.url, jobs=args.jobs)
-    if args.command == "dashboard":
-        return await _dashboard(args)
+    return await run_demo(url=args.url, jobs=args.jobs)
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    # the commands that make their own App (or none)
+    standalone = {"worker": _worker, "exporter": _exporter, "demo": _demo,
+                  "dashboard": _dashboard}
+    if args.command in standalone:
+        return await standalone[args.command](args)
     app = _app_from(args)
     try:
         if args.command == "stats":
@@ -127,6 +130,15 @@ async def _worker(args: argparse.Namespace) -> int:
             "between processes. Run the worker in the producer's process "
             "(await Worker(app).run()), try `leasequeue demo`, or use a redis:// URL."
         )
+    if args.metrics_port is not None:
+        from .metrics import PrometheusHooks, serve
+
+        # the App may have added its own (with a registry of its own)
+        hook = next((h for h in app.hooks if isinstance(h, PrometheusHooks)), None)
+        if hook is None:
+            hook = app.add_hook(PrometheusHooks())
+        port = serve(args.metrics_port, args.metrics_addr, hook.registry)
+        logging.getLogger("leasequeue").info("metrics on port %d", port)
     worker = Worker(app, args.queue or None, concurrency=args.concurrency,
                     worker_id=args.worker_id, lease=args.lease,
                     shutdown_timeout=args.shutdown_timeout, handle_signals=True,
@@ -155,6 +167,18 @@ async def _dashboard(args: argparse.Namespace) -> int:
     finally:
         if app is not None:
             await app.close()
+
+
+async def _exporter(args: argparse.Namespace) -> int:
+    from .exporter import run_exporter
+
+    app = _app_from(args)
+    try:
+        queues = args.queue or app.known_queues()
+        await run_exporter(app, queues, args.port, args.addr, args.interval)
+    finally:
+        await app.close()
+    return 0
 
 
 async def _job(app: App, args: argparse.Namespace) -> int:
@@ -258,6 +282,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="... capped at this many seconds (default 60)")
     w.add_argument("--allow-eviction", action="store_true",
                    help="run even if Redis may evict keys (unsafe)")
+    w.add_argument("--metrics-port", type=int, default=None,
+                   help="serve this worker's Prometheus metrics on this port "
+                   "(needs leasequeue[prometheus])")
+    w.add_argument("--metrics-addr", default="0.0.0.0", help="address for --metrics-port")
+
+    e = sub.add_parser("exporter", help="serve the queue gauges read from Redis to Prometheus "
+                       "(one per cluster; needs leasequeue[prometheus])")
+    e.add_argument("--app", help="MODULE:APP (its queues and limits; else --url and --prefix)")
+    e.add_argument("--url", default="redis://localhost:6379/0")
+    e.add_argument("--prefix", default="lq")
+    e.add_argument("--queue", "-q", action="append",
+                   help="queue to export (repeatable; default: the App's queues)")
+    e.add_argument("--port", type=int, default=9808)
+    e.add_argument("--addr", default="0.0.0.0")
+    e.add_argument("--interval", type=float, default=5.0,
+                   help="seconds between reads of Redis (default 5)")
 
     a = sub.add_parser("acl", help="print a least-privilege Redis ACL user for a role "
                                    "(SECURITY.md)")

@@ -36,18 +36,27 @@ class Envelope:
     request_id: str
     kwargs: dict[str, Any]
     rerun_of: str = ""  # the job this one re-runs ('' = none)
+    # string entries hooks add at enqueue (a trace context): Hooks.before_enqueue
+    headers: dict[str, str] | None = None
 
 
 def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request_id: str,
-                    limit: int = DEFAULT_MAX_PAYLOAD, rerun_of: str = "") -> bytes:
+                    limit: int = DEFAULT_MAX_PAYLOAD, rerun_of: str = "",
+                    headers: dict[str, str] | None = None) -> bytes:
     """The stored payload: [version, correlation id, request id, kwargs] as
-    msgpack, and a fifth element {"rerun_of": id} for a re-run (App.rerun).
-    The size limit counts the encoded kwargs. Raises a PayloadError before
-    anything is stored."""
+    msgpack, and a fifth element {"rerun_of": id, "headers": {...}} for a
+    re-run (App.rerun) or hook headers (a trace context); a reader ignores
+    entries of it that it does not know. The size limit counts the encoded
+    kwargs. Raises a PayloadError before anything is stored."""
     head = [ENVELOPE_VERSION, correlation_id, request_id]
     body: list[Any] = [*head, _kwargs(payload)]
+    extra: dict[str, Any] = {}
     if rerun_of:
-        body.append({"rerun_of": rerun_of})
+        extra["rerun_of"] = rerun_of
+    if headers:
+        extra["headers"] = headers
+    if extra:
+        body.append(extra)
     data = _pack(body, "payload")
     if len(data) > MAX_DEPTH and not within_depth(body[3]):
         raise PayloadNotSerializable(f"payload is nested deeper than {MAX_DEPTH} levels "
@@ -71,7 +80,10 @@ def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
         raise MalformedJob(f"job {job_id}: payload is not a leasequeue envelope")
     _check_depth(value[3], len(data), job_id, "payload")
     extra = _check_depth(value[4], len(data), job_id, "envelope") if len(value) == 5 else {}
-    return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")))
+    headers = extra.get("headers")
+    return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")),
+                    {str(k): str(v) for k, v in headers.items()}
+                    if isinstance(headers, dict) else None)
 
 
 def _kwargs(payload: dict[str, Any] | None) -> dict[str, Any]:

@@ -197,6 +197,17 @@ class RedisLimiter:
             self._log.warning("limiter release failed; the slot lapses on its own", limit=name,
                               error=str(exc))
 
+    async def holders(self, name: str) -> int:
+        """How many holders a limit has now (leases not lapsed by the server
+        clock): read-only, for the metrics exporter."""
+        _, prefix = self._ready()
+        assert self._redis is not None
+        key = limit_keys(prefix, name).limit
+        with redis_errors(self._url or "(limiter)", "limiter holders"):
+            seconds, micros = await self._redis.time()
+            now_ms = int(seconds) * 1000 + int(micros) // 1000
+            return int(await self._redis.zcount(key, f"({now_ms}", "+inf"))
+
     async def close(self) -> None:
         """Close the client this limiter opened from its own URL."""
         if self._owns_client and self._redis is not None:

@@ -69,6 +69,7 @@ class ClaimedJob:
     infra_failures: int
     enqueued_ms: int
     started: bool = False  # the run's attempt is counted (claim start_now, or start)
+    claimed_ms: int = 0  # server clock of the claim (wait-time metrics)
 
 
 @dataclass(frozen=True, slots=True)

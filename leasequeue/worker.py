@@ -15,6 +15,7 @@ import anyio
 
 from .app import App
 from .errors import ConfigError, ScriptError
+from .hooks import SETTLED, RunEnd
 from .limiter import Limiter
 from .log import get_log
 from .redact import redact_url
@@ -115,7 +116,7 @@ class Worker:
         self.starter = Starter(StarterParams(app.scripts, keys, self.table))
         self.executor = Executor(ExecutorParams(
             app.scripts, app.registry, keys, self.table, self.slots, self.acker, self.starter,
-            self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease))
+            self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease, app.hooks))
         self.claimer = Claimer(ClaimerParams(
             app.redis, app.scripts, self.physical_queues, keys, self.slots, self.table,
             self.lease_ms, self.worker_id,
@@ -129,7 +130,8 @@ class Worker:
             reap_interval if reap_interval is not None else min(5.0, lease / 2),
             int(reap_backoff[0] * 1000), int(reap_backoff[1] * 1000),
             _budgets(self.physical_queues, definitions),
-            (app.registry.defaults.max_attempts, app.registry.defaults.max_infra_attempts)))
+            (app.registry.defaults.max_attempts, app.registry.defaults.max_infra_attempts),
+            app.hooks.reaped if app.hooks.wants("on_reaped") else None))
         self.scheduler = Scheduler(SchedulerParams(
             app.scripts, app.schedules.keys, app.schedules.enqueue, self.worker_id, schedule_poll))
         self.timeouts = TimeoutWatch(TimeoutParams(self.table, max_abandoned,
@@ -151,6 +153,9 @@ class Worker:
 
     def _acked(self, run: RunRecord, accepted: bool) -> None:
         self.table.settled(run, accepted)
+        if run.info is not None:
+            self.app.hooks.settled(run.info, SETTLED[run.info.pending if accepted
+                                                     else RunEnd.LOST])
         if not accepted:
             self._log.warning("ack refused: lease lost; result discarded", **run.fields())
         elif self._log.enabled(10):

@@ -219,3 +219,16 @@ def test_the_documented_constants_of_the_dashboard() -> None:
     assert server.DashboardConfig().page_size == 50
     args = _parser().parse_args(["dashboard"])
     assert (args.host, args.port, args.page_size) == ("127.0.0.1", 8080, 50)
+
+
+def test_the_documented_metrics_defaults() -> None:
+    """The exporter's defaults and the histogram buckets the Metrics section
+    quotes (README: --port 9808, --interval 5, wait/run buckets 5 ms .. 1 h)."""
+    from leasequeue.cli import _parser
+    from leasequeue.metrics import DEFAULT_BUCKETS
+
+    args = _parser().parse_args(["exporter"])
+    assert (args.port, args.interval, args.queue) == (9808, 5.0, None)
+    assert (DEFAULT_BUCKETS[0], DEFAULT_BUCKETS[-1]) == (0.005, 3600.0)
+    worker = _parser().parse_args(["worker", "m:app"])
+    assert worker.metrics_port is None  # metrics are off unless asked for

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -17,6 +17,7 @@ from .. import codec
 from ..backoff import delay_ms
 from ..context import Context
 from ..errors import MalformedJob, RedisUnavailable, ScriptError
+from ..hooks import RETURNED_OK, HookSet, Returned, RunEnd, Settled
 from ..log import get_log
 from ..registry import JobDefinition, Registry
 from ..runlog import RunLogCapture, RunLogs
@@ -28,6 +29,7 @@ from .acker import Acker
 from .dispatch import Closed, Dispatch
 from .handler import Ending, Outcome, execute
 from .limits import Limits
+from .observe import failed, released_as
 from .runs import Phase, RunRecord, RunTable, StopReason
 from .slots import Slots
 from .starter import Starter
@@ -56,6 +58,7 @@ class ExecutorParams:
     worker_id: str
     threads: anyio.CapacityLimiter
     lease_s: float
+    hooks: HookSet = field(default_factory=HookSet)  # the App's; inactive: no RunInfo built
 
 
 class Executor:
@@ -106,12 +109,18 @@ class Executor:
                 await self._p.limits.release(run)
             await self._not_started(run, "not started")
             return
+        if run.info is not None:
+            self._p.hooks.before_run(run.info, run)
         try:
             outcome = await execute(run, definition, kwargs, self._p.threads)
         finally:
             self._p.table.returned(run)
             if run.slots:
                 await self._p.limits.release(run)  # only now: its thread has returned
+        if run.info is not None:
+            self._p.hooks.after_run(run.info, run, RETURNED_OK
+                                    if outcome.ending is Ending.SUCCEEDED
+                                    else Returned(False, outcome.error, outcome.exception))
         await self._settle(run, definition, outcome)
 
     async def _start(self, run: RunRecord) -> bool:
@@ -169,6 +178,10 @@ class Executor:
             capture=(None if definition.run_logs == RunLogs.NONE
                      else (definition.run_log_lines, definition.run_log_bytes)),
         )
+        if self._p.hooks.active:
+            run.info = HookSet.run_info(run, self._p.worker_id, run.ctx.queue,
+                                        envelope.correlation_id, envelope.request_id,
+                                        envelope.headers or {})
         return definition, envelope.kwargs
 
     # -- settling --------------------------------------------------------------
@@ -179,9 +192,11 @@ class Executor:
             run.ctx.log.warning("still running at the end of shutdown: left behind; its lease "
                                 "is left to lapse (the job runs again elsewhere)")
             self._p.table.lose(run, StopReason.SHUTDOWN)
+            self._ended(run, Settled(RunEnd.LOST, error="left behind at shutdown"))
             return
         if run.phase is Phase.LOST:
             run.ctx.log.warning("lease lost; result discarded")
+            self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return
         if ending is Ending.SUCCEEDED:
             self._ack(run, d, "succeeded", outcome.result, outcome.note)
@@ -197,8 +212,12 @@ class Executor:
     def _ack(self, run: RunRecord, d: JobDefinition, outcome: str, result: bytes = b"",
              note: str = "") -> None:
         if self._p.table.settling(run):
+            if run.info is not None:
+                run.info.pending = outcome  # reported once the acker's write lands
             self._p.acker.submit(run, outcome, d.retention_ms, result, note,
                                  _run_logs(run, d, failed=False))
+        else:
+            self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
 
     async def _on_conflict(self, run: RunRecord, d: JobDefinition) -> None:
         """No slot free: skip (finish as skipped) or back to the queue after
@@ -215,6 +234,7 @@ class Executor:
         """A run that must not start: ended canceled when that was asked, gone
         when its lease was lost, else back to the queue (no attempt spent)."""
         if run.phase is not Phase.CLAIMED:
+            self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return  # lost: nothing to write
         if run.stop_reason is StopReason.CANCELED:
             definition = self._p.registry.find(run.job.name)
@@ -237,12 +257,16 @@ class Executor:
         max_attempts = job.max_attempts or d.max_attempts
         max_infra = job.max_infra or d.max_infra_attempts
         if not self._p.table.settling(run):
+            self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return
         logs = _run_logs(run, d, failed=True)
         result = await self._write(run, "fail", lambda: self._p.scripts.fail(
             self._p.keys(job.queue), job.id, job.token, kind, outcome.reason, outcome.error,
             delay, max_attempts, max_infra, logs))
         self._p.table.settled(run, result is not None and result.code is not FailReply.REFUSED)
+        if run.info is not None:
+            self._ended(run, failed(result.code if result is not None else None, kind,
+                                    outcome))
         if result is None:
             return
         summary = outcome.error.split("\n", 1)[0]
@@ -264,6 +288,8 @@ class Executor:
             self._p.keys(job.queue), [(job.id, job.token)], delay, why))
         released = answers is not None and answers[0] is not ReleaseReply.REFUSED
         self._p.table.settled(run, released)
+        if run.info is not None:
+            self._ended(run, released_as(answers[0] if answers is not None else None, why))
         if released and run.ctx is not None:
             run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay)
 
@@ -274,9 +300,21 @@ class Executor:
         result = await self._write(run, "fail", lambda: self._p.scripts.fail(
             self._p.keys(job.queue), job.id, job.token, "dead", reason, error, 0,
             job.max_attempts or 1, job.max_infra or 1))
-        self._p.table.settled(run, result is not None and result.code is not FailReply.REFUSED)
+        accepted = result is not None and result.code is not FailReply.REFUSED
+        self._p.table.settled(run, accepted)
         self._log.warning("dead-lettered before running", job_id=job.id, job=job.name,
                           queue=job.queue, reason=reason, error=error)
+        if self._p.hooks.active:
+            if run.info is None:
+                run.info = HookSet.run_info(run, self._p.worker_id, logical(job.queue), "", "",
+                                            {})
+            self._ended(run, Settled(RunEnd.DEAD if accepted else RunEnd.LOST, kind="dead",
+                                     reason=reason, error=error))
+
+    def _ended(self, run: RunRecord, settled: Settled) -> None:
+        """Tell the hooks how a run was settled (a no-op without run hooks)."""
+        if run.info is not None:
+            self._p.hooks.settled(run.info, settled)
 
     async def _write(self, run: RunRecord, what: str,
                      call: Callable[[], Awaitable[Any]]) -> Any:

@@ -43,6 +43,7 @@ class Outcome:
     delay: float | None = None  # explicit retry delay (Retry)
     stop: StopReason | None = None
     note: str = ""  # stored with a success (e.g. why the result was not stored)
+    exception: BaseException | None = None  # what the handler raised (hooks report it)
 
 
 SUCCEEDED = Outcome(Ending.SUCCEEDED)
@@ -112,7 +113,7 @@ def stopped(run: RunRecord) -> Outcome:
 def failed(run: RunRecord, exc: Exception) -> Outcome:
     if isinstance(exc, _CannotTakePayload):
         return Outcome(Ending.DEAD, reason="bad-payload",
-                       error=f"the handler cannot take this payload: {exc}")
+                       error=f"the handler cannot take this payload: {exc}", exception=exc)
     if run.stop_reason is not None and (isinstance(exc, RunStopped)
                                         or run.stop_reason is not StopReason.TIMEOUT):
         # the handler raised because it was told to stop: that is the stop
@@ -121,12 +122,12 @@ def failed(run: RunRecord, exc: Exception) -> Outcome:
         return stopped(run)
     text = error_text(exc)
     if isinstance(exc, PermanentError):
-        return Outcome(Ending.DEAD, error=text, reason="permanent")
+        return Outcome(Ending.DEAD, error=text, reason="permanent", exception=exc)
     if isinstance(exc, Retry):
-        return Outcome(Ending.WORK, error=text, delay=exc.delay)
+        return Outcome(Ending.WORK, error=text, delay=exc.delay, exception=exc)
     if isinstance(exc, INFRA_ERRORS):
-        return Outcome(Ending.INFRA, error=text)
-    return Outcome(Ending.WORK, error=text)
+        return Outcome(Ending.INFRA, error=text, exception=exc)
+    return Outcome(Ending.WORK, error=text, exception=exc)
 
 
 def error_text(exc: BaseException) -> str:

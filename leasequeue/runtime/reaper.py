@@ -12,6 +12,7 @@ import anyio
 
 from ..errors import RedisUnavailable, ScriptError
 from ..log import get_log
+from ..models import ReapOutcome
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 
@@ -32,6 +33,7 @@ class ReaperParams:
     # handler's definition decides a job stored with "unset" budgets)
     budgets: Mapping[str, Mapping[str, tuple[int, int]]]
     default_budget: tuple[int, int]
+    on_reaped: Callable[[str, ReapOutcome], None] | None = None  # hooks (metrics)
 
 
 class Reaper:
@@ -60,6 +62,8 @@ class Reaper:
                     self._log.info("reaped expired leases", queue=queue, requeued=out.requeued,
                                    dead=out.dead, canceled=out.canceled,
                                    never_started=out.unstarted)
+                    if p.on_reaped is not None:
+                        p.on_reaped(queue, out)
                 examined = out.requeued + out.dead + out.canceled + out.stale
                 if examined < REAP_BATCH:
                     break

@@ -106,6 +106,7 @@ class RunRecord:
     started_at: float = 0.0
     start_known: bool = False  # Redis knows the run started (claimed started, or marked)
     ctx: Any = None  # the handler's Context, once prepared
+    info: Any = None  # the hooks' RunInfo (the executor's), when the App has run hooks
     log: Log | None = None
 
     @property

@@ -145,13 +145,14 @@ class Scripts:
         )
         jobs = []
         queue = qk.queue
+        now = int(reply[0])
         for i in range(3, 3 + 11 * int(reply[2]), 11):
             r = reply[i:i + 11]
             jobs.append(ClaimedJob(
                 r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4], int(r[5]),
-                int(r[6]), int(r[7]), int(r[8]), int(r[9]), int(r[10]) == 1,
+                int(r[6]), int(r[7]), int(r[8]), int(r[9]), int(r[10]) == 1, now,
             ))
-        return ClaimBatch(int(reply[0]), int(reply[1]), jobs)
+        return ClaimBatch(now, int(reply[1]), jobs)
 
     async def start(self, qk: QueueKeys, held: Sequence[tuple[str, int]]) -> list[StartReply]:
         """Mark leased runs started (their attempt counted once); held: (id, token)."""

@@ -308,4 +308,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_dashboard.py::test_signed_in_forms_need_their_csrf_token",
          "tests/test_dashboard.py::test_basic_auth"),
     ),
+    Mutation(
+        "hook-error-escapes", "leasequeue/hooks.py",
+        "            except Exception as exc:  # a hook never changes what happens to a job\n",
+        "            except ArithmeticError as exc:\n",
+        "a hook that raises is not caught: its exception reaches the enqueue or the worker",
+        ("tests/test_hooks.py::test_a_raising_hook_never_loses_a_job",),
+    ),
+    Mutation(
+        "envelope-drops-headers", "leasequeue/codec.py",
+        '    if headers:\n        extra["headers"] = headers\n',
+        "",
+        "the payload envelope does not carry the hooks' headers (no trace context reaches the run)",
+        ("tests/test_tracing.py::test_the_run_span_is_a_child_of_the_producer_span",
+         "tests/test_hooks.py::test_hooks_see_every_way_a_run_ends"),
+    ),
 )
