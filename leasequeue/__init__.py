@@ -5,6 +5,7 @@ from .app import App, JobRequest
 from .backoff import exponential, fixed
 from .context import Context
 from .errors import (
+    AuthenticationFailed,
     ConfigError,
     JobCanceled,
     JobDead,
@@ -34,6 +35,7 @@ from .worker import Worker
 
 __all__ = [
     "App",
+    "AuthenticationFailed",
     "ConfigError",
     "Context",
     "Defaults",
