@@ -5,6 +5,7 @@ from .app import App, JobRequest
 from .backoff import exponential, fixed
 from .context import Context
 from .errors import (
+    AuthenticationFailed,
     ConfigError,
     JobCanceled,
     JobDead,
@@ -35,6 +36,7 @@ from .worker import Worker
 
 __all__ = [
     "App",
+    "AuthenticationFailed",
     "ConfigError",
     "Context",
     "Defaults",

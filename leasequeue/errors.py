@@ -28,6 +28,16 @@ class RedisUnavailable(LeaseQueueError, RedisConnectionError):
         super().__init__(f"Redis at {self.url} is unreachable{detail}")
 
 
+class AuthenticationFailed(RedisUnavailable):
+    """Redis refused the user name or password of the URL (or the user is
+    disabled). The message never holds the password."""
+
+    def __init__(self, url: str, cause: BaseException | None = None) -> None:
+        super().__init__(url, cause)
+        self.args = (f"{self.args[0]} (Redis refused the credentials: check the user name and "
+                     "password in the URL, and that the ACL user is on)",)
+
+
 class TlsVerificationFailed(RedisUnavailable):
     """The server's TLS certificate could not be verified (signed by a CA the
     client does not trust, or issued for another host): the connection was

@@ -394,9 +394,14 @@ async def test_a_worker_with_a_role_that_cannot_work_stops_at_boot(
     with pytest.raises(PermissionDenied) as boot:
         await Worker(app, queues=[Q], shutdown_timeout=1).run()
     # a producer passes the shard check (it enqueues) and is stopped by the
-    # access check; a viewer already by the shard check
-    assert_denied(boot, f"{{{app.prefix}:{Q}}}:" + ("leases" if role is Role.PRODUCER
-                                                    else "config"))
+    # access check, on its keys; a viewer already by the shard check, whose
+    # EVALSHA it may not send at all
+    assert_denied(boot, f"start: permission denied by the Redis ACL: this user has no "
+                        f"permissions to access one of the keys used as arguments; start "
+                        f"declares the keys {{{app.prefix}:{Q}}}:leases"
+                  if role is Role.PRODUCER else
+                  "queue_config: permission denied by the Redis ACL: this user has no "
+                  "permissions to run the 'evalsha' command")
 
 
 def test_cli_worker_with_a_producer_user_exits_with_one_line(

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from redis.exceptions import (
     AskError,
+    AuthenticationError,
     ClusterDownError,
     ClusterError,
     MovedError,
@@ -25,7 +26,13 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..errors import PermissionDenied, RedisUnavailable, ScriptError, TlsVerificationFailed
+from ..errors import (
+    AuthenticationFailed,
+    PermissionDenied,
+    RedisUnavailable,
+    ScriptError,
+    TlsVerificationFailed,
+)
 from ..redact import redact
 
 T = TypeVar("T")
@@ -73,6 +80,8 @@ def redis_errors(url: str, operation: str, keys: tuple[str, ...] = ()) -> Iterat
         yield
     except RedisUnavailable:
         raise
+    except AuthenticationError as exc:  # a wrong password or user name
+        raise AuthenticationFailed(url, exc) from exc
     except UNAVAILABLE as exc:
         if tls_refused(exc):
             raise TlsVerificationFailed(url, exc) from exc
