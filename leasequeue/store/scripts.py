@@ -41,6 +41,7 @@ from .specs import (
     ScheduleFireReply,
     SchedulePauseReply,
     ScheduleTriggerReply,
+    RunStateReply,
     ScheduleUpsertReply,
     StartReply,
 )
@@ -276,6 +277,25 @@ class Scripts:
         ended, a waiter is registered for ``ttl_ms`` so its end pushes a token
         on ``qk.notify(job_id)``."""
         return text(await self.run("watch", qk, [job_id, ttl_ms]))
+
+    # -- what a run leaves for the next one (checkpoints, saga, progress) -----
+
+    async def runstate(self, qk: QueueKeys, job_id: str, token: int, kind: str, value: bytes,
+                       max_bytes: int, detail: str = "") -> RunStateReply:
+        """Write a run's checkpoints (kind 'c'), saga record ('s') or progress
+        ('p', ``fraction US note``), fenced by ``token``; ``detail``: the events
+        stream entry's detail ('' = none)."""
+        return RunStateReply(int(await self.run(
+            "runstate", qk,
+            [job_id, token, kind, value, max_bytes, self.settings.events_maxlen, detail])))
+
+    async def read_runstate(self, qk: QueueKeys,
+                            job_id: str) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """(checkpoints, saga, progress) of a job as stored (None = none)."""
+        with_fields = [f"{kind}:{job_id}" for kind in ("c", "s", "p")]
+        raw = await translate_errors(self._url, "read_runstate",
+                                     self._redis.hmget(qk.runstate, with_fields))
+        return raw[0], raw[1], raw[2]
 
     # -- the cluster-wide limiter ---------------------------------------------
 
