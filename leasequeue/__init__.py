@@ -5,6 +5,7 @@ from .app import App, JobRequest
 from .backoff import exponential, fixed
 from .context import Context
 from .errors import (
+    CompensationFailed,
     ConfigError,
     JobCanceled,
     JobDead,
@@ -20,18 +21,22 @@ from .errors import (
     RedisUnavailable,
     Retry,
     RunStopped,
+    SagaCompensated,
+    StateTooLarge,
     Timeout,
     TransientError,
     UnknownJob,
 )
 from .limiter import LocalLimiter, RedisLimiter
-from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
+from .models import EnqueuedJob, JobRecord, JobState, Progress, QueueStats, RunLog
 from .registry import Defaults
 from .runlog import RunLogs
+from .saga import Step, run_saga
 from .worker import Worker
 
 __all__ = [
     "App",
+    "CompensationFailed",
     "ConfigError",
     "Context",
     "Defaults",
@@ -51,6 +56,7 @@ __all__ = [
     "PayloadNotSerializable",
     "PayloadTooLarge",
     "PermanentError",
+    "Progress",
     "QueueStats",
     "RedisLimiter",
     "RedisUnavailable",
@@ -58,11 +64,15 @@ __all__ = [
     "RunLog",
     "RunLogs",
     "RunStopped",
+    "SagaCompensated",
+    "StateTooLarge",
+    "Step",
     "Timeout",
     "TransientError",
     "UnknownJob",
     "Worker",
     "exponential",
     "fixed",
+    "run_saga",
 ]
 __version__ = "0.1.0"

@@ -95,3 +95,14 @@ def _unpack(data: bytes, job_id: str) -> Any:
         return msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several unrelated types
         raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {exc}") from exc
+
+
+def encode_state(value: Any, what: str) -> bytes:
+    """Encode a run's checkpoints or saga record (PayloadNotSerializable when
+    msgpack cannot)."""
+    return _pack(value, what)
+
+
+def decode_state(data: bytes | None, job_id: str = "?") -> Any:
+    """A stored checkpoints map or saga record (None: none stored)."""
+    return decode_result(data, job_id)

@@ -29,6 +29,7 @@ from .dispatch import Closed, Dispatch
 from .handler import Ending, Outcome, execute
 from .limits import Limits
 from .runs import Phase, RunRecord, RunTable, StopReason
+from .runstate import RunStateStore
 from .slots import Slots
 from .starter import Starter
 
@@ -56,6 +57,7 @@ class ExecutorParams:
     worker_id: str
     threads: anyio.CapacityLimiter
     lease_s: float
+    runstate: RunStateStore | None = None  # checkpoints, progress, sagas
 
 
 class Executor:
@@ -105,6 +107,8 @@ class Executor:
             self._p.table.returned(run)
             if run.slots:
                 await self._p.limits.release(run)  # only now: its thread has returned
+        if self._p.runstate is not None:
+            await self._p.runstate.finish(run)  # its last progress lands before it settles
         await self._settle(run, definition, outcome)
 
     async def _start(self, run: RunRecord) -> bool:
@@ -161,6 +165,7 @@ class Executor:
             infra_failures=job.infra_failures,
             capture=(None if definition.run_logs == RunLogs.NONE
                      else (definition.run_log_lines, definition.run_log_bytes)),
+            kit=self._p.runstate,
         )
         return definition, envelope.kwargs
 

@@ -121,7 +121,7 @@ def failed(run: RunRecord, exc: Exception) -> Outcome:
         return stopped(run)
     text = error_text(exc)
     if isinstance(exc, PermanentError):
-        return Outcome(Ending.DEAD, error=text, reason="permanent")
+        return Outcome(Ending.DEAD, error=text, reason=exc.dead_reason)
     if isinstance(exc, Retry):
         return Outcome(Ending.WORK, error=text, delay=exc.delay)
     if isinstance(exc, INFRA_ERRORS):

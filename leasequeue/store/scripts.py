@@ -37,11 +37,11 @@ from .specs import (
     ReleaseReply,
     RenewReply,
     ReplayReply,
+    RunStateReply,
     ScheduleDoneReply,
     ScheduleFireReply,
     SchedulePauseReply,
     ScheduleTriggerReply,
-    RunStateReply,
     ScheduleUpsertReply,
     StartReply,
 )
@@ -295,7 +295,8 @@ class Scripts:
         with_fields = [f"{kind}:{job_id}" for kind in ("c", "s", "p")]
         raw = await translate_errors(self._url, "read_runstate",
                                      self._redis.hmget(qk.runstate, with_fields))
-        return raw[0], raw[1], raw[2]
+        c, s, p = (x.encode() if isinstance(x, str) else x for x in raw)
+        return c, s, p
 
     # -- the cluster-wide limiter ---------------------------------------------
 
