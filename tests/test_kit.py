@@ -408,3 +408,39 @@ async def _state_is(app: App, job_id: str, state: str) -> bool:
 async def _progress_is(app: App, job_id: str, fraction: float) -> bool:
     progress = (await app.get_job(job_id)).progress
     return progress is not None and progress.fraction == fraction
+
+
+def test_the_cli_job_command_shows_progress_checkpoints_and_saga(
+        redis_server: RedisProcess, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import logging
+
+    from leasequeue.cli import main
+
+    async def seed() -> None:
+        async with App(redis_server.url, prefix=prefix) as app:
+            @app.job()
+            async def shown(ctx: Context) -> None:
+                await ctx.checkpoint("fetched", {"sha": "abc"})
+                await run_saga(ctx, [Step("only", lambda r: "id-1", lambda x: None)])
+                await ctx.progress(0.75, note="three quarters")
+
+            await app.enqueue("shown", {}, job_id="v1")
+            async with worker_running(app):
+                await eventually(lambda: _state_is(app, "v1", "succeeded"), what="the end")
+
+    anyio.run(seed)
+    logger = logging.getLogger("leasequeue")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    try:
+        capsys.readouterr()
+        code = main(["job", "v1", "--url", redis_server.url, "--prefix", prefix])
+        out = capsys.readouterr().out
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    job = json.loads(out)
+    assert code == 0
+    assert job["progress"]["fraction"] == 0.75 and job["progress"]["note"] == "three quarters"
+    assert job["checkpoints"] == {"fetched": {"sha": "abc"}}
+    assert job["saga"]["status"] == "completed"
+    assert job["saga"]["steps"] == [["only", "done", "id-1"]]

@@ -107,8 +107,9 @@ class Executor:
             self._p.table.returned(run)
             if run.slots:
                 await self._p.limits.release(run)  # only now: its thread has returned
-        if self._p.runstate is not None:
-            await self._p.runstate.finish(run)  # its last progress lands before it settles
+        kit = self._p.runstate
+        if kit is not None and kit.used_by(run):  # dict lookups: free for runs that did not
+            await kit.finish(run)  # its last progress lands before it settles
         await self._settle(run, definition, outcome)
 
     async def _start(self, run: RunRecord) -> bool:

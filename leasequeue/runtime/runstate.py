@@ -202,6 +202,10 @@ class RunStateStore:
             if answer is RunStateReply.LOST:
                 self._lost(run)
 
+    def used_by(self, run: RunRecord) -> bool:
+        """Whether the run loaded or wrote anything here (finish() has work)."""
+        return run in self._loaded or run in self._progress
+
     async def finish(self, run: RunRecord) -> None:
         """The handler returned: write its last progress value now (before the
         run settles, after which the write would be refused) and forget the run."""
