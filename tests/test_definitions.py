@@ -193,3 +193,17 @@ def test_the_documented_constants_of_wait_logs_and_schedules() -> None:
     assert runlog.MAX_BYTES == 64 * 1024
     assert schedule_spec.MIN_EVERY_MS == 1000
     assert SchedulerParams.__dataclass_fields__["fire_lease_ms"].default == 10_000
+
+
+def test_the_documented_constants_of_the_resilience_kit() -> None:
+    """The bounds and intervals the Resilience kit section quotes."""
+    import inspect
+
+    from leasequeue import saga
+    from leasequeue.runtime import runstate
+
+    assert runstate.MAX_CHECKPOINT_BYTES == runstate.MAX_SAGA_BYTES == 64 * 1024
+    assert (runstate.PROGRESS_INTERVAL, runstate.MAX_NOTE_CHARS) == (1.0, 200)
+    assert (saga.UNDO_TRIES, saga.UNDO_BACKOFF) == (5, 0.5)
+    params = inspect.signature(saga.run_saga).parameters
+    assert (params["undo_tries"].default, params["undo_backoff"].default) == (5, 0.5)

@@ -444,3 +444,21 @@ def test_the_cli_job_command_shows_progress_checkpoints_and_saga(
     assert job["checkpoints"] == {"fetched": {"sha": "abc"}}
     assert job["saga"]["status"] == "completed"
     assert job["saga"]["steps"] == [["only", "done", "id-1"]]
+
+
+@pytest.mark.anyio
+async def test_a_sync_handler_uses_the_kit_through_from_thread(real_app: App) -> None:
+    app = real_app
+
+    @app.job()
+    def threaded(ctx: Context) -> None:
+        seen = anyio.from_thread.run(ctx.checkpoints)
+        anyio.from_thread.run(ctx.checkpoint, "t", len(seen))
+        anyio.from_thread.run(lambda: ctx.progress(0.5, "half"))
+
+    await app.enqueue("threaded", {}, job_id="th1")
+    async with worker_running(app):
+        await eventually(lambda: _state_is(app, "th1", "succeeded"), what="the end")
+    record = await app.get_job("th1")
+    assert record.checkpoints == {"t": 0}
+    assert record.progress is not None and record.progress.note == "half"
