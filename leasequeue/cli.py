@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "worker":
         return await _worker(args)
+    if args.command == "demo" and args.saga:
+        from .demo_saga import run_saga_demo
+
+        return await run_saga_demo(url=args.url)
     if args.command == "demo":
         from .demo import run_demo
 
@@ -225,6 +229,8 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="a guided demo: crash recovery and a poison job")
     d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
     d.add_argument("--jobs", type=int, default=300)
+    d.add_argument("--saga", action="store_true",
+                   help="the saga demo instead: a crash mid-saga, a compensation")
 
     for name, text in (("stats", "queue statistics"),
                        ("job", "one job's record, its run logs (--logs), or re-run it (--rerun)"),
