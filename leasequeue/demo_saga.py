@@ -8,6 +8,7 @@ URL; every effect goes to a ledger keyed idempotently, printed at the end."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -18,55 +19,64 @@ from .demo import Cluster, _say
 from .saga import Step, run_saga
 
 
+@dataclass
+class _Shop:
+    cluster: Cluster
+    ledger: dict[str, str] = field(default_factory=dict)  # "<order>:<what>" -> state
+    charges: list[str] = field(default_factory=list)  # every call of the charge step
+    crash_once: set[str] = field(default_factory=lambda: {"ord-1"})
+
+
+def _steps(ctx: Context, order: str, shop: _Shop) -> list[Step]:
+    """charge (the hard step to undo: first), reserve, ship."""
+    ledger, charges, cluster = shop.ledger, shop.charges, shop.cluster
+    async def charge(_: dict[str, Any]) -> str:
+        charges.append(order)
+        ledger[f"{order}:card"] = "charged"  # idempotent: keyed by the order
+        _say(f"   {order}: card charged (run {ctx.token} on {ctx.worker_id})")
+        return f"ch_{order}"
+
+    async def refund(charge_id: str) -> None:
+        ledger[f"{order}:card"] = "refunded"
+        _say(f"   {order}: compensating: refunded {charge_id}")
+
+    async def reserve(_: dict[str, Any]) -> str:
+        if order in shop.crash_once:  # stands for a segfault or an OOM kill
+            shop.crash_once.discard(order)
+            _say(f"** {ctx.worker_id} crashes while reserving stock for {order}")
+            cluster.crash_requests.append(ctx.worker_id)
+            await anyio.sleep_forever()
+        ledger[f"{order}:stock"] = "reserved"
+        _say(f"   {order}: stock reserved (run {ctx.token} on {ctx.worker_id})")
+        return f"rsv_{order}"
+
+    async def release(reservation: str) -> None:
+        ledger[f"{order}:stock"] = "released"
+        _say(f"   {order}: compensating: released {reservation}")
+
+    async def ship(_: dict[str, Any]) -> str:
+        if order == "ord-2":
+            _say(f"   {order}: the carrier refuses (503)")
+            raise RuntimeError("carrier API answered 503")
+        ledger[f"{order}:parcel"] = "booked"
+        _say(f"   {order}: carrier booked")
+        return f"parcel_{order}"
+
+    async def cancel_parcel(_: str) -> None:
+        ledger[f"{order}:parcel"] = "canceled"
+
+    return [Step("charge", charge, refund), Step("reserve", reserve, release),
+            Step("ship", ship, cancel_parcel)]
+
+
 async def run_saga_demo(url: str = "memory://saga-demo") -> int:
     app = App(url, prefix=f"sagademo{int(time.time())}")
     cluster = Cluster(app)
-    ledger: dict[str, str] = {}  # "<order>:<what>" -> its state: set, not counted
-    charges: list[str] = []  # every call of the charge step
-    crash_once = {"ord-1"}
-
-    def steps(ctx: Context, order: str) -> list[Step]:
-        async def charge(_: dict[str, Any]) -> str:
-            charges.append(order)
-            ledger[f"{order}:card"] = "charged"  # idempotent: keyed by the order
-            _say(f"   {order}: card charged (run {ctx.token} on {ctx.worker_id})")
-            return f"ch_{order}"
-
-        async def refund(charge_id: str) -> None:
-            ledger[f"{order}:card"] = "refunded"
-            _say(f"   {order}: compensating: refunded {charge_id}")
-
-        async def reserve(_: dict[str, Any]) -> str:
-            if order in crash_once:  # stands for a segfault or an OOM kill
-                crash_once.discard(order)
-                _say(f"** {ctx.worker_id} crashes while reserving stock for {order}")
-                cluster.crash_requests.append(ctx.worker_id)
-                await anyio.sleep_forever()
-            ledger[f"{order}:stock"] = "reserved"
-            _say(f"   {order}: stock reserved (run {ctx.token} on {ctx.worker_id})")
-            return f"rsv_{order}"
-
-        async def release(reservation: str) -> None:
-            ledger[f"{order}:stock"] = "released"
-            _say(f"   {order}: compensating: released {reservation}")
-
-        async def ship(_: dict[str, Any]) -> str:
-            if order == "ord-2":
-                _say(f"   {order}: the carrier refuses (503)")
-                raise RuntimeError("carrier API answered 503")
-            ledger[f"{order}:parcel"] = "booked"
-            _say(f"   {order}: carrier booked")
-            return f"parcel_{order}"
-
-        async def cancel_parcel(_: str) -> None:
-            ledger[f"{order}:parcel"] = "canceled"
-
-        return [Step("charge", charge, refund), Step("reserve", reserve, release),
-                Step("ship", ship, cancel_parcel)]
+    shop = _Shop(cluster)
 
     @app.job(queue="demo", max_attempts=3)
     async def place_order(ctx: Context, order: str) -> dict[str, Any]:
-        return await run_saga(ctx, steps(ctx, order))
+        return await run_saga(ctx, _steps(ctx, order, shop))
 
     print(f"leasequeue saga demo on {url}: two orders, charge -> reserve -> ship\n")
     for order in ("ord-1", "ord-2"):
@@ -87,7 +97,7 @@ async def run_saga_demo(url: str = "memory://saga-demo") -> int:
                 break
         for worker in cluster.workers.values():
             worker.stop()
-    return await _report(app, ledger, charges)
+    return await _report(app, shop.ledger, shop.charges)
 
 
 async def _report(app: App, ledger: dict[str, str], charges: list[str]) -> int:
