@@ -30,6 +30,7 @@ class _Shop:
 def _steps(ctx: Context, order: str, shop: _Shop) -> list[Step]:
     """charge (the hard step to undo: first), reserve, ship."""
     ledger, charges, cluster = shop.ledger, shop.charges, shop.cluster
+
     async def charge(_: dict[str, Any]) -> str:
         charges.append(order)
         ledger[f"{order}:card"] = "charged"  # idempotent: keyed by the order

@@ -27,6 +27,9 @@ RECORD_VERSION = 1
 UNDO_TRIES = 5  # tries of one compensation within a run before the job ends dead
 UNDO_BACKOFF = 0.5  # seconds before the second try, doubled after each
 MAX_ERROR_CHARS = 500  # a failed step's error as kept in the saga record
+# stops after which no attempt follows: the saga is compensated at once
+ENDING_STOPS = ("canceled", "replaced")
+CANCEL_GRACE = 30.0  # seconds, when the run has no stop grace
 
 
 class SagaStatus:
@@ -82,95 +85,132 @@ async def run_saga(ctx: Context, steps: Sequence[Step], *, undo_tries: int = UND
     ends dead, reason ``saga-compensated``). A compensation that fails is
     tried ``undo_tries`` times (backoff from ``undo_backoff`` s, doubling);
     if it still fails, CompensationFailed is raised (dead, reason
-    ``compensation-failed:<step>``). A stop (timeout, lease lost, shutdown,
-    cancel) is not a step failure: the saga stays as recorded and resumes on
-    the next attempt. Each recorded outcome is a fenced write: a run that
-    lost its lease gets LeaseLost and records nothing."""
+    ``compensation-failed:<step>``). A stop after which the job runs again
+    (timeout, lease lost, shutdown) is not a step failure: the saga stays as
+    recorded and the next attempt resumes it. A cancel (or a ``replace``)
+    ends the job: the done steps are compensated at once, within the job's
+    stop grace. Each recorded outcome is a fenced write: a run that lost its
+    lease gets LeaseLost and records nothing. One saga per job."""
     names = [check_state_name(s.name, "saga step") for s in steps]
     if len(set(names)) != len(names):
         raise ConfigError(f"saga step names must be unique: {names}")
     if undo_tries < 1:
         raise ConfigError(f"undo_tries must be >= 1, not {undo_tries}")
-    store, run = ctx._store(), ctx._run  # the run's fenced store (package-private)
-
-    async def save(record: dict[str, Any], detail: str) -> None:
-        await store.save_saga(run, record, detail)
-
-    stored = await store.saga(run)
-    record = stored if isinstance(stored, dict) else _new_record()
-    status = record["status"]
+    store = ctx._store()  # the run's fenced store (package-private)
+    stored = await store.saga(ctx._run)
+    saga = _Saga(ctx, store, list(steps), stored if isinstance(stored, dict) else _new_record(),
+                 undo_tries, undo_backoff)
+    status = saga.record["status"]
     if status == SagaStatus.COMPLETED:
-        return {name: result for name, _, result in record["steps"]}
+        return {name: result for name, _, result in saga.record["steps"]}
     if status == SagaStatus.COMPENSATED:
-        raise SagaCompensated(record["failed"], record["error"])
+        raise SagaCompensated(saga.record["failed"], saga.record["error"])
     if status in (SagaStatus.COMPENSATING, SagaStatus.FAILED):
-        ctx.log.warning("resuming the compensation of a saga", failed_step=record["failed"])
-        await _compensate(ctx, record, steps, save, undo_tries, undo_backoff)
-        raise SagaCompensated(record["failed"], record["error"])
-
-    done = {name: result for name, state, result in record["steps"] if state == StepState.DONE}
-    results: dict[str, Any] = {}
-    for step in steps:
-        if step.name in done:  # recorded by an earlier run: skipped
-            results[step.name] = done[step.name]
-            continue
-        try:
-            result = await _call(step.do, dict(results))
-        except RunStopped:
-            raise  # a stop is not a step failure: the next attempt resumes here
-        except Exception as exc:
-            record["status"] = SagaStatus.COMPENSATING
-            record["failed"], record["error"] = step.name, _error_text(exc)
-            await save(record, f"{step.name} failed")
-            ctx.log.warning("saga step failed; compensating the steps done before it",
-                            step=step.name, error=record["error"])
-            await _compensate(ctx, record, steps, save, undo_tries, undo_backoff)
-            raise SagaCompensated(step.name, record["error"]) from exc
-        record["steps"].append([step.name, StepState.DONE, result])
-        await save(record, f"{step.name} done")
-        results[step.name] = result
-    record["status"] = SagaStatus.COMPLETED
-    await save(record, "completed")
-    return results
+        ctx.log.warning("resuming the compensation of a saga", failed_step=saga.record["failed"])
+        await saga.compensate()
+        raise SagaCompensated(saga.record["failed"], saga.record["error"])
+    try:
+        return await saga.forward()
+    except anyio.get_cancelled_exc_class():
+        if ctx.stop_reason in ENDING_STOPS:
+            await saga.compensate_on_cancel()
+        raise  # any other stop: the record stays as it is and the next attempt resumes
 
 
-async def _compensate(ctx: Context, record: dict[str, Any], steps: Sequence[Step],
-                      save: Callable[[dict[str, Any], str], Any], undo_tries: int,
-                      undo_backoff: float) -> None:
-    """Undo the done steps in reverse order, each recorded as it lands."""
-    by_name = {s.name: s for s in steps}
-    record["status"] = SagaStatus.COMPENSATING
-    for entry in reversed(record["steps"]):
-        name, state, result = entry
-        if state != StepState.DONE:
-            continue
-        step = by_name.get(name)
-        if step is None:
-            await _give_up(record, save, name, "the step is not in this saga's definition")
+@dataclass(eq=False, slots=True)
+class _Saga:
+    """One run of a saga: its steps, its record (as stored), and how to save it."""
+
+    ctx: Context
+    store: Any
+    steps: list[Step]
+    record: dict[str, Any]
+    undo_tries: int
+    undo_backoff: float
+
+    async def save(self, detail: str) -> None:
+        await self.store.save_saga(self.ctx._run, self.record, detail)
+
+    async def forward(self) -> dict[str, Any]:
+        record = self.record
+        done = {name: result for name, state, result in record["steps"]
+                if state == StepState.DONE}
+        results: dict[str, Any] = {}
+        for step in self.steps:
+            if step.name in done:  # recorded by an earlier run: skipped
+                results[step.name] = done[step.name]
+                continue
+            try:
+                result = await _call(step.do, dict(results))
+            except RunStopped:
+                raise  # a stop is not a step failure: the next attempt resumes here
+            except Exception as exc:
+                record["status"] = SagaStatus.COMPENSATING
+                record["failed"], record["error"] = step.name, _error_text(exc)
+                await self.save(f"{step.name} failed")
+                self.ctx.log.warning("saga step failed; compensating the steps done before it",
+                                     step=step.name, error=record["error"])
+                await self.compensate()
+                raise SagaCompensated(step.name, record["error"]) from exc
+            record["steps"].append([step.name, StepState.DONE, result])
+            await self.save(f"{step.name} done")
+            results[step.name] = result
+        record["status"] = SagaStatus.COMPLETED
+        await self.save("completed")
+        return results
+
+    async def compensate(self) -> None:
+        """Undo the done steps in reverse order, each recorded as it lands."""
+        by_name = {s.name: s for s in self.steps}
+        self.record["status"] = SagaStatus.COMPENSATING
+        for entry in reversed(self.record["steps"]):
+            name, state, result = entry
+            if state != StepState.DONE:
+                continue
+            step = by_name.get(name)
+            if step is None:
+                await self._give_up(name, "the step is not in this saga's definition")
+            await self._undo(step, result)
+            entry[1] = StepState.UNDONE
+            await self.save(f"{name} undone")
+        self.record["status"] = SagaStatus.COMPENSATED
+        await self.save("compensated")
+
+    async def _undo(self, step: Step, result: Any) -> None:
         error = ""
-        for attempt in range(undo_tries):
+        for attempt in range(self.undo_tries):
             try:
                 await _call(step.undo, result)
-                break
+                return
             except RunStopped:
                 raise
             except Exception as exc:
                 error = _error_text(exc)
-                ctx.log.warning("saga compensation failed", step=name, error=error,
-                                attempt=attempt + 1, tries=undo_tries)
-                if attempt + 1 < undo_tries:
-                    await anyio.sleep(undo_backoff * 2 ** attempt)
-        else:
-            await _give_up(record, save, name, error)
-        entry[1] = StepState.UNDONE
-        await save(record, f"{name} undone")
-    record["status"] = SagaStatus.COMPENSATED
-    await save(record, "compensated")
+                self.ctx.log.warning("saga compensation failed", step=step.name, error=error,
+                                     attempt=attempt + 1, tries=self.undo_tries)
+                if attempt + 1 < self.undo_tries:
+                    await anyio.sleep(self.undo_backoff * 2 ** attempt)
+        await self._give_up(step.name, error)
 
+    async def _give_up(self, name: str, error: str) -> NoReturn:
+        self.record["status"] = SagaStatus.FAILED
+        self.record["undo_failed"], self.record["undo_error"] = name, error
+        await self.save(f"{name} compensation failed")
+        raise CompensationFailed(name, error)
 
-async def _give_up(record: dict[str, Any], save: Callable[[dict[str, Any], str], Any],
-                   name: str, error: str) -> NoReturn:
-    record["status"] = SagaStatus.FAILED
-    record["undo_failed"], record["undo_error"] = name, error
-    await save(record, f"{name} compensation failed")
-    raise CompensationFailed(name, error)
+    async def compensate_on_cancel(self) -> None:
+        """The job was canceled (or replaced) mid-saga: no attempt follows to
+        resume it, so the done steps are compensated now, shielded from the
+        cancel, within the job's stop grace."""
+        ctx = self.ctx
+        grace = getattr(ctx._run, "stop_grace", 0.0) or CANCEL_GRACE
+        with anyio.CancelScope(shield=True), anyio.move_on_after(grace) as scope:
+            self.record["status"] = SagaStatus.COMPENSATING
+            self.record["failed"], self.record["error"] = "", f"job {ctx.stop_reason}"
+            await self.save(f"{ctx.stop_reason}: compensating")
+            ctx.log.warning("saga stopped by a cancel; compensating the done steps")
+            await self.compensate()
+        if scope.cancelled_caught:
+            ctx.log.error("saga compensation after a cancel ran out of its stop grace; the "
+                          "record keeps the steps still done", grace_s=grace,
+                          done=[n for n, st, _ in self.record["steps"] if st == StepState.DONE])

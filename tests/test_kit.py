@@ -191,7 +191,8 @@ async def test_a_stale_run_gets_lease_lost_from_its_checkpoint(real_app: App) ->
             raise
 
     await app.enqueue("slow_phase", {}, job_id="s1")
-    async with worker_running(app, lease=30.0) as worker:
+    # concurrency 1: the worker has no free slot to claim the requeued job back
+    async with worker_running(app, lease=30.0, concurrency=1) as worker:
         await eventually(lambda: worker.table.running(), what="the run to start")
         held = worker.table.running()[0].job.token
         await expire_lease(app, "default", "s1")
@@ -462,3 +463,39 @@ async def test_a_sync_handler_uses_the_kit_through_from_thread(real_app: App) ->
     record = await app.get_job("th1")
     assert record.checkpoints == {"t": 0}
     assert record.progress is not None and record.progress.note == "half"
+
+
+@pytest.mark.anyio
+async def test_a_cancel_mid_saga_compensates_the_done_steps(real_app: App) -> None:
+    """No attempt follows a cancel, so the done steps are undone at once."""
+    app = real_app
+    effects: list[str] = []
+    blocked = anyio.Event()
+
+    async def charge(_: dict[str, Any]) -> str:
+        effects.append("charge")
+        return "ch_1"
+
+    async def refund(charge_id: str) -> None:
+        await anyio.sleep(0.05)  # async work inside the shielded compensation
+        effects.append(f"refund {charge_id}")
+
+    async def wait_forever(_: dict[str, Any]) -> None:
+        blocked.set()
+        await anyio.sleep_forever()
+
+    @app.job(stop_grace=5)
+    async def canceled_order(ctx: Context) -> None:
+        await run_saga(ctx, [Step("charge", charge, refund),
+                             Step("reserve", wait_forever, lambda _: None)])
+
+    await app.enqueue("canceled_order", {}, job_id="co1")
+    async with worker_running(app):
+        await blocked.wait()
+        assert await app.cancel("co1") == "cancel-requested"
+        await eventually(lambda: _state_is(app, "co1", "canceled"), what="canceled")
+    assert effects == ["charge", "refund ch_1"]
+    saga = (await app.get_job("co1")).saga
+    assert saga is not None and saga["status"] == "compensated"
+    assert saga["error"] == "job canceled"
+    assert [(n, s) for n, s, _ in saga["steps"]] == [("charge", "undone")]

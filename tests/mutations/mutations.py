@@ -286,15 +286,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "saga-redoes-done-steps", "leasequeue/saga.py",
-        "        if step.name in done:  # recorded by an earlier run: skipped\n",
-        "        if False:\n",
+        "            if step.name in done:  # recorded by an earlier run: skipped\n",
+        "            if False:\n",
         "a resumed saga runs the steps an earlier run recorded as done again",
         (f"{KIT}::test_a_saga_killed_between_steps_resumes_and_completes",),
     ),
     Mutation(
         "saga-restarts-compensation", "leasequeue/saga.py",
-        "        if state != StepState.DONE:\n            continue\n",
-        "        if state not in (StepState.DONE, StepState.UNDONE):\n            continue\n",
+        "            if state != StepState.DONE:\n                continue\n",
+        "            if state not in (StepState.DONE, StepState.UNDONE):\n"
+        "                continue\n",
         "a resumed compensation undoes the steps already undone again",
         (f"{KIT}::test_a_saga_killed_mid_compensation_ends_fully_compensated",),
     ),
