@@ -499,3 +499,19 @@ async def test_a_cancel_mid_saga_compensates_the_done_steps(real_app: App) -> No
     assert saga is not None and saga["status"] == "compensated"
     assert saga["error"] == "job canceled"
     assert [(n, s) for n, s, _ in saga["steps"]] == [("charge", "undone")]
+
+
+@pytest.mark.anyio
+async def test_overlapping_checkpoints_of_one_run_are_all_kept(real_app: App) -> None:
+    app = real_app
+
+    @app.job()
+    async def fan_out(ctx: Context) -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(ctx.checkpoint, f"part{i}", i)
+
+    await app.enqueue("fan_out", {}, job_id="f1")
+    async with worker_running(app):
+        await eventually(lambda: _state_is(app, "f1", "succeeded"), what="the end")
+    assert (await app.get_job("f1")).checkpoints == {f"part{i}": i for i in range(20)}

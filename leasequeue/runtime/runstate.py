@@ -53,10 +53,13 @@ class RunStateParams:
 @dataclass(eq=False, slots=True)
 class _Loaded:
     """A run's view of its job's state: read once, then kept in step with
-    its own writes (fencing makes it the only writer)."""
+    its own writes (fencing makes it the only writer). The lock orders the
+    run's own reads and writes: two checkpoints written at once by one run
+    (a task group in the handler) must not merge onto the same old map."""
 
-    checkpoints: dict[str, Any]
-    saga: Any
+    checkpoints: dict[str, Any] | None = None  # None: not read yet
+    saga: Any = None
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
 @dataclass(eq=False, slots=True)
@@ -79,46 +82,58 @@ class RunStateStore:
 
     # -- loading ----------------------------------------------------------------
 
-    async def _load(self, run: RunRecord) -> _Loaded:
-        loaded = self._loaded.get(run)
-        if loaded is None:
+    def _entry(self, run: RunRecord) -> _Loaded:
+        entry = self._loaded.get(run)
+        if entry is None:
+            entry = self._loaded[run] = _Loaded()
+        return entry
+
+    async def _read(self, run: RunRecord, entry: _Loaded) -> dict[str, Any]:
+        """The checkpoints, read from Redis the first time (the lock is held)."""
+        if entry.checkpoints is None:
             job = run.job
             raw_c, raw_s, _ = await self._p.scripts.read_runstate(self._p.keys(job.queue),
                                                                   job.id)
             checkpoints = codec.decode_state(raw_c, job.id)
-            loaded = _Loaded(checkpoints if isinstance(checkpoints, dict) else {},
-                             codec.decode_state(raw_s, job.id))
-            self._loaded[run] = loaded
-        return loaded
+            entry.saga = codec.decode_state(raw_s, job.id)
+            entry.checkpoints = checkpoints if isinstance(checkpoints, dict) else {}
+        return entry.checkpoints
 
     async def checkpoints(self, run: RunRecord) -> dict[str, Any]:
         """The checkpoints the job's runs accepted so far (a copy)."""
-        return dict((await self._load(run)).checkpoints)
+        entry = self._entry(run)
+        async with entry.lock:
+            return dict(await self._read(run, entry))
 
     async def saga(self, run: RunRecord) -> Any:
         """The job's saga record as stored (None: no saga ran yet)."""
-        return (await self._load(run)).saga
+        entry = self._entry(run)
+        async with entry.lock:
+            await self._read(run, entry)
+            return entry.saga
 
     # -- fenced writes -------------------------------------------------------------
 
     async def checkpoint(self, run: RunRecord, name: str, value: Any) -> None:
         check_state_name(name, "checkpoint")
-        loaded = await self._load(run)
-        merged = {**loaded.checkpoints, name: value}
-        data = codec.encode_state(merged, f"checkpoint {name!r}")
-        if len(data) > MAX_CHECKPOINT_BYTES:
-            raise StateTooLarge(f"checkpoints of job {run.job.id} with {name!r}", len(data),
-                                MAX_CHECKPOINT_BYTES)
-        await self._write(run, "c", data, MAX_CHECKPOINT_BYTES, name)
-        loaded.checkpoints = merged
+        entry = self._entry(run)
+        async with entry.lock:
+            merged = {**await self._read(run, entry), name: value}
+            data = codec.encode_state(merged, f"checkpoint {name!r}")
+            if len(data) > MAX_CHECKPOINT_BYTES:
+                raise StateTooLarge(f"checkpoints of job {run.job.id} with {name!r}", len(data),
+                                    MAX_CHECKPOINT_BYTES)
+            await self._write(run, "c", data, MAX_CHECKPOINT_BYTES, name)
+            entry.checkpoints = merged
 
     async def save_saga(self, run: RunRecord, record: Any, detail: str) -> None:
-        loaded = await self._load(run)
         data = codec.encode_state(record, "saga record")
         if len(data) > MAX_SAGA_BYTES:
             raise StateTooLarge(f"saga record of job {run.job.id}", len(data), MAX_SAGA_BYTES)
-        await self._write(run, "s", data, MAX_SAGA_BYTES, detail)
-        loaded.saga = record
+        entry = self._entry(run)
+        async with entry.lock:
+            await self._write(run, "s", data, MAX_SAGA_BYTES, detail)
+            entry.saga = record
 
     async def _write(self, run: RunRecord, kind: str, data: bytes, max_bytes: int,
                      detail: str) -> None:
