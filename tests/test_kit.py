@@ -515,3 +515,48 @@ async def test_overlapping_checkpoints_of_one_run_are_all_kept(real_app: App) ->
     async with worker_running(app):
         await eventually(lambda: _state_is(app, "f1", "succeeded"), what="the end")
     assert (await app.get_job("f1")).checkpoints == {f"part{i}": i for i in range(20)}
+
+
+@pytest.mark.anyio
+async def test_a_replay_resumes_a_failed_compensation(real_app: App) -> None:
+    """Dead with compensation-failed: fix the cause, replay, and the
+    compensation goes on from the step that failed (the undone ones are not
+    undone again)."""
+    app = real_app
+    undos: list[str] = []
+    broken = [True]
+
+    async def ok(_: dict[str, Any]) -> str:
+        return "ok"
+
+    async def fails(_: dict[str, Any]) -> str:
+        raise RuntimeError("no")
+
+    def undo(name: str) -> Any:
+        async def run(_: str) -> None:
+            undos.append(name)
+            if name == "a" and broken[0]:
+                raise ConnectionError("down")
+        return run
+
+    @app.job(max_attempts=1)
+    async def fixable(ctx: Context) -> None:
+        await run_saga(ctx, [Step("a", ok, undo("a")), Step("b", ok, undo("b")),
+                             Step("c", fails, undo("c"))], undo_tries=1)
+
+    await app.enqueue("fixable", {}, job_id="r1")
+    async with worker_running(app):
+        await eventually(lambda: _state_is(app, "r1", "dead"), what="dead")
+        assert (await app.get_job("r1")).reason == "compensation-failed:a"
+        broken[0] = False
+        assert await app.replay(["r1"]) == 1
+        await eventually(lambda: _reason_is(app, "r1", "saga-compensated"), what="compensated")
+    assert undos == ["b", "a", "a"]
+    saga = (await app.get_job("r1")).saga
+    assert saga is not None and saga["status"] == "compensated"
+    assert [(n, s) for n, s, _ in saga["steps"]] == [("a", "undone"), ("b", "undone")]
+
+
+async def _reason_is(app: App, job_id: str, reason: str) -> bool:
+    record = await app.get_job(job_id)
+    return record.state == "dead" and record.reason == reason
