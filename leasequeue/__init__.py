@@ -6,6 +6,7 @@ from .backoff import exponential, fixed
 from .context import Context
 from .errors import (
     AuthenticationFailed,
+    CompensationFailed,
     ConfigError,
     JobCanceled,
     JobDead,
@@ -22,6 +23,8 @@ from .errors import (
     RedisUnavailable,
     Retry,
     RunStopped,
+    SagaCompensated,
+    StateTooLarge,
     Timeout,
     TlsVerificationFailed,
     TransientError,
@@ -29,14 +32,16 @@ from .errors import (
 )
 from .hooks import EnqueueInfo, Hooks, Returned, RunEnd, RunInfo, Settled
 from .limiter import LocalLimiter, RedisLimiter
-from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
+from .models import EnqueuedJob, JobRecord, JobState, Progress, QueueStats, RunLog
 from .registry import Defaults
 from .runlog import RunLogs
+from .saga import Step, run_saga
 from .worker import Worker
 
 __all__ = [
     "App",
     "AuthenticationFailed",
+    "CompensationFailed",
     "ConfigError",
     "Context",
     "Defaults",
@@ -59,6 +64,7 @@ __all__ = [
     "PayloadTooLarge",
     "PermanentError",
     "PermissionDenied",
+    "Progress",
     "QueueStats",
     "RedisLimiter",
     "RedisUnavailable",
@@ -69,7 +75,10 @@ __all__ = [
     "RunLog",
     "RunLogs",
     "RunStopped",
+    "SagaCompensated",
     "Settled",
+    "StateTooLarge",
+    "Step",
     "Timeout",
     "TlsVerificationFailed",
     "TransientError",
@@ -77,5 +86,6 @@ __all__ = [
     "Worker",
     "exponential",
     "fixed",
+    "run_saga",
 ]
 __version__ = "0.1.0"

@@ -44,7 +44,7 @@ from .store.keys import (
     queues_key,
     schedules_keys,
 )
-from .store.record import decode_record, parse_logs, text
+from .store.record import decode_record, parse_logs, parse_progress, text
 from .store.scripts import Scripts
 from .store.settings import StoreSettings
 from .store.shards import Shards, check_shard_count, combine, logical
@@ -414,11 +414,17 @@ class App:
                     pipe.hget(qk.errors, job_id)
                     pipe.hget(qk.results, job_id)
                     pipe.hget(qk.logs, job_id)
-                    raw, lease, envelope, error, result, logs = await pipe.execute()
+                    pipe.hmget(qk.runstate, [f"c:{job_id}", f"s:{job_id}", f"p:{job_id}"])
+                    raw, lease, envelope, error, result, logs, state = await pipe.execute()
             record = decode_record(job_id, q, raw, lease, envelope, error)
             if record is not None:
                 record.result = codec.decode_result(result, job_id)
                 record.logs = parse_logs(logs)
+                checkpoints = codec.decode_state(state[0], job_id)
+                record.checkpoints = checkpoints if isinstance(checkpoints, dict) else {}
+                saga = codec.decode_state(state[1], job_id)
+                record.saga = saga if isinstance(saga, dict) else None
+                record.progress = parse_progress(state[2])
                 return record
         raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
 

@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
+    if args.saga:
+        from .demo_saga import run_saga_demo
+
+        return await run_saga_demo(url=args.url)
     from .demo import run_demo
 
     return await run_demo(url=args.url, jobs=args.jobs)
@@ -312,6 +316,8 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="a guided demo: crash recovery and a poison job")
     d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
     d.add_argument("--jobs", type=int, default=300)
+    d.add_argument("--saga", action="store_true",
+                   help="the saga demo instead: a crash mid-saga, a compensation")
 
     _dashboard_parser(sub)
 

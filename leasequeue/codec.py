@@ -164,3 +164,14 @@ def _check_depth(value: Any, size: int, job_id: str, what: str) -> Any:
         raise MalformedJob(f"job {job_id}: stored {what} is nested deeper than {MAX_DEPTH} "
                            "levels")
     return value
+
+
+def encode_state(value: Any, what: str) -> bytes:
+    """Encode a run's checkpoints or saga record (PayloadNotSerializable when
+    msgpack cannot)."""
+    return _pack(value, what)
+
+
+def decode_state(data: bytes | None, job_id: str = "?") -> Any:
+    """A stored checkpoints map or saga record (None: none stored)."""
+    return decode_result(data, job_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from .errors import LeaseLost, RunStopped
+from .errors import LeaseLost, NoRunState, RunStopped
 from .log import Log, get_log
 from .runlog import RunLogCapture
 
@@ -32,15 +32,17 @@ class Context:
     ``is_stopping()``, ``stop_reason`` and ``raise_if_stopping()``."""
 
     __slots__ = (
-        "_capture", "_capture_caps", "_log", "_run", "attempt", "correlation_id", "infra_failures",
-        "job_id", "name", "queue", "request_id", "token", "work_failures", "worker_id",
+        "_capture", "_capture_caps", "_kit", "_log", "_run", "attempt", "correlation_id",
+        "infra_failures", "job_id", "name", "queue", "request_id", "token", "work_failures",
+        "worker_id",
     )
 
     def __init__(self, *, job_id: str, name: str, queue: str, attempt: int, token: int,
                  worker_id: str, correlation_id: str, request_id: str,
                  run: _StopState, work_failures: int = 0,
                  infra_failures: int = 0,
-                 capture: tuple[int, int] | None = None) -> None:
+                 capture: tuple[int, int] | None = None,
+                 kit: Any = None) -> None:
         self.job_id = job_id
         self.name = name
         self.queue = queue
@@ -61,6 +63,9 @@ class Context:
         # ctx.log use: a run that logs nothing costs nothing
         self._capture_caps = capture
         self._capture: RunLogCapture | None = None
+        # the worker's RunStateStore (checkpoints, progress, sagas); None
+        # outside a worker run
+        self._kit = kit
 
     @property
     def log(self) -> Log:
@@ -106,6 +111,36 @@ class Context:
             raise LeaseLost(f"job {self.job_id}: the lease of run {self.token} is gone")
         if reason is not None:
             raise RunStopped(reason)
+
+    # -- the resilience kit: what a run leaves for the next attempt ------------
+
+    def _store(self) -> Any:
+        if self._kit is None:
+            raise NoRunState("checkpoints, progress and sagas need a run of a Worker")
+        return self._kit
+
+    async def checkpoints(self) -> dict[str, Any]:
+        """The checkpoints this job's runs accepted so far, name -> value (a
+        copy). Read from Redis on the first call of the run (one round trip),
+        then kept in step with this run's own checkpoint() calls."""
+        return dict(await self._store().checkpoints(self._run))
+
+    async def checkpoint(self, name: str, value: Any = None) -> None:
+        """Commit a phase: ``name`` (1-100 of A-Z a-z 0-9 _ . : -) -> ``value``
+        (anything msgpack encodes, e.g. the SHA of an accepted output). Fenced
+        by this run's token: a run that lost its lease gets LeaseLost and
+        nothing is written. All of a job's checkpoints together are bounded
+        (StateTooLarge over it; the earlier ones stand). Kept with the job
+        for its retention, across retries and replays."""
+        await self._store().checkpoint(self._run, name, value)
+
+    async def progress(self, fraction: float, note: str = "") -> None:
+        """Report progress (0..1, and a note cut at 200 characters), shown by
+        get_job, the events stream and the CLI. Cheap to call in a tight loop:
+        at most one write per run per second goes to Redis (fenced), and the
+        last value always lands (at the latest before the run settles).
+        LeaseLost once a write was refused."""
+        self._store().progress(self._run, fraction, note)
 
     def __repr__(self) -> str:
         return f"Context(job_id={self.job_id!r}, name={self.name!r}, attempt={self.attempt})"

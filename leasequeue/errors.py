@@ -145,6 +145,9 @@ class LeaseLost(RunStopped):
 class PermanentError(LeaseQueueError):
     """Raised by a handler: the job can never succeed; dead-letter it at once."""
 
+    #: the dead reason recorded with the job (no '|'); subclasses name their own
+    dead_reason = "permanent"
+
 
 class TransientError(LeaseQueueError):
     """Raised by a handler: an infrastructure failure; retry under the infra budget."""
@@ -156,6 +159,47 @@ class Retry(LeaseQueueError):
     def __init__(self, delay: float | None = None, message: str = "retry requested") -> None:
         self.delay = delay
         super().__init__(message)
+
+
+# -- the resilience kit (checkpoints, progress, sagas) ------------------------
+
+class StateTooLarge(LeaseQueueError, ValueError):
+    """A run's checkpoints or saga record would be over their size bound;
+    nothing was written (the earlier value stands)."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what, self.size, self.limit = what, size, limit
+        super().__init__(f"{what} would be {size} bytes encoded, over the limit of {limit} bytes")
+
+
+class NoRunState(LeaseQueueError):
+    """Checkpoints, progress and sagas need a run of a Worker (a Context built
+    elsewhere, e.g. in a unit test, has no store behind it)."""
+
+
+class SagaCompensated(PermanentError):
+    """A saga step failed and every step done before it was compensated: the
+    job ends dead with reason ``saga-compensated``; ``step`` is the one that
+    failed."""
+
+    dead_reason = "saga-compensated"
+
+    def __init__(self, step: str, error: str) -> None:
+        self.step, self.error = step, error
+        super().__init__(f"saga step {step!r} failed, the steps before it were compensated: "
+                         f"{error}")
+
+
+class CompensationFailed(PermanentError):
+    """A saga compensation kept failing: the job ends dead with reason
+    ``compensation-failed:<step>`` (never half-compensated and silent); the
+    saga record in Redis says which steps are still done. A replay of the
+    job resumes the compensation."""
+
+    def __init__(self, step: str, error: str) -> None:
+        self.step, self.error = step, error
+        self.dead_reason = f"compensation-failed:{step}"
+        super().__init__(f"compensation of saga step {step!r} kept failing: {error}")
 
 
 # -- raised by the operator calls (App.wait, App.rerun) ----------------------

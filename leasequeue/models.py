@@ -117,6 +117,15 @@ class RunLog:
     lines: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A run's last reported progress (``ctx.progress``)."""
+
+    fraction: float  # 0..1
+    note: str
+    at_ms: int  # when it was written (server clock)
+
+
 @dataclass(slots=True)
 class JobRecord:
     """A job as get_job reads it: state, counters, instants (ms, server clock)."""
@@ -149,6 +158,9 @@ class JobRecord:
     errors: list[ErrorEntry] = field(default_factory=list)  # oldest first, the last 5
     logs: list[RunLog] = field(default_factory=list)  # oldest first, the last 3 runs kept
     rerun_of: str | None = None  # the job this one re-runs (App.rerun)
+    progress: Progress | None = None  # the last ctx.progress written
+    checkpoints: dict[str, Any] = field(default_factory=dict)  # ctx.checkpoint name -> value
+    saga: dict[str, Any] | None = None  # the saga record (status, steps, failed step)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from .runtime.heartbeater import Heartbeater, HeartbeaterParams
 from .runtime.limits import Limits, LimitsParams
 from .runtime.reaper import Reaper, ReaperParams
 from .runtime.runs import RunRecord, RunTable, StopReason
+from .runtime.runstate import RunStateParams, RunStateStore
 from .runtime.scheduler import Scheduler, SchedulerParams
 from .runtime.slots import Slots
 from .runtime.starter import Starter, StarterParams
@@ -114,9 +115,11 @@ class Worker:
         self.table = RunTable(lease, self.worker_id)
         self.acker = Acker(AckerParams(app.scripts, keys, self._acked))
         self.starter = Starter(StarterParams(app.scripts, keys, self.table))
+        self.runstate = RunStateStore(RunStateParams(app.scripts, keys, self.table))
         self.executor = Executor(ExecutorParams(
             app.scripts, app.registry, keys, self.table, self.slots, self.acker, self.starter,
-            self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease, app.hooks))
+            self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease, app.hooks,
+            self.runstate))
         self.claimer = Claimer(ClaimerParams(
             app.redis, app.scripts, self.physical_queues, keys, self.slots, self.table,
             self.lease_ms, self.worker_id,
@@ -180,6 +183,7 @@ class Worker:
             services.start_soon(self.reaper.run)
             services.start_soon(self.acker.run)
             services.start_soon(self.starter.run)
+            services.start_soon(self.runstate.run)
             services.start_soon(self.timeouts.run)
             services.start_soon(self.scheduler.run)
             if self.handle_signals:

@@ -190,13 +190,16 @@ local function wake(wake_key, count, cap)
   end
 end
 
--- every trace of a job: its record, payload, last error, result and run logs
+-- every trace of a job: its record, payload, last error, result, run logs,
+-- and what its runs left for the next one (checkpoints, saga, progress: one
+-- hash, three fields per job, so one HDEL)
 local function forget(id, k)
   redis.call('HDEL', k.jobs, id)
   redis.call('HDEL', k.payloads, id)
   redis.call('HDEL', k.errors, id)
   redis.call('HDEL', k.results, id)
   redis.call('HDEL', k.logs, id)
+  redis.call('HDEL', k.runstate, 'c:' .. id, 's:' .. id, 'p:' .. id)
 end
 
 -- wake the waiters (App.wait) of jobs that just ended: only the ids a waiter
@@ -220,7 +223,7 @@ local function signal(waiting_key, ids)
 end
 
 -- a terminal state that keeps the record for its retention, then expires it
--- k: a table with done, jobs, payloads, errors, results, logs keys
+-- k: a table with done, jobs, payloads, errors, results, logs, runstate keys
 local function finish(meta, id, now, state, retention_ms, k)
   meta.state = state
   meta.end_ms = now
@@ -245,7 +248,7 @@ end
 
 -- delete finished records whose retention ran out (at most `batch`); a record
 -- that is live again (never expected) is left alone. Returns how many.
--- k: a table with done, jobs, payloads, errors, results, logs keys
+-- k: a table with done, jobs, payloads, errors, results, logs, runstate keys
 local function expire_done(k, now, batch)
   if batch <= 0 then
     return 0

@@ -13,6 +13,7 @@
 -- KEYS[8] events       STREAM audit trail
 -- KEYS[9] logs         HASH   id -> captured run logs
 -- KEYS[10] waiting      ZSET   ids someone waits for (App.wait)
+-- KEYS[11] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all        0|1   also record the hot transitions (succeeded)
 -- ARGV[3] outcome          str   succeeded | skipped | canceled, for the whole batch
@@ -32,7 +33,8 @@ local outcome, retention_ms = ARGV[3], tonumber(ARGV[4])
 local expire_batch = tonumber(ARGV[5])
 local FIELDS = 5
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key, logs = logs_key}
+           results = results_key, logs = logs_key,
+           runstate = KEYS[11]}
 
 local now = now_ms()
 local now_text = int(now)

@@ -14,6 +14,7 @@
 -- KEYS[10] leases       ZSET   leased ids
 -- KEYS[11] logs         HASH   id -> captured run logs
 -- KEYS[12] waiting      ZSET   ids someone waits for (App.wait)
+-- KEYS[13] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] id               str
 -- ARGV[2] retention_ms     int   how long the canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
@@ -31,7 +32,8 @@ local logs_key, waiting_key = KEYS[11], KEYS[12]
 local id, retention_ms, events_maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local token = tonumber(ARGV[4])
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key, logs = logs_key}
+           results = results_key, logs = logs_key,
+           runstate = KEYS[13]}
 
 local meta, problem = load_meta(jobs_key, id)
 if not meta then

@@ -5,11 +5,13 @@
 -- KEYS[4] errors       HASH   id -> error history
 -- KEYS[5] results      HASH   id -> result
 -- KEYS[6] logs         HASH   id -> captured run logs
+-- KEYS[7] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] batch            int   most records deleted
 -- Returns: the number of records deleted
 local done_key, jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key, logs = KEYS[6]}
+           results = results_key, logs = KEYS[6],
+           runstate = KEYS[7]}
 local batch = tonumber(ARGV[1])
 
 return expire_done(k, now_ms(), batch)

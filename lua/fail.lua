@@ -20,6 +20,7 @@
 -- KEYS[13] events       STREAM audit trail
 -- KEYS[14] logs         HASH   id -> captured run logs
 -- KEYS[15] waiting      ZSET   ids someone waits for (App.wait)
+-- KEYS[16] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] id               str
 -- ARGV[2] token            int
 -- ARGV[3] kind             str   work | infra | dead
@@ -49,7 +50,8 @@ local max_attempts, max_infra = tonumber(ARGV[10]), tonumber(ARGV[11])
 local dead_max, dead_retention_ms = tonumber(ARGV[12]), tonumber(ARGV[13])
 local logs = ARGV[14]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key, logs = logs_key}
+           results = results_key, logs = logs_key,
+           runstate = KEYS[16]}
 
 local now = now_ms()
 local meta = load_meta(jobs_key, id)

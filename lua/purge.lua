@@ -7,12 +7,14 @@
 -- KEYS[5] results      HASH   id -> result
 -- KEYS[6] stats        HASH   counters
 -- KEYS[7] logs         HASH   id -> captured run logs
+-- KEYS[8] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] batch            int   most jobs deleted
 -- Returns: the number of jobs deleted
 local dead_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, stats_key = KEYS[5], KEYS[6]
 local k = {jobs = jobs_key, payloads = payloads_key, errors = errors_key, results = results_key,
-           logs = KEYS[7]}
+           logs = KEYS[7],
+           runstate = KEYS[8]}
 local batch = tonumber(ARGV[1])
 
 local ids = redis.call('ZRANGE', dead_key, 0, batch - 1)

@@ -23,6 +23,7 @@
 -- KEYS[13] events       STREAM audit trail
 -- KEYS[14] logs         HASH   id -> captured run logs
 -- KEYS[15] waiting      ZSET   ids someone waits for (App.wait)
+-- KEYS[16] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] batch            int   most leases examined
 -- ARGV[2] backoff_base_ms  int   a reaped job waits base * 2^(attempt-1) ...
 -- ARGV[3] backoff_cap_ms   int   ... capped here (0 = back in line at once)
@@ -50,7 +51,8 @@ for base = 11, #ARGV, NAMED do
   named[ARGV[base]] = {tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])}
 end
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key, logs = logs_key}
+           results = results_key, logs = logs_key,
+           runstate = KEYS[16]}
 
 local now = now_ms()
 local requeued, buried, canceled, stale, unstarted = 0, 0, 0, 0, 0

@@ -15,6 +15,7 @@
 -- KEYS[11] events       STREAM audit trail
 -- KEYS[12] logs         HASH   id -> captured run logs
 -- KEYS[13] waiting      ZSET   ids someone waits for (App.wait)
+-- KEYS[14] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] delay_ms         int   0 = back in line at its old place; > 0 = scheduled
 -- ARGV[2] retention_ms     int   how long a canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
@@ -30,7 +31,8 @@ local logs_key, waiting_key = KEYS[12], KEYS[13]
 local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
-           results = results_key, logs = logs_key}
+           results = results_key, logs = logs_key,
+           runstate = KEYS[14]}
 
 local now = now_ms()
 local reply = {}

@@ -232,3 +232,17 @@ def test_the_documented_metrics_defaults() -> None:
     assert (DEFAULT_BUCKETS[0], DEFAULT_BUCKETS[-1]) == (0.005, 3600.0)
     worker = _parser().parse_args(["worker", "m:app"])
     assert worker.metrics_port is None  # metrics are off unless asked for
+
+
+def test_the_documented_constants_of_the_resilience_kit() -> None:
+    """The bounds and intervals the Resilience kit section quotes."""
+    import inspect
+
+    from leasequeue import saga
+    from leasequeue.runtime import runstate
+
+    assert runstate.MAX_CHECKPOINT_BYTES == runstate.MAX_SAGA_BYTES == 64 * 1024
+    assert (runstate.PROGRESS_INTERVAL, runstate.MAX_NOTE_CHARS) == (1.0, 200)
+    assert (saga.UNDO_TRIES, saga.UNDO_BACKOFF) == (5, 0.5)
+    params = inspect.signature(saga.run_saga).parameters
+    assert (params["undo_tries"].default, params["undo_backoff"].default) == (5, 0.5)

@@ -161,6 +161,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.schedule_upsert(sk, "n", "{}", 1, False), s.schedule_list(sk),
             s.schedule_fire(sk, "n", 1, 2, 1, 1000), s.schedule_done(sk, "n", 1),
             s.schedule_pause(sk, "n", True), s.schedule_trigger(sk, "n"),
+            s.runstate(qk, "a", 1, "c", b"", 10),
         ]
         seen = set()
         for call in calls:

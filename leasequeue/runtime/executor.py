@@ -31,6 +31,7 @@ from .handler import Ending, Outcome, execute
 from .limits import Limits
 from .observe import failed, released_as
 from .runs import Phase, RunRecord, RunTable, StopReason
+from .runstate import RunStateStore
 from .slots import Slots
 from .starter import Starter
 
@@ -59,6 +60,7 @@ class ExecutorParams:
     threads: anyio.CapacityLimiter
     lease_s: float
     hooks: HookSet = field(default_factory=HookSet)  # the App's; inactive: no RunInfo built
+    runstate: RunStateStore | None = None  # checkpoints, progress, sagas
 
 
 class Executor:
@@ -121,6 +123,9 @@ class Executor:
             self._p.hooks.after_run(run.info, run, RETURNED_OK
                                     if outcome.ending is Ending.SUCCEEDED
                                     else Returned(False, outcome.error, outcome.exception))
+        kit = self._p.runstate
+        if kit is not None and kit.used_by(run):  # dict lookups: free for runs that did not
+            await kit.finish(run)  # its last progress lands before it settles
         await self._settle(run, definition, outcome)
 
     async def _start(self, run: RunRecord) -> bool:
@@ -177,6 +182,7 @@ class Executor:
             infra_failures=job.infra_failures,
             capture=(None if definition.run_logs == RunLogs.NONE
                      else (definition.run_log_lines, definition.run_log_bytes)),
+            kit=self._p.runstate,
         )
         if self._p.hooks.active:
             run.info = HookSet.run_info(run, self._p.worker_id, run.ctx.queue,

@@ -122,7 +122,7 @@ def failed(run: RunRecord, exc: Exception) -> Outcome:
         return stopped(run)
     text = error_text(exc)
     if isinstance(exc, PermanentError):
-        return Outcome(Ending.DEAD, error=text, reason="permanent", exception=exc)
+        return Outcome(Ending.DEAD, error=text, reason=exc.dead_reason, exception=exc)
     if isinstance(exc, Retry):
         return Outcome(Ending.WORK, error=text, delay=exc.delay, exception=exc)
     if isinstance(exc, INFRA_ERRORS):

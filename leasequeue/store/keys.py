@@ -152,6 +152,14 @@ class QueueKeys:
         finishing scripts push a token on ``notify(id)`` for these only."""
         return self._key("waiting")
 
+    @property
+    def runstate(self) -> str:
+        """What a job's runs leave for its next attempt (HASH, three fields per
+        job: ``c:<id>`` checkpoints, ``s:<id>`` saga steps, ``p:<id>``
+        progress), written fenced by runstate.lua, deleted with the record
+        (forget in lua/_lib.lua)."""
+        return self._key("runstate")
+
     def notify(self, job_id: str) -> str:
         """The LIST a finished job's waiters block on. lua/_lib.lua `signal`
         builds the same name (``waiting .. ':' .. id``): a batched ack cannot
@@ -170,7 +178,7 @@ class QueueKeys:
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
             self.wake, self.stats, self.token, self.config, self.paused, self.logs,
-            self.waiting,
+            self.waiting, self.runstate,
         ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import codec
 from ..errors import MalformedJob
-from ..models import ErrorEntry, JobRecord, RunLog
+from ..models import ErrorEntry, JobRecord, Progress, RunLog
 
 
 def text(value: Any) -> str:
@@ -114,3 +114,16 @@ def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float
         reason=m["reason"] or None, error=errors[-1].text if errors else None,
         payload=env.kwargs, errors=errors, rerun_of=env.rerun_of or None,
     )
+
+
+def parse_progress(raw: bytes | None) -> Progress | None:
+    """A job's last progress as runstate.lua stores it: `at_ms US fraction US note`."""
+    if not raw:
+        return None
+    parts = text(raw).split(ERROR_US, 2)
+    if len(parts) != 3:
+        return None
+    try:
+        return Progress(float(parts[1]), parts[2], int(parts[0]))
+    except ValueError:
+        return None

@@ -37,6 +37,7 @@ from .specs import (
     ReleaseReply,
     RenewReply,
     ReplayReply,
+    RunStateReply,
     ScheduleDoneReply,
     ScheduleFireReply,
     SchedulePauseReply,
@@ -283,6 +284,26 @@ class Scripts:
         ended, a waiter is registered for ``ttl_ms`` so its end pushes a token
         on ``qk.notify(job_id)``."""
         return text(await self.run("watch", qk, [job_id, ttl_ms]))
+
+    # -- what a run leaves for the next one (checkpoints, saga, progress) -----
+
+    async def runstate(self, qk: QueueKeys, job_id: str, token: int, kind: str, value: bytes,
+                       max_bytes: int, detail: str = "") -> RunStateReply:
+        """Write a run's checkpoints (kind 'c'), saga record ('s') or progress
+        ('p', ``fraction US note``), fenced by ``token``; ``detail``: the events
+        stream entry's detail ('' = none)."""
+        return RunStateReply(int(await self.run(
+            "runstate", qk,
+            [job_id, token, kind, value, max_bytes, self.settings.events_maxlen, detail])))
+
+    async def read_runstate(self, qk: QueueKeys,
+                            job_id: str) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """(checkpoints, saga, progress) of a job as stored (None = none)."""
+        with_fields = [f"{kind}:{job_id}" for kind in ("c", "s", "p")]
+        raw = await translate_errors(self._url, "read_runstate",
+                                     self._redis.hmget(qk.runstate, with_fields))
+        c, s, p = (x.encode() if isinstance(x, str) else x for x in raw)
+        return c, s, p
 
     # -- the cluster-wide limiter ---------------------------------------------
 

@@ -43,14 +43,14 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "ack",
             ("leases", "jobs", "payloads", "errors", "results", "done", "stats", "events",
-             "logs", "waiting"),
+             "logs", "waiting", "runstate"),
             ("events_maxlen", "audit_all", "outcome", "retention_ms", "expire_batch"),
             ("id", "token", "result", "note", "logs"),
         ),
         ScriptSpec(
             "fail",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
-             "dead", "deadletters", "stats", "wake", "events", "logs", "waiting"),
+             "dead", "deadletters", "stats", "wake", "events", "logs", "waiting", "runstate"),
             ("id", "token", "kind", "reason", "error", "delay_ms", "events_maxlen",
              "letters_maxlen", "retention_ms", "max_attempts", "max_infra", "dead_max",
              "dead_retention_ms", "logs"),
@@ -58,25 +58,26 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "release",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
-             "stats", "wake", "events", "logs", "waiting"),
+             "stats", "wake", "events", "logs", "waiting", "runstate"),
             ("delay_ms", "retention_ms", "events_maxlen", "why"),
             ("id", "token"),
         ),
         ScriptSpec(
             "reap",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
-             "dead", "deadletters", "stats", "wake", "events", "logs", "waiting"),
+             "dead", "deadletters", "stats", "wake", "events", "logs", "waiting", "runstate"),
             ("batch", "backoff_base_ms", "backoff_cap_ms", "retention_ms", "events_maxlen",
              "letters_maxlen", "dead_max", "dead_retention_ms", "default_max_attempts",
              "default_max_infra"),
             ("name", "max_attempts", "max_infra"),
         ),
-        ScriptSpec("expire", ("done", "jobs", "payloads", "errors", "results", "logs"),
+        ScriptSpec("expire", ("done", "jobs", "payloads", "errors", "results", "logs",
+                              "runstate"),
                    ("batch",)),
         ScriptSpec(
             "cancel",
             ("jobs", "payloads", "errors", "results", "ready", "scheduled", "done", "stats",
-             "events", "leases", "logs", "waiting"),
+             "events", "leases", "logs", "waiting", "runstate"),
             ("id", "retention_ms", "events_maxlen", "token"),
         ),
         ScriptSpec(
@@ -85,7 +86,8 @@ SPECS: dict[str, ScriptSpec] = {
             ("events_maxlen",),
             ("id",),
         ),
-        ScriptSpec("purge", ("dead", "jobs", "payloads", "errors", "results", "stats", "logs"),
+        ScriptSpec("purge", ("dead", "jobs", "payloads", "errors", "results", "stats", "logs",
+                             "runstate"),
                    ("batch",)),
         ScriptSpec("limiter_acquire", ("limit", "evicted"),
                    ("holder", "limit", "lease_ms", "mode")),
@@ -105,6 +107,8 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec("schedule_done", ("state",), ("name", "fire_ms")),
         ScriptSpec("schedule_pause", ("state",), ("name", "paused", "next_ms")),
         ScriptSpec("schedule_trigger", ("specs",), ("name",)),
+        ScriptSpec("runstate", ("jobs", "runstate", "events"),
+                   ("id", "token", "kind", "value", "max_bytes", "events_maxlen", "detail")),
     )
 }
 
@@ -211,6 +215,12 @@ class ScheduleTriggerReply(IntEnum):
     TRIGGERED = 1
 
 
+class RunStateReply(IntEnum):
+    LOST = 0
+    SAVED = 1
+    TOO_LARGE = 2
+
+
 # script name -> the enum of the codes its reply uses (scripts that return
 # counts or data only have none)
 REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
@@ -229,4 +239,5 @@ REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "schedule_done": ScheduleDoneReply,
     "schedule_pause": SchedulePauseReply,
     "schedule_trigger": ScheduleTriggerReply,
+    "runstate": RunStateReply,
 }

@@ -24,6 +24,7 @@ SCRIPTS = "tests/test_scripts.py"
 STORE = "tests/test_store_v2.py"
 RUNTIME = "tests/test_runtime.py"
 LIMITS = "tests/test_limits.py"
+KIT = "tests/test_kit.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -322,5 +323,43 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the payload envelope does not carry the hooks' headers (no trace context reaches the run)",
         ("tests/test_tracing.py::test_the_run_span_is_a_child_of_the_producer_span",
          "tests/test_hooks.py::test_hooks_see_every_way_a_run_ends"),
+    ),
+    # -- the resilience kit (checkpoints, progress, sagas) --------------------------
+    Mutation(
+        "runstate-ignores-token", "lua/runstate.lua",
+        "if not meta or meta.state ~= 'leased' or tonumber(meta.token) ~= token then",
+        "if not meta or meta.state ~= 'leased' then",
+        "runstate.lua lets a stale run write checkpoints, saga steps and progress",
+        (f"{KIT}::test_a_stale_token_cannot_write_checkpoints_saga_or_progress",
+         f"{KIT}::test_a_stale_run_gets_lease_lost_from_its_checkpoint"),
+    ),
+    Mutation(
+        "progress-not-coalesced", "leasequeue/runtime/runstate.py",
+        "            p.next_at = time.monotonic() + self._p.progress_interval\n",
+        "            p.next_at = 0.0\n",
+        "every ctx.progress call is written to Redis (no interval)",
+        (f"{KIT}::test_ten_thousand_progress_calls_make_few_writes_and_the_last_lands",),
+    ),
+    Mutation(
+        "saga-redoes-done-steps", "leasequeue/saga.py",
+        "            if step.name in done:  # recorded by an earlier run: skipped\n",
+        "            if False:\n",
+        "a resumed saga runs the steps an earlier run recorded as done again",
+        (f"{KIT}::test_a_saga_killed_between_steps_resumes_and_completes",),
+    ),
+    Mutation(
+        "saga-restarts-compensation", "leasequeue/saga.py",
+        "            if state != StepState.DONE:\n                continue\n",
+        "            if state not in (StepState.DONE, StepState.UNDONE):\n"
+        "                continue\n",
+        "a resumed compensation undoes the steps already undone again",
+        (f"{KIT}::test_a_saga_killed_mid_compensation_ends_fully_compensated",),
+    ),
+    Mutation(
+        "forget-keeps-runstate", "lua/_lib.lua",
+        "  redis.call('HDEL', k.runstate, 'c:' .. id, 's:' .. id, 'p:' .. id)\n",
+        "",
+        "a deleted job's checkpoints, saga and progress stay in Redis forever",
+        (f"{KIT}::test_run_state_is_kept_across_replay_and_deleted_with_the_record",),
     ),
 )
