@@ -28,6 +28,7 @@ from .store.keys import (
     check_prefix,
     check_queue_name,
     default_limiter_prefix,
+    queues_key,
     schedules_keys,
 )
 from .store.loader import lua_dir
@@ -60,7 +61,10 @@ ROLE_SCRIPTS: dict[Role, tuple[str, ...]] = {
 CONNECT = ("ping", "select")
 # the App's direct reads: get_job, jobs, dead_letters, locating a job, sizes
 READS = ("hget", "hmget", "hexists", "exists", "zscore", "zrank", "zcount", "zcard", "zrange",
-         "xrevrange")
+         "xrevrange", "smembers")
+# App.verify_queues records each queue a process uses in {P}:queues (the
+# dashboard's and the exporter's list of queues, never a keyspace scan)
+RECORD = ("sadd",)
 # App.wait: block on a job's end notification, put the token back for others
 WAIT = ("blpop", "rpush", "pexpire")
 # App.pause / App.resume
@@ -93,7 +97,7 @@ def role_commands(role: Role, cluster: bool = False) -> list[str]:
     if role is Role.VIEWER:
         commands = (commands - WRITES) | {"evalsha_ro", "script|load", *READS}
     else:
-        commands |= {*RUN_SCRIPTS, *READS, *WAIT}
+        commands |= {*RUN_SCRIPTS, *READS, *WAIT, *RECORD}
     if role is Role.OPERATOR:
         commands |= set(PAUSE)
     if cluster:
@@ -132,10 +136,11 @@ def key_patterns(role: Role, prefix: str, queues: Sequence[str] = (),
             out.append(f"%R~{qk.tag}:*")
             out += [f"~{getattr(qk, k)}" for k in writes]
             out.append(f"~{qk.notify('*')}")
-        return out
+        return [*out, f"~{queues_key(prefix)}"]
     if role is Role.WORKER:
-        return [*(f"~{qk.tag}:*" for qk in tags), f"~{limits}", *(f"~{k}" for k in sk.all())]
-    everything = ["{" + prefix + ":*", *sk.all()]
+        return [*(f"~{qk.tag}:*" for qk in tags), f"~{limits}", *(f"~{k}" for k in sk.all()),
+                f"~{queues_key(prefix)}"]
+    everything = ["{" + prefix + ":*", *sk.all(), queues_key(prefix)]
     if not limits.startswith("{" + prefix + ":"):
         everything.append(limits)
     mode = "%R~" if role is Role.VIEWER else "~"
