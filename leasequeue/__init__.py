@@ -3,8 +3,10 @@ claim, renewal, reap and limiter slot is one Lua script on the server clock."""
 
 from .app import App, JobRequest
 from .backoff import exponential, fixed
+from .breaker import Breaker, BreakerState
 from .context import Context
 from .errors import (
+    BreakerOpen,
     ConfigError,
     JobCanceled,
     JobDead,
@@ -18,6 +20,7 @@ from .errors import (
     PayloadTooLarge,
     PermanentError,
     RedisUnavailable,
+    ResourceBusy,
     Retry,
     RunStopped,
     Timeout,
@@ -32,6 +35,9 @@ from .worker import Worker
 
 __all__ = [
     "App",
+    "Breaker",
+    "BreakerOpen",
+    "BreakerState",
     "ConfigError",
     "Context",
     "Defaults",
@@ -54,6 +60,7 @@ __all__ = [
     "QueueStats",
     "RedisLimiter",
     "RedisUnavailable",
+    "ResourceBusy",
     "Retry",
     "RunLog",
     "RunLogs",

@@ -6,11 +6,15 @@ changes it."""
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import LeaseLost, RunStopped
 from .log import Log, get_log
 from .runlog import RunLogCapture
+
+if TYPE_CHECKING:
+    from .resources import CloseFn, OpenFn, RunResources
 
 
 class _StopState(Protocol):
@@ -25,15 +29,17 @@ class _StopState(Protocol):
 
 class Context:
     __slots__ = (
-        "_capture", "_capture_caps", "_log", "_run", "attempt", "correlation_id", "infra_failures",
-        "job_id", "name", "queue", "request_id", "token", "work_failures", "worker_id",
+        "_capture", "_capture_caps", "_log", "_resources", "_run", "attempt", "correlation_id",
+        "infra_failures", "job_id", "name", "queue", "request_id", "token", "work_failures",
+        "worker_id",
     )
 
     def __init__(self, *, job_id: str, name: str, queue: str, attempt: int, token: int,
                  worker_id: str, correlation_id: str, request_id: str,
                  run: _StopState, work_failures: int = 0,
                  infra_failures: int = 0,
-                 capture: tuple[int, int] | None = None) -> None:
+                 capture: tuple[int, int] | None = None,
+                 resources: RunResources | None = None) -> None:
         self.job_id = job_id
         self.name = name
         self.queue = queue
@@ -54,6 +60,7 @@ class Context:
         # ctx.log use: a run that logs nothing costs nothing
         self._capture_caps = capture
         self._capture: RunLogCapture | None = None
+        self._resources = resources
 
     @property
     def log(self) -> Log:
@@ -99,6 +106,20 @@ class Context:
             raise LeaseLost(f"job {self.job_id}: the lease of run {self.token} is gone")
         if reason is not None:
             raise RunStopped(reason)
+
+    def resource(self, kind: str, key: str, *, open: OpenFn | None = None,
+                 close: CloseFn | None = None) -> AbstractAsyncContextManager[Any]:
+        """``async with ctx.resource("tmpdir", key, open=..., close=...) as value:``
+        records the resource in the ledger (kind, key, this run, now), calls
+        ``open(key)`` (its return value is ``value``; without ``open`` it is the
+        key), and on the way out calls ``close(key)`` (default: the kind's close
+        registered with ``app.resource_kind``) and clears the entry. If this
+        run dies holding it, the reconcilers close it with the kind's close.
+        A key still held by an earlier run that is no longer live is closed
+        first (sweep); one held by a live run raises ResourceBusy."""
+        if self._resources is None:
+            raise RuntimeError("ctx.resource needs a worker with the App's resource ledger")
+        return self._resources.open(kind, key, open, close)
 
     def __repr__(self) -> str:
         return f"Context(job_id={self.job_id!r}, name={self.name!r}, attempt={self.attempt})"
