@@ -46,13 +46,11 @@ class BreakerGate:
         half-open). Else the seconds to hold it back (the earliest moment one
         of its open breakers lets a run through again)."""
         holder = run_holder(run, self._worker_id)
-        lease = None
-        if definition.timeout is not None:  # a probe holds its turn for the whole run
-            lease = definition.timeout + definition.stop_grace + 5.0
         for breaker in definition.breakers:
             try:
-                admission: Admission = await breaker.check(
-                    holder, max(lease, breaker.probe_lease) if lease else None)
+                # the probe holds its turn for the breaker's probe_lease: a probe
+                # that crashed lets the next one through after that
+                admission: Admission = await breaker.check(holder)
             except (RedisUnavailable, ScriptError) as exc:
                 self._log.warning("breaker unreachable: run held back", breaker=breaker.name,
                                   error=str(exc), **run.fields())
