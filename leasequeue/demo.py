@@ -149,7 +149,8 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
 async def _report(app: App, crashed_held: list[str], jobs: int) -> int:
     st = await app.stats("demo")
     poison = await app.get_job("poison-1", "demo")
-    recovered = [await app.get_job(job_id, "demo") for job_id in crashed_held]
+    # a crashed worker may have held a schedule's job too (queue demo-cron)
+    recovered = [await app.get_job(job_id) for job_id in crashed_held]
     print("\nrecovered from the crashed worker:")
     for rec in recovered[:5]:
         print(f"  {rec.id}: {rec.state} on attempt {rec.attempt} by {rec.worker}")
