@@ -118,7 +118,8 @@ class Context:
         A key still held by an earlier run that is no longer live is closed
         first (sweep); one held by a live run raises ResourceBusy."""
         if self._resources is None:
-            raise RuntimeError("ctx.resource needs a worker with the App's resource ledger")
+            raise RuntimeError("ctx.resource needs a resource kind: register it with "
+                               "app.resource_kind(kind, close=...) before the worker starts")
         return self._resources.open(kind, key, open, close)
 
     def __repr__(self) -> str:

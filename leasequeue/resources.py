@@ -250,10 +250,11 @@ class RunResources:
                 rk, self.owner, self.worker_id, self.life, int(kind.ttl * 1000))
             if code is ResourceOpenReply.OPENED:
                 return rk
+            if time.monotonic() >= deadline:
+                raise ResourceBusy(f"resource {kind.name}:{key}: its old entry could not be "
+                                   f"closed within {OPEN_WAIT}s (a reconciler holds it, or "
+                                   "its close fails)")
             if code is ResourceOpenReply.CLOSING:
-                if time.monotonic() >= deadline:
-                    raise ResourceBusy(f"resource {kind.name}:{key} is being closed by a "
-                                       "reconciler")
                 await anyio.sleep(min(int(details[0]) / 1000, 0.2))
                 continue
             queue, job, token, worker, _life = details
@@ -263,8 +264,9 @@ class RunResources:
                                    f"{job}:{token} on {worker}")
             # sweep before create: the old run is gone, close its resource first
             old = await ledger._entry(resource_keys(ledger.prefix, kind.name, key, worker))
-            if old is not None and old.owner == holder:
-                await ledger.reconcile(old, self.holder)
+            if old is not None and old.owner == holder and not await ledger.reconcile(
+                    old, self.holder):
+                await anyio.sleep(0.1)  # claimed by another closer, or its close failed
 
     async def _clear(self, rk: ResourceKeys) -> None:
         await self.ledger._scripts.resource_clear(rk, self.owner)

@@ -222,3 +222,33 @@ async def test_bad_registrations_are_refused(app: App) -> None:
         app.resource_kind("x", close=lambda k: None, ttl=0)
     with pytest.raises(ConfigError):
         app.resource_kind("y", close="nope")  # type: ignore[arg-type]
+
+
+async def test_a_close_that_fails_leaves_the_entry_and_a_sweep_gives_up_in_time(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    from leasequeue import resources
+
+    failures: list[str] = []
+
+    async def broken_close(key: str) -> None:
+        failures.append(key)
+        raise OSError("device busy")
+
+    app.resource_kind("tmpdir", close=broken_close)
+    await seed(app, "/tmp/stuck", ("default", "gone", 1))
+    (owner,) = await live_runs(app, 1)
+    monkeypatch.setattr(resources, "OPEN_WAIT", 0.3)
+    with pytest.raises(ResourceBusy):
+        async with RunResources(app.ledger, owner, "w", "l").open("tmpdir", "/tmp/stuck"):
+            pass
+    assert failures  # the sweep tried, and tried again, within the bound
+    entry = await entry_of(app, "/tmp/stuck", "old")
+    assert entry is not None and entry.owner == ("default", "gone", 1)  # kept for later
+    # the run's own close failing: the error goes on, the entry stays for the reconcilers
+    with pytest.raises(OSError):
+        async with RunResources(app.ledger, owner, "w", "l").open("tmpdir", "/tmp/new") as v:
+            assert v == "/tmp/new"
+            failures.clear()
+    assert failures == ["/tmp/new"]
+    entry = await entry_of(app, "/tmp/new")
+    assert entry is not None and entry.owner == owner

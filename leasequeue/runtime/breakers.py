@@ -30,6 +30,8 @@ def verdict(outcome: Outcome) -> str:
     dependency; a work failure means it answered; a stop says nothing."""
     if outcome.ending is Ending.INFRA:
         return "failure"
+    if outcome.ending is Ending.DEAD and outcome.reason == "bad-payload":
+        return "release"  # the handler never ran: it says nothing of the dependency
     if outcome.ending in (Ending.SUCCEEDED, Ending.WORK, Ending.DEAD):
         return "success"
     return "release"
