@@ -209,7 +209,8 @@ def test_the_documented_defaults_of_the_resilience_kit() -> None:
     assert (b.failures, b.window, b.cooldown, b.max_cooldown, b.probe_lease) == (
         5, 60.0, 30.0, 16 * 30.0, 60.0)
     assert breakers.UNREACHABLE_WAIT == 1.0
-    assert (resources.DEFAULT_TTL, resources.CLOSE_LEASE) == (3600.0, 60.0)
+    assert (resources.DEFAULT_TTL, resources.CLOSE_LEASE, resources.OPEN_WAIT) == (
+        3600.0, 60.0, 5.0)
     assert inspect.signature(App.resource_kind).parameters["ttl"].default == 3600.0
     assert inspect.signature(Worker).parameters["janitor_interval"].default == 30.0
     assert "lease_ms = int(p.interval * 3 * 1000)" in inspect.getsource(janitor)
