@@ -3,9 +3,11 @@ claim, renewal, reap and limiter slot is one Lua script on the server clock."""
 
 from .app import App, JobRequest
 from .backoff import exponential, fixed
+from .breaker import Breaker, BreakerState
 from .context import Context
 from .errors import (
     AuthenticationFailed,
+    BreakerOpen,
     CompensationFailed,
     ConfigError,
     JobCanceled,
@@ -21,6 +23,7 @@ from .errors import (
     PermanentError,
     PermissionDenied,
     RedisUnavailable,
+    ResourceBusy,
     Retry,
     RunStopped,
     SagaCompensated,
@@ -41,6 +44,9 @@ from .worker import Worker
 __all__ = [
     "App",
     "AuthenticationFailed",
+    "Breaker",
+    "BreakerOpen",
+    "BreakerState",
     "CompensationFailed",
     "ConfigError",
     "Context",
@@ -68,6 +74,7 @@ __all__ = [
     "QueueStats",
     "RedisLimiter",
     "RedisUnavailable",
+    "ResourceBusy",
     "Retry",
     "Returned",
     "RunEnd",

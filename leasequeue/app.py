@@ -16,6 +16,7 @@ import anyio
 from redis.asyncio import Redis
 
 from . import codec
+from .breaker import Breaker, BreakerState
 from .errors import (
     ConfigError,
     JobCanceled,
@@ -32,15 +33,18 @@ from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
 from .redact import redact_url
 from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .resources import DEFAULT_TTL, CloseFn, Ledger, ResourceKind, ResourceKinds
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
 from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
     DEFAULT_PREFIX,
     QueueKeys,
+    breaker_keys,
     check_job_name,
     check_prefix,
     check_queue_name,
+    default_limiter_prefix,
     queues_key,
     schedules_keys,
 )
@@ -130,6 +134,12 @@ class App:
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
+        #: circuit breakers this App knows (declared, or listed by a job), by name
+        self.breakers: dict[str, Breaker] = {}
+        #: resource kinds (app.resource_kind) and the resource ledger
+        self.resource_kinds = ResourceKinds()
+        self.ledger = Ledger(self.redis, url, self.scripts, self.prefix, self.resource_kinds,
+                             self.keys)
 
     def __repr__(self) -> str:
         # the URL's password never leaves the process (leasequeue/redact.py)
@@ -157,7 +167,9 @@ class App:
         (the options are JobOptions; what is left out takes the Defaults)."""
 
         def register(func: F) -> F:
-            self.registry.register(func, **options)
+            definition = self.registry.register(func, **options)
+            for breaker in definition.breakers:
+                self.add_breaker(breaker)
             return func
 
         if fn is not None:
@@ -178,6 +190,64 @@ class App:
         ``await app.schedules.record()``."""
         return self.schedules.declare(name, job, cron=cron, tz=tz, every=every, payload=payload,
                                       queue=queue, misfire=misfire, jitter=jitter, paused=paused)
+
+    # -- the resilience kit: circuit breakers and the resource ledger ----------
+
+    @property
+    def limiter_prefix(self) -> str:
+        """The prefix of the shared limiter keys (breakers live there too)."""
+        prefix = getattr(self.limiter, "prefix", None)
+        return prefix if isinstance(prefix, str) else default_limiter_prefix(self.prefix)
+
+    def breaker(self, name: str, **options: Any) -> Breaker:
+        """Declare a circuit breaker (options: see lq.Breaker) and bind it to
+        this App's Redis and limiter prefix; returns it, to attach to jobs
+        (``breakers=[...]``) or use in handlers (``async with b:``)."""
+        return self.add_breaker(Breaker(name, **options))
+
+    def add_breaker(self, breaker: Breaker) -> Breaker:
+        known = self.breakers.get(breaker.name)
+        if known is not None and known is not breaker:
+            raise ConfigError(f"two different breakers are named {breaker.name!r}")
+        breaker.bind(self.redis, self.url, self.limiter_prefix)
+        self.breakers[breaker.name] = breaker
+        return breaker
+
+    def _breaker_named(self, name: str) -> Breaker:
+        """A known breaker, or one with default settings (to read or force a
+        breaker another service declared)."""
+        return self.breakers.get(name) or self.add_breaker(Breaker(name))
+
+    async def breaker_state(self, name: str) -> BreakerState:
+        return await self._breaker_named(name).state()
+
+    async def breaker_states(self) -> list[BreakerState]:
+        """Every breaker of this limiter prefix (declared here, or recorded
+        in Redis by any service), by name."""
+        index = breaker_keys(self.limiter_prefix, "index").index
+        with redis_errors(self.url, "breakers"):
+            recorded = {text(n) for n in await self.redis.smembers(index)}
+        states = []
+        for name in sorted(recorded | set(self.breakers)):
+            known = self.breakers.get(name)
+            if known is not None:
+                states.append(await known.state())
+            else:  # another service's: read it without registering it here
+                probe = Breaker(name)
+                probe.bind(self.redis, self.url, self.limiter_prefix)
+                states.append(await probe.state())
+        return states
+
+    async def force_breaker(self, name: str, mode: str, who: str = "operator") -> bool:
+        """Force a breaker ``open`` (until forced closed) or ``closed``."""
+        return await self._breaker_named(name).force(mode, who)
+
+    def resource_kind(self, name: str, close: CloseFn, ttl: float = DEFAULT_TTL) -> ResourceKind:
+        """Register a kind of external resource for ``ctx.resource``: its
+        ``close(key)`` (sync or async; it may run twice and concurrently, so
+        make it idempotent) and ``ttl`` seconds after which the janitor may
+        close one whose run is no longer live."""
+        return self.resource_kinds.register(name, close, ttl)
 
     async def _enqueue_fire(self, job: str, payload: dict[str, Any] | None, job_id: str,
                             queue: str, delay: float) -> EnqueuedJob:

@@ -1,6 +1,6 @@
 """The command line: worker, exporter, demo, acl, stats, dead list|replay|purge, job
 (--logs, --rerun), jobs, queues reshard|pause|resume, schedules
-list|pause|resume|trigger.
+list|pause|resume|trigger, breakers list|open|close.
 
 Only argument parsing and printing live here; the work is done by App,
 Worker and demo.py."""
@@ -98,6 +98,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
             return await _schedules(app, args)
         elif args.command == "queues":
             return await _queues(app, args)
+        elif args.command == "breakers":
+            return await _breakers(app, args)
     finally:
         await app.close()
     return 0
@@ -147,7 +149,8 @@ async def _worker(args: argparse.Namespace) -> int:
                     worker_id=args.worker_id, lease=args.lease,
                     shutdown_timeout=args.shutdown_timeout, handle_signals=True,
                     allow_eviction=args.allow_eviction, reap_interval=args.reap_interval,
-                    reap_backoff=(args.reap_backoff_base, args.reap_backoff_cap))
+                    reap_backoff=(args.reap_backoff_base, args.reap_backoff_cap),
+                    janitor_interval=args.janitor_interval)
     await worker.run()
     if worker.left_behind or worker.abandoned_cap_reached:
         # a thread that would not stop cannot be killed, and it would hold the
@@ -219,6 +222,22 @@ async def _queues(app: App, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _breakers(app: App, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        states = await app.breaker_states()
+        for state in states:
+            _print(asdict(state))
+        if not states:
+            print(f"no breakers under limiter prefix {app.limiter_prefix!r}", file=sys.stderr)
+        return 0
+    if not args.name:
+        raise ConfigError(f"breakers {args.action} needs the breaker's NAME")
+    mode = "open" if args.action == "open" else "closed"
+    changed = await app.force_breaker(args.name, mode, who=f"cli ({os.getenv('USER', '?')})")
+    print(f"breaker {args.name}: {'forced ' + mode if changed else 'was ' + mode + ' already'}")
+    return 0
+
+
 def _summary(record: Any) -> dict[str, Any]:
     """One line of `leasequeue jobs`."""
     return {k: getattr(record, k) for k in (
@@ -284,6 +303,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a reaped job waits base * 2^(attempt-1) s (default 1)")
     w.add_argument("--reap-backoff-cap", type=float, default=60.0,
                    help="... capped at this many seconds (default 60)")
+    w.add_argument("--janitor-interval", type=float, default=30.0,
+                   help="seconds between passes of the resource ledger's TTL janitor")
     w.add_argument("--allow-eviction", action="store_true",
                    help="run even if Redis may evict keys (unsafe)")
     w.add_argument("--metrics-port", type=int, default=None,
@@ -328,11 +349,16 @@ def _parser() -> argparse.ArgumentParser:
                        ("queues", "settings recorded in Redis: reshard QUEUE N, pause QUEUE, "
                                   "resume QUEUE"),
                        ("schedules", "schedules recorded in Redis: list, pause, resume, "
-                                     "trigger NAME")):
+                                     "trigger NAME"),
+                       ("breakers", "circuit breakers: list, open NAME (force open), close NAME "
+                                    "(force closed)")):
         s = sub.add_parser(name, help=text)
         if name == "schedules":
             s.add_argument("action", choices=["list", "pause", "resume", "trigger"])
             s.add_argument("name", nargs="?", help="the schedule (all but list)")
+        if name == "breakers":
+            s.add_argument("action", choices=["list", "open", "close"])
+            s.add_argument("name", nargs="?", help="the breaker (open, close)")
         if name == "queues":
             s.add_argument("action", choices=["reshard", "pause", "resume"])
             s.add_argument("queue", help="the logical queue")
@@ -346,7 +372,7 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--queue", "-q", action="append")
         elif name == "jobs":
             s.add_argument("--queue", "-q", required=True)
-        elif name not in ("queues", "schedules"):
+        elif name not in ("queues", "schedules", "breakers"):
             s.add_argument("--queue", "-q")
         if name == "job":
             s.add_argument("id")

@@ -6,11 +6,15 @@ changes it."""
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import LeaseLost, NoRunState, RunStopped
 from .log import Log, get_log
 from .runlog import RunLogCapture
+
+if TYPE_CHECKING:
+    from .resources import CloseFn, OpenFn, RunResources
 
 
 class _StopState(Protocol):
@@ -32,9 +36,9 @@ class Context:
     ``is_stopping()``, ``stop_reason`` and ``raise_if_stopping()``."""
 
     __slots__ = (
-        "_capture", "_capture_caps", "_kit", "_log", "_run", "attempt", "correlation_id",
-        "infra_failures", "job_id", "name", "queue", "request_id", "token", "work_failures",
-        "worker_id",
+        "_capture", "_capture_caps", "_kit", "_log", "_resources", "_run", "attempt",
+        "correlation_id", "infra_failures", "job_id", "name", "queue", "request_id", "token",
+        "work_failures", "worker_id",
     )
 
     def __init__(self, *, job_id: str, name: str, queue: str, attempt: int, token: int,
@@ -42,7 +46,8 @@ class Context:
                  run: _StopState, work_failures: int = 0,
                  infra_failures: int = 0,
                  capture: tuple[int, int] | None = None,
-                 kit: Any = None) -> None:
+                 kit: Any = None,
+                 resources: RunResources | None = None) -> None:
         self.job_id = job_id
         self.name = name
         self.queue = queue
@@ -66,6 +71,7 @@ class Context:
         # the worker's RunStateStore (checkpoints, progress, sagas); None
         # outside a worker run
         self._kit = kit
+        self._resources = resources
 
     @property
     def log(self) -> Log:
@@ -141,6 +147,21 @@ class Context:
         last value always lands (at the latest before the run settles).
         LeaseLost once a write was refused."""
         self._store().progress(self._run, fraction, note)
+
+    def resource(self, kind: str, key: str, *, open: OpenFn | None = None,
+                 close: CloseFn | None = None) -> AbstractAsyncContextManager[Any]:
+        """``async with ctx.resource("tmpdir", key, open=..., close=...) as value:``
+        records the resource in the ledger (kind, key, this run, now), calls
+        ``open(key)`` (its return value is ``value``; without ``open`` it is the
+        key), and on the way out calls ``close(key)`` (default: the kind's close
+        registered with ``app.resource_kind``) and clears the entry. If this
+        run dies holding it, the reconcilers close it with the kind's close.
+        A key still held by an earlier run that is no longer live is closed
+        first (sweep); one held by a live run raises ResourceBusy."""
+        if self._resources is None:
+            raise RuntimeError("ctx.resource needs a resource kind: register it with "
+                               "app.resource_kind(kind, close=...) before the worker starts")
+        return self._resources.open(kind, key, open, close)
 
     def __repr__(self) -> str:
         return f"Context(job_id={self.job_id!r}, name={self.name!r}, attempt={self.attempt})"

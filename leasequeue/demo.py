@@ -16,6 +16,7 @@ import anyio
 
 from .app import App, JobRequest
 from .context import Context
+from .demo_breaker import breaker_phase
 from .redact import redact_url
 from .worker import Worker
 
@@ -142,7 +143,8 @@ async def run_demo(url: str = "memory://demo", jobs: int = 300) -> int:
     print()
     print(f"\nschedule heartbeat fired {len(fired)} time(s), each instant once: "
           f"{len(set(fired)) == len(fired)}")
-    return await _report(app, crashed_held, jobs)
+    breaker_ok = await breaker_phase(app)
+    return await _report(app, crashed_held, jobs) or (0 if breaker_ok else 1)
 
 
 async def _report(app: App, crashed_held: list[str], jobs: int) -> int:

@@ -241,3 +241,23 @@ class JobCanceled(JobFailed):
 class JobNotFinished(LeaseQueueError):
     """``App.rerun``: only a finished job (succeeded, skipped, canceled, dead)
     can be re-run."""
+
+
+# -- the resilience kit ----------------------------------------------------------
+
+
+class BreakerOpen(LeaseQueueError):
+    """A circuit breaker is open (``async with breaker:`` / ``breaker.guard``).
+    Raised out of a handler, the worker puts the job back, its attempt
+    refunded, due when the breaker half-opens (``retry_after`` seconds)."""
+
+    def __init__(self, name: str, retry_after: float) -> None:
+        self.name = name
+        self.retry_after = retry_after
+        super().__init__(f"circuit breaker {name!r} is open; ask again in {retry_after:.3f}s")
+
+
+class ResourceBusy(TransientError):
+    """``ctx.resource``: another run that is still live holds this resource
+    key (or a reconciler is closing it). An infrastructure failure: the job is
+    retried under its infra budget."""

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from .backoff import Backoff, exponential
 from .errors import ConfigError, UnknownJob
 from .runlog import DEFAULT_BYTES, DEFAULT_LINES, MAX_BYTES, RunLogs
 from .store.keys import check_job_name, check_queue_name
+
+if TYPE_CHECKING:
+    from .breaker import Breaker
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,7 @@ class JobOptions(TypedDict, total=False):
     run_logs: str  # none | errors | all
     run_log_lines: int
     run_log_bytes: int
+    breakers: Sequence[Breaker]  # circuit breakers the job needs (leasequeue/breaker.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class JobDefinition:
     run_logs: str = "errors"  # none | errors | all
     run_log_lines: int = DEFAULT_LINES
     run_log_bytes: int = DEFAULT_BYTES
+    breakers: tuple[Breaker, ...] = ()
 
     @property
     def retention_ms(self) -> int:
@@ -89,6 +94,7 @@ class JobDefinition:
             "max_concurrent": self.max_concurrent, "on_conflict": self.on_conflict,
             "slot_backoff": self.slot_backoff, "run_logs": self.run_logs,
             "run_log_lines": self.run_log_lines, "run_log_bytes": self.run_log_bytes,
+            "breakers": [b.name for b in self.breakers],
         }
 
 
@@ -110,7 +116,8 @@ class Registry:
         d = self.defaults
         given: dict[str, Any] = {
             **{f.name: getattr(d, f.name) for f in fields(d)},
-            "name": getattr(fn, "__name__", None), "max_concurrent": None, **options,
+            "name": getattr(fn, "__name__", None), "max_concurrent": None, "breakers": (),
+            **options,
         }
         where = f"job {given['name']!r}"
         v = _checked(where, given)
@@ -213,12 +220,24 @@ def _log_bytes(option: str, value: Any) -> int:
     return n
 
 
+def _breakers(option: str, value: Any) -> tuple[Breaker, ...]:
+    from .breaker import Breaker  # the breaker module imports the runtime, which imports this
+
+    if isinstance(value, Breaker) or not isinstance(value, list | tuple) or not all(
+            isinstance(b, Breaker) for b in value):
+        raise ConfigError(f"{option} must be a list of lq.Breaker, got {value!r}")
+    names = [b.name for b in value]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{option} lists a breaker twice: {names}")
+    return tuple(value)
+
+
 CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "name": _name, "queue": _queue, "max_attempts": _count, "max_infra_attempts": _count,
     "backoff": _policy, "infra_backoff": _policy, "timeout": _timeout, "stop_grace": _grace,
     "retention": _grace, "max_concurrent": _optional_count, "on_conflict": _conflict,
     "slot_backoff": _pause, "run_logs": _run_logs, "run_log_lines": _count,
-    "run_log_bytes": _log_bytes,
+    "run_log_bytes": _log_bytes, "breakers": _breakers,
 }
 
 

@@ -20,11 +20,14 @@ from .limiter import Limiter
 from .log import get_log
 from .redact import redact_url
 from .registry import JobDefinition
+from .resources import RunResources
 from .runtime.acker import Acker, AckerParams
+from .runtime.breakers import BreakerGate
 from .runtime.claimer import Claimer, ClaimerParams
 from .runtime.dispatch import Dispatch
 from .runtime.executor import Executor, ExecutorParams
 from .runtime.heartbeater import Heartbeater, HeartbeaterParams
+from .runtime.janitor import Janitor, JanitorParams
 from .runtime.limits import Limits, LimitsParams
 from .runtime.reaper import Reaper, ReaperParams
 from .runtime.runs import RunRecord, RunTable, StopReason
@@ -73,6 +76,7 @@ class Worker:
         queue_limits: dict[str, int] | None = None,
         max_abandoned: int = 1,
         schedule_poll: float = 1.0,
+        janitor_interval: float = 30.0,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
@@ -82,12 +86,17 @@ class Worker:
             raise ConfigError(f"schedule_poll must be seconds in [0.05, 60], got {schedule_poll!r}")
         if not isinstance(max_abandoned, int) or max_abandoned < 1:
             raise ConfigError(f"max_abandoned must be an int >= 1, got {max_abandoned!r}")
+        if not (isinstance(janitor_interval, int | float) and janitor_interval >= 0.1):
+            raise ConfigError(f"janitor_interval must be seconds >= 0.1, got {janitor_interval!r}")
         self.app = app
         self.queues = [check_queue_name(q) for q in (queues or app.known_queues())]
         # a sharded queue is claimed from every shard, the claimer rotating over all
         self.physical_queues = [p for q in self.queues for p in app.shards.physical(q)]
         self.concurrency = concurrency
         self.worker_id = check_worker_id(worker_id or default_worker_id())
+        #: this process's life: resources recorded by an earlier life of the
+        #: same worker id are closed at boot (pass a stable worker_id for that)
+        self.life = uuid.uuid4().hex[:12]
         self.lease_ms = int(lease * 1000)
         self.shutdown_timeout = shutdown_timeout
         self.allow_eviction = allow_eviction
@@ -116,15 +125,18 @@ class Worker:
         self.acker = Acker(AckerParams(app.scripts, keys, self._acked))
         self.starter = Starter(StarterParams(app.scripts, keys, self.table))
         self.runstate = RunStateStore(RunStateParams(app.scripts, keys, self.table))
+        self.breakers = BreakerGate(self.worker_id)
         self.executor = Executor(ExecutorParams(
             app.scripts, app.registry, keys, self.table, self.slots, self.acker, self.starter,
             self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease, app.hooks,
-            self.runstate))
+            self.runstate, self.breakers, self._run_resources if app.resource_kinds else None))
         self.claimer = Claimer(ClaimerParams(
             app.redis, app.scripts, self.physical_queues, keys, self.slots, self.table,
             self.lease_ms, self.worker_id,
             frozenset(q for q in self.physical_queues
-                      if self.limits.limited_queue(q, definitions)),
+                      if self.limits.limited_queue(q, definitions)
+                      # a run held back by a breaker must not have its attempt counted
+                      or any(d.breakers for d in definitions if d.queue == logical(q))),
             blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis)))
         self.heartbeater = Heartbeater(HeartbeaterParams(
             app.scripts, keys, self.table, lease, self.limits.limiter, self.limits.lease_s))
@@ -139,6 +151,13 @@ class Worker:
             app.scripts, app.schedules.keys, app.schedules.enqueue, self.worker_id, schedule_poll))
         self.timeouts = TimeoutWatch(TimeoutParams(self.table, max_abandoned,
                                                    self._abandoned_cap))
+        self.janitor = Janitor(JanitorParams(app.ledger, app.scripts, app.limiter_prefix,
+                                             self.worker_id, self.life, janitor_interval))
+
+    def _run_resources(self, run: RunRecord) -> RunResources:
+        job = run.job
+        return RunResources(self.app.ledger, (job.queue, job.id, job.token), self.worker_id,
+                            self.life)
 
     # -- control --------------------------------------------------------------
 
@@ -186,6 +205,8 @@ class Worker:
             services.start_soon(self.runstate.run)
             services.start_soon(self.timeouts.run)
             services.start_soon(self.scheduler.run)
+            if self.app.resource_kinds:
+                services.start_soon(self.janitor.run)
             if self.handle_signals:
                 services.start_soon(self._watch_signals)
             self.ready.set()
@@ -277,6 +298,16 @@ class Worker:
                 self._log.warning("job's queue is not consumed by this worker: it will never "
                                   "run here", job=d.name, queue=d.queue, consumed=self.queues)
         await self._boot_schedules()
+        await self._boot_kit()
+
+    async def _boot_kit(self) -> None:
+        """Log the circuit breakers; close what an earlier life of this worker
+        id left open (the resource ledger's boot cleanup)."""
+        for breaker in self.app.breakers.values():
+            self._log.info("breaker", **breaker.describe())
+        if self.app.resource_kinds:
+            closed = await self.app.ledger.boot_cleanup(self.worker_id, self.life)
+            self._log.info("resource ledger: boot cleanup", closed=closed, life=self.life)
 
     async def _check_access(self) -> None:
         """A Redis user that may not work a queue (a producer's, a viewer's, or

@@ -351,3 +351,21 @@ local function save_schedule(state_key, name, s)
   redis.call('HSET', state_key, name,
              table.concat({int(s.next_ms), s.paused, int(s.pending), int(s.until_ms)}, '|'))
 end
+
+-- circuit breakers: a transition to the breakers' capped audit stream
+local function breaker_event(events_key, maxlen, name, event, detail)
+  if maxlen > 0 then
+    redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
+               'breaker', name, 'event', event, 'detail', detail or '')
+  end
+end
+
+-- circuit breakers: open (or re-open) for cooldown_ms from now, forgetting
+-- the failures that tripped it and any probe
+local function breaker_open(state_key, failures_key, now, cooldown_ms)
+  redis.call('DEL', failures_key)
+  redis.call('HSET', state_key, 'state', 'open', 'until_ms', int(now + cooldown_ms),
+             'cooldown_ms', int(cooldown_ms), 'probe', '', 'probe_until', 0,
+             'changed_ms', int(now))
+  redis.call('HINCRBY', state_key, 'trips', 1)
+end

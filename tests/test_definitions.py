@@ -246,3 +246,25 @@ def test_the_documented_constants_of_the_resilience_kit() -> None:
     assert (saga.UNDO_TRIES, saga.UNDO_BACKOFF) == (5, 0.5)
     params = inspect.signature(saga.run_saga).parameters
     assert (params["undo_tries"].default, params["undo_backoff"].default) == (5, 0.5)
+
+
+def test_the_documented_defaults_of_the_resilience_kit() -> None:
+    """The figures the Circuit breakers and Orphan reconciliation sections
+    quote: a Breaker's defaults, the wait of an unreachable breaker, the
+    resource TTL and closer claim, the janitor's interval and lease."""
+    import inspect
+
+    from leasequeue import App, Breaker, Worker, resources
+    from leasequeue.runtime import breakers, janitor
+    from leasequeue.store.settings import StoreSettings
+
+    b = Breaker("x")
+    assert (b.failures, b.window, b.cooldown, b.max_cooldown, b.probe_lease) == (
+        5, 60.0, 30.0, 16 * 30.0, 60.0)
+    assert breakers.UNREACHABLE_WAIT == 1.0
+    assert (resources.DEFAULT_TTL, resources.CLOSE_LEASE, resources.OPEN_WAIT) == (
+        3600.0, 60.0, 5.0)
+    assert inspect.signature(App.resource_kind).parameters["ttl"].default == 3600.0
+    assert inspect.signature(Worker).parameters["janitor_interval"].default == 30.0
+    assert "lease_ms = int(p.interval * 3 * 1000)" in inspect.getsource(janitor)
+    assert StoreSettings().events_maxlen == 10_000  # the breakers' events stream cap

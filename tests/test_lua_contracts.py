@@ -17,7 +17,17 @@ import pytest
 
 from leasequeue import App
 from leasequeue.models import NewJob
-from leasequeue.store.keys import LimiterKeys, QueueKeys, SchedulesKeys, limit_keys, schedules_keys
+from leasequeue.store.keys import (
+    BreakerKeys,
+    LimiterKeys,
+    QueueKeys,
+    ResourceKeys,
+    SchedulesKeys,
+    breaker_keys,
+    limit_keys,
+    resource_keys,
+    schedules_keys,
+)
 from leasequeue.store.loader import lib_chunks, lib_for, lua_dir, script_source
 from leasequeue.store.scripts import Scripts
 from leasequeue.store.specs import REPLY_CODES, SPECS
@@ -88,6 +98,8 @@ def test_header_agrees_with_spec(name: str) -> None:
     assert tuple(k for _, k in head.keys) == spec.keys
     assert all(isinstance(getattr(QueueKeys, k, None), property) or k in LimiterKeys.__slots__
                or isinstance(getattr(SchedulesKeys, k, None), property)
+               or isinstance(getattr(BreakerKeys, k, None), property)
+               or isinstance(getattr(ResourceKeys, k, None), property)
                or (k in spec.worker_keys and callable(getattr(QueueKeys, k, None)))
                for k in spec.keys)
     # the per-worker keys come last (the wrapper appends them)
@@ -134,7 +146,7 @@ class Captured(Exception):
 async def test_wrappers_pass_the_argv_count_the_spec_declares(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
-    async def capture(name: str, _qk: QueueKeys | LimiterKeys | SchedulesKeys, args: Sequence[Any],
+    async def capture(name: str, _qk: Any, args: Sequence[Any],
                       worker_keys: Sequence[str] = ()) -> Any:
         assert len(worker_keys) == len(SPECS[name].worker_keys)
         raise Captured(name, list(args))
@@ -145,6 +157,8 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         qk = app.keys("q")
         lk = limit_keys("lq:limiter", "job.j")
         sk = schedules_keys(prefix)
+        bk = breaker_keys(prefix, "b")
+        rk = resource_keys(prefix, "tmp", "k", "w")
         job = NewJob("a", "j", b"", 0, 0, 3, 10)
         calls = [
             s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w", 1, "c1"),
@@ -162,6 +176,11 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.schedule_fire(sk, "n", 1, 2, 1, 1000), s.schedule_done(sk, "n", 1),
             s.schedule_pause(sk, "n", True), s.schedule_trigger(sk, "n"),
             s.runstate(qk, "a", 1, "c", b"", 10),
+            s.breaker_check(bk, "h", 1000, 1000),
+            s.breaker_record(bk, "h", "failure", 5, 1000, 1000, 2000),
+            s.breaker_force(bk, "open", 1000, "t"), s.breaker_state(bk, 1000),
+            s.resource_open(rk, ("q", "a", 1), "w", "l", 1000),
+            s.resource_claim(rk, ("q", "a", 1), "c", 1000), s.resource_clear(rk, ("q", "a", 1)),
         ]
         seen = set()
         for call in calls:

@@ -20,12 +20,14 @@ from ..errors import MalformedJob, RedisUnavailable, ScriptError
 from ..hooks import RETURNED_OK, HookSet, Returned, RunEnd, Settled
 from ..log import get_log
 from ..registry import JobDefinition, Registry
+from ..resources import RunResources
 from ..runlog import RunLogCapture, RunLogs
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 from ..store.shards import logical
 from ..store.specs import FailReply, ReleaseReply
 from .acker import Acker
+from .breakers import BreakerGate, verdict
 from .dispatch import Closed, Dispatch
 from .handler import Ending, Outcome, execute
 from .limits import Limits
@@ -61,6 +63,9 @@ class ExecutorParams:
     lease_s: float
     hooks: HookSet = field(default_factory=HookSet)  # the App's; inactive: no RunInfo built
     runstate: RunStateStore | None = None  # checkpoints, progress, sagas
+    breakers: BreakerGate | None = None  # the jobs' circuit breakers
+    # the resource ledger's view of a run (ctx.resource), when the App has kinds
+    resources: Callable[[RunRecord], RunResources] | None = None
 
 
 class Executor:
@@ -95,30 +100,29 @@ class Executor:
         if self.draining:
             await self._not_started(run, "shutdown before start")
             return
-        if self._p.limits.applies(definition, run.job.queue):
-            # under `enqueue` a run first waits a little for a slot in place:
-            # sending it back at once would churn the queue while slots turn over
-            wait = (min(SLOT_WAIT, definition.slot_backoff)
-                    if definition.on_conflict == "enqueue" else 0.0)
-            if not await self._p.limits.acquire(run, definition, wait):
-                if run.stop_reason is not None:  # canceled or lost while it waited
-                    await self._not_started(run, "stopped before start")
-                else:
-                    await self._on_conflict(run, definition)
-                return
+        gate = self._p.breakers if definition.breakers else None
+        if not await self._admit(run, definition, gate):
+            return
         if not await self._start(run):
             if run.slots:
                 await self._p.limits.release(run)
+            if gate is not None:
+                await gate.done(run, definition, "release")
             await self._not_started(run, "not started")
             return
         if run.info is not None:
             self._p.hooks.before_run(run.info, run)
+        outcome: Outcome | None = None
         try:
             outcome = await execute(run, definition, kwargs, self._p.threads)
         finally:
             self._p.table.returned(run)
             if run.slots:
                 await self._p.limits.release(run)  # only now: its thread has returned
+            if gate is not None:
+                with anyio.CancelScope(shield=True):
+                    await gate.done(run, definition,
+                                    verdict(outcome) if outcome is not None else "release")
         if run.info is not None:
             self._p.hooks.after_run(run.info, run, RETURNED_OK
                                     if outcome.ending is Ending.SUCCEEDED
@@ -127,6 +131,31 @@ class Executor:
         if kit is not None and kit.used_by(run):  # dict lookups: free for runs that did not
             await kit.finish(run)  # its last progress lands before it settles
         await self._settle(run, definition, outcome)
+
+    async def _admit(self, run: RunRecord, definition: JobDefinition,
+                     gate: BreakerGate | None) -> bool:
+        """Pass the run's circuit breakers, then take its limiter slots; False
+        when it must not start (it was put back, skipped or ended here)."""
+        if gate is not None:
+            # before any slot is taken: a run held back costs the limits nothing
+            hold = await gate.admit(run, definition)
+            if hold is not None:
+                await self._release(run, "breaker open", max(1, int(hold * 1000)))
+                return False
+        if self._p.limits.applies(definition, run.job.queue):
+            # under `enqueue` a run first waits a little for a slot in place:
+            # sending it back at once would churn the queue while slots turn over
+            wait = (min(SLOT_WAIT, definition.slot_backoff)
+                    if definition.on_conflict == "enqueue" else 0.0)
+            if not await self._p.limits.acquire(run, definition, wait):
+                if gate is not None:
+                    await gate.done(run, definition, "release")
+                if run.stop_reason is not None:  # canceled or lost while it waited
+                    await self._not_started(run, "stopped before start")
+                else:
+                    await self._on_conflict(run, definition)
+                return False
+        return True
 
     async def _start(self, run: RunRecord) -> bool:
         """Whether the run may start now; marks it started in Redis."""
@@ -183,6 +212,7 @@ class Executor:
             capture=(None if definition.run_logs == RunLogs.NONE
                      else (definition.run_log_lines, definition.run_log_bytes)),
             kit=self._p.runstate,
+            resources=self._p.resources(run) if self._p.resources is not None else None,
         )
         if self._p.hooks.active:
             run.info = HookSet.run_info(run, self._p.worker_id, run.ctx.queue,
@@ -210,6 +240,8 @@ class Executor:
             self._ack(run, d, "canceled")
         elif ending is Ending.STOPPED and stop is StopReason.SHUTDOWN:
             await self._release(run, "shutdown")
+        elif ending is Ending.HELD:  # BreakerOpen from a breaker used in the handler
+            await self._release(run, "breaker open", max(1, int((outcome.delay or 0) * 1000)))
         elif ending is Ending.STOPPED:  # a limiter slot lost: an infrastructure failure
             await self._fail(run, d, Outcome(Ending.INFRA, error=f"stopped: {stop}"))
         else:

@@ -14,7 +14,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import codec
-from ..errors import LeaseQueueError, PermanentError, Retry, RunStopped, TransientError
+from ..errors import (
+    BreakerOpen,
+    LeaseQueueError,
+    PermanentError,
+    Retry,
+    RunStopped,
+    TransientError,
+)
 from ..registry import JobDefinition
 from .runs import RunRecord, StopReason
 
@@ -32,6 +39,7 @@ class Ending(StrEnum):
     DEAD = "dead"  # PermanentError, or a handler that cannot take the payload
     STOPPED = "stopped"  # stopped by the worker: see Outcome.stop
     LEFT = "left"  # still running at the end of shutdown: left behind, nothing written
+    HELD = "held"  # a circuit breaker was open (BreakerOpen): back in line, attempt refunded
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,8 @@ def failed(run: RunRecord, exc: Exception) -> Outcome:
         return stopped(run)
     if isinstance(exc, RunStopped):  # raise_if_stopping() on a timeout
         return stopped(run)
+    if isinstance(exc, BreakerOpen):
+        return Outcome(Ending.HELD, error=str(exc), delay=exc.retry_after)
     text = error_text(exc)
     if isinstance(exc, PermanentError):
         return Outcome(Ending.DEAD, error=text, reason=exc.dead_reason, exception=exc)

@@ -251,3 +251,103 @@ def queues_key(prefix: str) -> str:
 def instance_key(prefix: str) -> str:
     """A marker key an embedded (memory://) store writes, to tell processes apart."""
     return f"{check_prefix(prefix)}:instance"
+
+
+def check_breaker_name(name: str) -> str:
+    """Return ``name`` or raise ConfigError (breaker names go into key names)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(
+            f"invalid breaker name {name!r}: use 1-100 characters from A-Z a-z 0-9 _ . -"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerKeys:
+    """The keys of one circuit breaker. Every breaker of a limiter prefix
+    shares the hash tag ``{limiter_prefix:breakers}``, so one script can also
+    write the shared ``index`` (SET of names, for listing) and ``events``
+    (STREAM of transitions): ``state`` (HASH) and ``failures`` (ZSET failure
+    id -> instant ms) are the breaker's own."""
+
+    limiter_prefix: str
+    name: str
+
+    @property
+    def tag(self) -> str:
+        return "{" + f"{self.limiter_prefix}:breakers" + "}"
+
+    @property
+    def state(self) -> str:
+        return f"{self.tag}:{self.name}:state"
+
+    @property
+    def failures(self) -> str:
+        return f"{self.tag}:{self.name}:failures"
+
+    @property
+    def index(self) -> str:
+        return f"{self.tag}:index"
+
+    @property
+    def events(self) -> str:
+        return f"{self.tag}:events"
+
+
+def breaker_keys(limiter_prefix: str, name: str) -> BreakerKeys:
+    return BreakerKeys(check_prefix(limiter_prefix), check_breaker_name(name))
+
+
+def check_resource_kind(kind: str) -> str:
+    if not isinstance(kind, str) or not _NAME.fullmatch(kind):
+        raise ConfigError(
+            f"invalid resource kind {kind!r}: use 1-100 characters from A-Z a-z 0-9 _ . -"
+        )
+    return kind
+
+
+def check_resource_key(key: str) -> str:
+    if not isinstance(key, str) or not key or len(key) > 512 or "\n" in key:
+        raise ConfigError(f"invalid resource key {key!r}: a str of 1-512 characters, no newline")
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKeys:
+    """The resource ledger of an App prefix, under the hash tag
+    ``{prefix:resources}``: one HASH per open resource (``entry``), a ZSET of
+    entries by when their TTL runs out (``expiry``, member ``kind:key``) and a
+    SET of entries per worker id (``worker``). The per-resource and per-worker
+    keys are built here and passed to the scripts in KEYS."""
+
+    prefix: str
+    kind: str = ""
+    key: str = ""
+    worker_id: str = ""
+
+    @property
+    def tag(self) -> str:
+        return "{" + f"{self.prefix}:resources" + "}"
+
+    @property
+    def member(self) -> str:
+        return f"{self.kind}:{self.key}"
+
+    @property
+    def entry(self) -> str:
+        return f"{self.tag}:r:{self.member}"
+
+    @property
+    def expiry(self) -> str:
+        return f"{self.tag}:expiry"
+
+    @property
+    def worker(self) -> str:
+        return f"{self.tag}:worker:{check_worker_id(self.worker_id)}"
+
+
+def resource_keys(prefix: str, kind: str = "", key: str = "", worker_id: str = "") -> ResourceKeys:
+    if kind:
+        check_resource_kind(kind)
+        check_resource_key(key)
+    return ResourceKeys(check_prefix(prefix), kind, key, worker_id)

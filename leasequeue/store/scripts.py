@@ -22,13 +22,16 @@ from ..models import (
 )
 from .connection import is_cluster
 from .direct import Lane, run_and_wait
-from .keys import LimiterKeys, QueueKeys, SchedulesKeys
+from .keys import BreakerKeys, LimiterKeys, QueueKeys, ResourceKeys, SchedulesKeys
 from .loader import READ_ONLY, script_source
 from .record import error_text, text
 from .settings import StoreSettings
 from .specs import (
     SPECS,
     AckReply,
+    BreakerCheckReply,
+    BreakerForceReply,
+    BreakerRecordReply,
     CancelStatus,
     EnqueueReply,
     FailReply,
@@ -37,6 +40,9 @@ from .specs import (
     ReleaseReply,
     RenewReply,
     ReplayReply,
+    ResourceClaimReply,
+    ResourceClearReply,
+    ResourceOpenReply,
     RunStateReply,
     ScheduleDoneReply,
     ScheduleFireReply,
@@ -49,7 +55,7 @@ from .translate import translate_errors
 
 # an ack item: (id, token, result, note) or (id, token, result, note, logs)
 AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
-AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys
+AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | BreakerKeys | ResourceKeys
 
 # a claim id goes into the claim key's text: no newline, nothing odd
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
@@ -77,6 +83,8 @@ class Scripts:
     def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
         # built and encoded once per (script, queue): redis-py would otherwise
         # encode every key name on every call, a good part of a small call's cost
+        if isinstance(qk, ResourceKeys):  # one per resource: not cached (unbounded)
+            return [getattr(qk, key).encode() for key in SPECS[name].keys]
         cached = self._key_cache.get((name, qk))
         if cached is None:
             spec = SPECS[name]
@@ -356,3 +364,59 @@ class Scripts:
         """(code, server now ms, the recorded spec JSON or None)."""
         r = await self.run("schedule_trigger", sk, [name])
         return ScheduleTriggerReply(int(r[0])), int(r[1]), None if r[2] is None else text(r[2])
+
+    # -- circuit breakers ---------------------------------------------------------
+
+    async def breaker_check(self, bk: BreakerKeys, holder: str, probe_lease_ms: int,
+                            cooldown_ms: int) -> tuple[BreakerCheckReply, int]:
+        """(code, wait ms): may ``holder`` pass the breaker now?"""
+        r = await self.run("breaker_check", bk, [bk.name, holder, probe_lease_ms, cooldown_ms,
+                                                 self.settings.events_maxlen])
+        return BreakerCheckReply(int(r[0])), int(r[1])
+
+    async def breaker_record(self, bk: BreakerKeys, holder: str, outcome: str, failures: int,
+                             window_ms: int, cooldown_ms: int,
+                             max_cooldown_ms: int) -> tuple[BreakerRecordReply, str]:
+        """Report a passed call's outcome: failure | success | release."""
+        r = await self.run("breaker_record", bk, [
+            bk.name, holder, outcome, failures, window_ms, cooldown_ms, max_cooldown_ms,
+            self.settings.events_maxlen])
+        return BreakerRecordReply(int(r[0])), text(r[1])
+
+    async def breaker_force(self, bk: BreakerKeys, mode: str, cooldown_ms: int,
+                            who: str) -> BreakerForceReply:
+        return BreakerForceReply(int(await self.run(
+            "breaker_force", bk, [bk.name, mode, cooldown_ms, who,
+                                  self.settings.events_maxlen])))
+
+    async def breaker_state(self, bk: BreakerKeys,
+                            window_ms: int) -> tuple[int, int, dict[str, str]]:
+        """(server now ms, failures in the window, the state hash)."""
+        r = await self.run("breaker_state", bk, [window_ms])
+        flat = r[2]
+        return int(r[0]), int(r[1]), {text(flat[i]): text(flat[i + 1])
+                                      for i in range(0, len(flat), 2)}
+
+    # -- the resource ledger ------------------------------------------------------
+
+    async def resource_open(self, rk: ResourceKeys, owner: tuple[str, str, int], worker_id: str,
+                            life: str, ttl_ms: int) -> tuple[ResourceOpenReply, list[str]]:
+        """(code, details): details are the holder (queue, job, token, worker,
+        life) for HELD, [wait ms] for CLOSING."""
+        queue, job, token = owner
+        r = await self.run("resource_open", rk, [rk.member, rk.kind, rk.key, queue, job, token,
+                                                  worker_id, life, ttl_ms])
+        return ResourceOpenReply(int(r[0])), [text(x) for x in r[1:]]
+
+    async def resource_claim(self, rk: ResourceKeys, owner: tuple[str, str, int], closer: str,
+                             lease_ms: int) -> tuple[ResourceClaimReply, int]:
+        queue, job, token = owner
+        r = await self.run("resource_claim", rk, [queue, job, token, closer, lease_ms])
+        return ResourceClaimReply(int(r[0])), int(r[1])
+
+    async def resource_clear(self, rk: ResourceKeys,
+                             owner: tuple[str, str, int]) -> ResourceClearReply:
+        """Drop an entry of that owner; ``rk.worker_id`` is the owner's worker."""
+        queue, job, token = owner
+        return ResourceClearReply(int(await self.run(
+            "resource_clear", rk, [rk.member, queue, job, token])))

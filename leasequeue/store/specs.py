@@ -109,6 +109,22 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec("schedule_trigger", ("specs",), ("name",)),
         ScriptSpec("runstate", ("jobs", "runstate", "events"),
                    ("id", "token", "kind", "value", "max_bytes", "events_maxlen", "detail")),
+        # circuit breakers (leasequeue/breaker.py)
+        ScriptSpec("breaker_check", ("state", "index", "events"),
+                   ("name", "holder", "probe_lease_ms", "cooldown_ms", "events_maxlen")),
+        ScriptSpec("breaker_record", ("state", "failures", "index", "events"),
+                   ("name", "holder", "outcome", "failures", "window_ms", "cooldown_ms",
+                    "max_cooldown_ms", "events_maxlen")),
+        ScriptSpec("breaker_force", ("state", "failures", "index", "events"),
+                   ("name", "mode", "cooldown_ms", "who", "events_maxlen")),
+        ScriptSpec("breaker_state", ("state", "failures"), ("window_ms",)),
+        # the resource ledger (leasequeue/resources.py)
+        ScriptSpec("resource_open", ("entry", "expiry", "worker"),
+                   ("member", "kind", "key", "queue", "job", "token", "worker_id", "life",
+                    "ttl_ms")),
+        ScriptSpec("resource_claim", ("entry",), ("queue", "job", "token", "closer", "lease_ms")),
+        ScriptSpec("resource_clear", ("entry", "expiry", "worker"),
+                   ("member", "queue", "job", "token")),
     )
 }
 
@@ -221,6 +237,41 @@ class RunStateReply(IntEnum):
     TOO_LARGE = 2
 
 
+class BreakerCheckReply(IntEnum):
+    CLOSED = 0
+    PROBE = 1
+    OPEN = 2
+
+
+class BreakerRecordReply(IntEnum):
+    NOTED = 0
+    OPENED = 1
+    REOPENED = 2
+    CLOSED = 3
+
+
+class BreakerForceReply(IntEnum):
+    UNCHANGED = 0
+    CHANGED = 1
+
+
+class ResourceOpenReply(IntEnum):
+    OPENED = 1
+    HELD = 2
+    CLOSING = 3
+
+
+class ResourceClaimReply(IntEnum):
+    GONE = 0
+    CLAIMED = 1
+    BUSY = 2
+
+
+class ResourceClearReply(IntEnum):
+    GONE = 0
+    CLEARED = 1
+
+
 # script name -> the enum of the codes its reply uses (scripts that return
 # counts or data only have none)
 REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
@@ -240,4 +291,10 @@ REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "schedule_pause": SchedulePauseReply,
     "schedule_trigger": ScheduleTriggerReply,
     "runstate": RunStateReply,
+    "breaker_check": BreakerCheckReply,
+    "breaker_record": BreakerRecordReply,
+    "breaker_force": BreakerForceReply,
+    "resource_open": ResourceOpenReply,
+    "resource_claim": ResourceClaimReply,
+    "resource_clear": ResourceClearReply,
 }

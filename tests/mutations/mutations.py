@@ -25,6 +25,8 @@ STORE = "tests/test_store_v2.py"
 RUNTIME = "tests/test_runtime.py"
 LIMITS = "tests/test_limits.py"
 KIT = "tests/test_kit.py"
+BREAKERS = "tests/test_breakers.py"
+RESOURCES = "tests/test_resources.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -361,5 +363,35 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         "a deleted job's checkpoints, saga and progress stay in Redis forever",
         (f"{KIT}::test_run_state_is_kept_across_replay_and_deleted_with_the_record",),
+    ),
+    # -- the resilience kit ---------------------------------------------------------
+    Mutation(
+        "breaker-probes-everyone", "lua/breaker_check.lua",
+        "if probe == '' or probe_until <= now then",
+        "if true then",
+        "breaker_check.lua lets every caller through as a probe once the cooldown ended",
+        (f"{BREAKERS}::test_half_open_lets_exactly_one_probe_through_and_its_success_closes_it",),
+    ),
+    Mutation(
+        "breaker-held-runs-start", "leasequeue/runtime/executor.py",
+        "            if hold is not None:\n",
+        "            if hold is None and hold is not None:\n",
+        "the executor starts runs whose breaker is open",
+        (f"{BREAKERS}::test_a_run_held_back_spends_no_attempt_and_is_due_when_it_half_opens",),
+    ),
+    Mutation(
+        "resource-open-overwrites-holder", "lua/resource_open.lua",
+        "if e[2] then",
+        "if false then",
+        "resource_open.lua records a key another (live) run holds as the new run's",
+        (f"{RESOURCES}::test_a_key_held_by_a_live_run_is_never_swept",
+         f"{RESOURCES}::test_a_resource_opened_twice_by_racing_runs_is_closed_exactly_once_in_effect"),
+    ),
+    Mutation(
+        "resource-claim-unfenced", "lua/resource_claim.lua",
+        "if (e[4] or '') ~= '' and e[4] ~= closer and until_ms > now then",
+        "if false then",
+        "resource_claim.lua lets a second closer take an entry another closer holds",
+        (f"{RESOURCES}::test_racing_reconcilers_close_once_and_a_lapsed_closer_lets_another_close_again",),
     ),
 )
