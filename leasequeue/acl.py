@@ -29,6 +29,7 @@ from .store.keys import (
     check_queue_name,
     default_limiter_prefix,
     queues_key,
+    resource_keys,
     schedules_keys,
 )
 from .store.loader import lua_dir
@@ -138,8 +139,9 @@ def key_patterns(role: Role, prefix: str, queues: Sequence[str] = (),
             out.append(f"~{qk.notify('*')}")
         return [*out, f"~{queues_key(prefix)}"]
     if role is Role.WORKER:
+        # the resource ledger of the prefix (ctx.resource, its reconcilers)
         return [*(f"~{qk.tag}:*" for qk in tags), f"~{limits}", *(f"~{k}" for k in sk.all()),
-                f"~{queues_key(prefix)}"]
+                f"~{queues_key(prefix)}", f"~{resource_keys(prefix).tag}:*"]
     everything = ["{" + prefix + ":*", *sk.all(), queues_key(prefix)]
     if not limits.startswith("{" + prefix + ":"):
         everything.append(limits)

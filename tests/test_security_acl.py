@@ -30,8 +30,10 @@ from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands
 from leasequeue.errors import ScriptError
 from leasequeue.store.keys import (
     QueueKeys,
+    breaker_keys,
     default_limiter_prefix,
     limit_keys,
+    resource_keys,
     schedules_keys,
 )
 from leasequeue.store.specs import SPECS
@@ -322,6 +324,10 @@ ALLOWED: dict[Role, set[str]] = {
 
 def _probe_keys(app: App, name: str, queue: str) -> Any:
     keys = SPECS[name].keys
+    if "failures" in keys or "index" in keys:  # a circuit breaker's
+        return breaker_keys(default_limiter_prefix(app.prefix), "probe")
+    if "entry" in keys:  # the resource ledger's
+        return resource_keys(app.prefix, "probe", "key", "w")
     if "limit" in keys:
         return limit_keys(default_limiter_prefix(app.prefix), "probe")
     if "specs" in keys or "state" in keys:
