@@ -14,6 +14,7 @@ from .errors import (
     LeaseLost,
     LeaseQueueError,
     MalformedJob,
+    NotDurable,
     PayloadNotSerializable,
     PayloadTooLarge,
     PermanentError,
@@ -28,6 +29,8 @@ from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
 from .registry import Defaults
 from .runlog import RunLogs
+from .store.settings import StoreSettings
+from .sync import SyncApp
 from .worker import Worker
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "LeaseQueueError",
     "LocalLimiter",
     "MalformedJob",
+    "NotDurable",
     "PayloadNotSerializable",
     "PayloadTooLarge",
     "PermanentError",
@@ -58,6 +62,8 @@ __all__ = [
     "RunLog",
     "RunLogs",
     "RunStopped",
+    "StoreSettings",
+    "SyncApp",
     "Timeout",
     "TransientError",
     "UnknownJob",

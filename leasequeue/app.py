@@ -6,9 +6,7 @@ It never runs handlers (that is the worker's job)."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypeVar, Unpack, overload
 
@@ -18,67 +16,57 @@ from redis.asyncio import Redis
 from . import codec
 from .errors import (
     ConfigError,
-    JobCanceled,
-    JobDead,
     JobNotFinished,
     JobNotFound,
     MalformedJob,
     RedisUnavailable,
     Timeout,
-    UnknownJob,
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
-from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .producer import (
+    ENQUEUE_CHUNK,
+    MAX_PRIORITY,
+    UNSET_BUDGET,
+    WAIT_SLICE,
+    JobRequest,
+    Producer,
+    check_timeout,
+    chunks,
+    decode_job,
+    not_found,
+    queue_job_reads,
+    result_of,
+    shard_mismatch,
+    watched_ended,
+)
+from .registry import Defaults, JobOptions, Registry
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
 from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
     DEFAULT_PREFIX,
     QueueKeys,
-    check_job_name,
     check_prefix,
     check_queue_name,
     schedules_keys,
 )
-from .store.record import decode_record, parse_logs, text
+from .store.record import decode_record, text
 from .store.scripts import Scripts
-from .store.settings import StoreSettings
+from .store.settings import StoreSettings, with_durable
 from .store.shards import Shards, check_shard_count, combine, logical
 from .store.translate import redis_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-MAX_PRIORITY = 32767
-ENQUEUE_CHUNK = 500
-MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
-# App.wait blocks in slices under the socket timeout (5 s), re-checking the
-# job's state after each one: a missed token (a reconnect) costs one slice
-WAIT_SLICE = 2.0
+# re-exported: they lived here before producer.py
+__all__ = ["ENQUEUE_CHUNK", "MAX_PRIORITY", "UNSET_BUDGET", "App", "JobRequest"]
+
 MAX_LIST_COUNT = 1000  # most jobs App.jobs returns per call
 MAX_RERUNS = 10_000
 # App.jobs: the state sets a listing can walk, by the name it is asked for
 LIST_STATES = {"queued": "ready", "ready": "ready", "scheduled": "scheduled",
                "leased": "leases", "done": "done", "dead": "dead"}
-
-
-@dataclass(slots=True)
-class JobRequest:
-    """One job for enqueue_many. ``max_attempts`` / ``max_infra_attempts`` left
-    at None let the handler's definition on the worker decide; an int >= 1
-    overrides it for this job."""
-
-    name: str
-    payload: dict[str, Any] | None = None
-    job_id: str | None = None
-    queue: str | None = None
-    delay: float = 0.0
-    priority: int = 0
-    correlation_id: str | None = None
-    request_id: str | None = None
-    max_attempts: int | None = None
-    max_infra_attempts: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class App:
@@ -103,12 +91,10 @@ class App:
         self.prefix = check_prefix(prefix)
         self.registry = Registry(defaults or Defaults())
         self.max_payload_bytes = max_payload_bytes
-        self.settings = settings or StoreSettings()
-        if durable:
-            self.settings = replace(self.settings, durable_replicas=max(
-                1, self.settings.durable_replicas), durable_timeout_ms=int(durable_timeout * 1000))
+        self.settings = with_durable(settings or StoreSettings(), durable, durable_timeout)
         self.shards = Shards(self.prefix, queue_shards or {})
-        self._names_ok: set[str] = set()  # job names already checked
+        #: request checks, encoding and routing, shared with SyncApp
+        self.producer = Producer(self.registry, self.shards, max_payload_bytes)
         self._verified: set[str] = set()  # logical queues whose shard count agrees
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
@@ -165,7 +151,7 @@ class App:
         return self.shards.keys(queue)
 
     def known_queues(self) -> list[str]:
-        return sorted({self.registry.defaults.queue, *self.registry.queues()})
+        return self.producer.queues_to_search(None)
 
     # -- enqueue --------------------------------------------------------------
 
@@ -192,7 +178,7 @@ class App:
         logical_queue, job = self._prepare(request)
         if logical(logical_queue) not in self._verified:
             await self.verify_queues([logical_queue])
-        qk = self.keys(self.shards.route(logical_queue, job.id))
+        qk = self.producer.keys_for(logical_queue, job.id)
         ((created, state),) = await self.scripts.enqueue(qk, [job])
         return EnqueuedJob(job.id, logical_queue, job.name, created, state)
 
@@ -201,14 +187,10 @@ class App:
         Every job is validated before anything is written."""
         prepared = [self._prepare(r) for r in requests]
         await self.verify_queues({queue for queue, _ in prepared})
-        by_queue: dict[str, list[int]] = {}  # physical queue -> indexes
-        for index, (queue, job) in enumerate(prepared):
-            by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
-        for physical, indexes in by_queue.items():
+        for physical, indexes in self.producer.group(prepared).items():
             qk = self.keys(physical)
-            for start in range(0, len(indexes), ENQUEUE_CHUNK):
-                chunk = indexes[start:start + ENQUEUE_CHUNK]
+            for chunk in chunks(indexes):
                 replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
                 for i, (created, state) in zip(chunk, replies, strict=True):
                     job = prepared[i][1]
@@ -217,44 +199,7 @@ class App:
         return [a for a in answers if a is not None]
 
     def _prepare(self, r: JobRequest) -> tuple[str, NewJob]:
-        definition = self.registry.find(r.name)
-        queue = self._queue_for(r.name, r.queue, definition)
-        if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
-            raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
-                              f"got {r.priority!r}")
-        if not (isinstance(r.delay, int | float) and 0 <= r.delay < MAX_DELAY):
-            raise ConfigError(f"delay must be a number of seconds in [0, {MAX_DELAY}), "
-                              f"got {r.delay!r}")
-        # the handler's definition decides the budgets (on the worker that runs
-        # it): the record holds only what the caller asked for, 0 = unset
-        max_attempts = _budget("max_attempts", r.max_attempts)
-        max_infra = _budget("max_infra_attempts", r.max_infra_attempts)
-        job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
-        if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
-            raise ConfigError("job_id must be a str of 1-512 characters")
-        envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
-                                         r.request_id or "", self.max_payload_bytes)
-        if r.name not in self._names_ok:
-            self._names_ok.add(check_job_name(r.name))
-        return queue, NewJob(
-            id=job_id, name=r.name, payload=envelope,
-            delay_ms=int(r.delay * 1000), priority=r.priority,
-            max_attempts=max_attempts, max_infra=max_infra,
-        )
-
-    def _queue_for(self, name: str, queue: str | None,
-                   definition: JobDefinition | None) -> str:
-        if queue is not None:
-            return self.keys(queue).queue
-        if definition is not None:
-            return definition.queue
-        if self.registry.empty:
-            # a producer-only App: every job goes to the default queue
-            return self.registry.defaults.queue
-        raise UnknownJob(
-            f"no job is registered under the name {name!r}; register it, or pass queue= "
-            "to enqueue a job that another service handles"
-        )
+        return self.producer.prepare(r)
 
     # -- shard counts recorded in Redis ---------------------------------------
 
@@ -272,13 +217,7 @@ class App:
             configured = self.shards.count(name)
             recorded = await self.scripts.queue_config(self.keys(name), configured)
             if recorded != configured:
-                raise ConfigError(
-                    f"queue {name!r} is recorded in Redis with {recorded} shard(s), but this "
-                    f"process is configured with {configured} (App(queue_shards=...)): its "
-                    f"jobs would be stranded. Configure {recorded}, or drain the queue and "
-                    f"change the count with `leasequeue queues reshard {name} {configured} "
-                    f"--url ... --prefix {self.prefix}` (App.reshard)."
-                )
+                raise shard_mismatch(name, recorded, configured, self.prefix)
             self._verified.add(name)
 
     async def reshard(self, queue: str, shards: int) -> int:
@@ -337,24 +276,17 @@ class App:
 
     async def get_job(self, job_id: str, queue: str | None = None) -> JobRecord:
         """State, counters, instants, last error, payload and result of a job."""
-        queues = [queue] if queue is not None else self.known_queues()
+        queues = self.producer.queues_to_search(queue)
         for q in queues:
-            qk = self.keys(self.shards.route(q, job_id))
+            qk = self.producer.keys_for(q, job_id)
             with redis_errors(self.url, "get_job"):
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.hget(qk.jobs, job_id)
-                    pipe.zscore(qk.leases, job_id)
-                    pipe.hget(qk.payloads, job_id)
-                    pipe.hget(qk.errors, job_id)
-                    pipe.hget(qk.results, job_id)
-                    pipe.hget(qk.logs, job_id)
-                    raw, lease, envelope, error, result, logs = await pipe.execute()
-            record = decode_record(job_id, q, raw, lease, envelope, error)
+                    queue_job_reads(pipe, qk, job_id)
+                    replies = await pipe.execute()
+            record = decode_job(job_id, q, replies)
             if record is not None:
-                record.result = codec.decode_result(result, job_id)
-                record.logs = parse_logs(logs)
                 return record
-        raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
+        raise not_found(job_id, queues)
 
     async def cancel(self, job_id: str, queue: str | None = None) -> str:
         """Cancel a job: 'canceled', 'cancel-requested' (it is running; its worker
@@ -499,8 +431,7 @@ class App:
         dropped connection only costs one slice (2 s): each slice re-reads the
         job's state before blocking again, so a missed token is never a
         missed ending."""
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
-            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        check_timeout(timeout)
         deadline = float("inf") if timeout is None else time.monotonic() + timeout
         q, qk = await self._locate(job_id, queue)
         blocking = not is_memory_url(self.url)  # the embedded store cannot block
@@ -510,13 +441,8 @@ class App:
             block = min(WAIT_SLICE, max(0.0, remaining))
             try:
                 state = await self.scripts.watch(qk, job_id, int((block + 1.0) * 1000))
-                if state == "missing":
-                    raise JobNotFound(f"job {job_id!r} of queue {q} is gone (its retention ran "
-                                      "out, or it kept no record)")
-                if state == "malformed":
-                    raise MalformedJob(f"job {job_id} in queue {q}: record is malformed")
-                if JobState(state).terminal:
-                    return await self._ended(job_id, q)
+                if watched_ended(state, job_id, q):
+                    return result_of(await self.get_job(job_id, q))
                 if remaining <= 0:
                     raise Timeout(job_id, timeout or 0.0)
                 if blocking:
@@ -542,14 +468,6 @@ class App:
                     pipe.rpush(notify, b"1")
                     pipe.pexpire(notify, 10_000)
                     await pipe.execute()
-
-    async def _ended(self, job_id: str, queue: str) -> Any:
-        record = await self.get_job(job_id, queue)
-        if record.state == JobState.DEAD:
-            raise JobDead(job_id, record.state, record.reason, record.error)
-        if record.state == JobState.CANCELED:
-            raise JobCanceled(job_id, record.state, record.reason, record.error)
-        return record.result
 
     async def rerun(self, job_id: str, queue: str | None = None) -> str:
         """Run a finished job (succeeded, skipped, canceled or dead) again as a
@@ -678,18 +596,6 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
-
-
-def _budget(what: str, given: int | None) -> int:
-    """An explicit budget of an enqueue call, or UNSET_BUDGET."""
-    if given is None:
-        return UNSET_BUDGET
-    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-        raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
-    return given
 
 
 def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, str] | None]:
