@@ -2,6 +2,7 @@
 claim, renewal, reap and limiter slot is one Lua script on the server clock."""
 
 from .app import App, JobRequest
+from .audit import AuditEntry
 from .backoff import exponential, fixed
 from .context import Context
 from .errors import (
@@ -24,6 +25,7 @@ from .errors import (
     Timeout,
     TransientError,
     UnknownJob,
+    UnknownQueue,
 )
 from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
@@ -35,6 +37,7 @@ from .worker import Worker
 
 __all__ = [
     "App",
+    "AuditEntry",
     "ConfigError",
     "Context",
     "Defaults",
@@ -67,6 +70,7 @@ __all__ = [
     "Timeout",
     "TransientError",
     "UnknownJob",
+    "UnknownQueue",
     "Worker",
     "exponential",
     "fixed",

@@ -14,6 +14,7 @@ import anyio
 from redis.asyncio import Redis
 
 from . import codec
+from .audit import AuditEntry, read_audit
 from .errors import (
     ConfigError,
     JobNotFinished,
@@ -38,6 +39,7 @@ from .producer import (
     queue_job_reads,
     result_of,
     shard_mismatch,
+    unknown_queue,
     watched_ended,
 )
 from .registry import Defaults, JobOptions, Registry
@@ -49,12 +51,14 @@ from .store.keys import (
     QueueKeys,
     check_prefix,
     check_queue_name,
+    queues_key,
     schedules_keys,
 )
 from .store.record import decode_record, text
 from .store.scripts import Scripts
 from .store.settings import StoreSettings, with_durable
 from .store.shards import Shards, check_shard_count, combine, logical
+from .store.specs import ReplayReply
 from .store.translate import redis_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,6 +110,19 @@ class App:
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
+
+    def rebind(self, url: str) -> None:
+        """Point an App that has not used Redis yet at another URL: the CLI's
+        ``--url`` / ``LEASEQUEUE_URL`` win over the URL a module built it with.
+        A RedisLimiter that shared this App's connection follows it."""
+        old = self.redis
+        self.url = url
+        self.redis = connect(url)
+        self.scripts = self.schedules.scripts = Scripts(self.redis, url, self.settings)
+        limiter: Any = self.limiter
+        if getattr(limiter, "_redis", None) is old:
+            limiter._redis = limiter._scripts = None
+        self.limiter.bind(self.redis, url, self.prefix)
 
     # -- registry -------------------------------------------------------------
 
@@ -218,6 +235,8 @@ class App:
             recorded = await self.scripts.queue_config(self.keys(name), configured)
             if recorded != configured:
                 raise shard_mismatch(name, recorded, configured, self.prefix)
+            with redis_errors(self.url, "verify_queues"):
+                await self.redis.sadd(queues_key(self.prefix), name)
             self._verified.add(name)
 
     async def reshard(self, queue: str, shards: int) -> int:
@@ -304,23 +323,34 @@ class App:
     async def replay(self, job_ids: Sequence[str] | None = None, *, queue: str | None = None,
                      limit: int = 1000) -> int:
         """Put dead jobs back in their queue with fresh counters; with no ids,
-        replay up to ``limit`` of the oldest dead jobs (per shard). Returns how many."""
+        replay up to ``limit`` of the oldest dead jobs (per shard). Returns how
+        many (replay_each says which ids were not dead)."""
+        q = queue or self.registry.defaults.queue
+        if job_ids is None:
+            job_ids = []
+            for physical in self.shards.physical(q):
+                with redis_errors(self.url, "replay"):
+                    raw = await self.redis.zrange(self.keys(physical).dead, 0,
+                                                  max(0, limit - 1))
+                job_ids += [text(x) for x in raw]
+        answers = await self.replay_each(job_ids, queue=q)
+        return sum(1 for a in answers.values() if a == ReplayReply.REPLAYED)
+
+    async def replay_each(self, job_ids: Sequence[str], *,
+                          queue: str | None = None) -> dict[str, ReplayReply]:
+        """Replay these dead jobs; each id's answer: REPLAYED, NOT_DEAD (not
+        dead, or no such job) or MALFORMED."""
         q = queue or self.registry.defaults.queue
         by_shard: dict[str, list[str]] = {}
-        if job_ids is None:
-            for physical in self.shards.physical(q):
-                raw = await self.redis.zrange(self.keys(physical).dead, 0, max(0, limit - 1))
-                by_shard[physical] = [text(x) for x in raw]
-        else:
-            for job_id in job_ids:
-                by_shard.setdefault(self.shards.route(q, job_id), []).append(job_id)
-        replayed = 0
+        for job_id in job_ids:
+            by_shard.setdefault(self.shards.route(q, job_id), []).append(job_id)
+        answers: dict[str, ReplayReply] = {}
         for physical, ids in by_shard.items():
             for start in range(0, len(ids), ENQUEUE_CHUNK):
-                answers = await self.scripts.replay(self.keys(physical),
-                                                    ids[start:start + ENQUEUE_CHUNK])
-                replayed += sum(1 for a in answers if a == 1)
-        return replayed
+                chunk = ids[start:start + ENQUEUE_CHUNK]
+                replies = await self.scripts.replay(self.keys(physical), chunk)
+                answers.update(zip(chunk, replies, strict=True))
+        return answers
 
     async def purge_dead(self, queue: str | None = None, batch: int = 500) -> int:
         """Delete every dead job of a queue, in bounded batches. Returns how many."""
@@ -350,9 +380,56 @@ class App:
         return letters[:count]
 
     async def stats(self, queue: str | None = None) -> QueueStats:
+        """A queue's counts and counters. UnknownQueue (a ConfigError) for a
+        queue nothing uses: not this App's default queue, no handler of this
+        App on it, and nothing for it in Redis (a typo, or the wrong prefix)."""
         q = queue or self.registry.defaults.queue
         parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
-        return combine(q, parts)
+        stats = combine(q, parts)
+        if stats.empty and not await self.queue_exists(q):
+            raise unknown_queue(q, self.prefix)
+        return stats
+
+    async def queue_exists(self, queue: str) -> bool:
+        """Whether a logical queue is used: this App's default queue, a queue
+        of its handlers or limits, or one with keys in Redis."""
+        name = check_queue_name(logical(queue))
+        if name == self.registry.defaults.queue or name in self.registry.queues() \
+                or name in self.queue_limits:
+            return True
+        with redis_errors(self.url, "queue_exists"):
+            if await self.redis.sismember(queues_key(self.prefix), name):
+                return True
+            return bool(await self.redis.exists(*(
+                k for p in self.shards.physical(name) for k in (self.keys(p).stats,
+                                                                 self.keys(p).config))))
+
+    async def queues(self) -> list[str]:
+        """Every logical queue used under this prefix (recorded in Redis by
+        any process's first enqueue to it, or a worker's boot), with this
+        App's own queues; sorted."""
+        with redis_errors(self.url, "queues"):
+            recorded = {text(m) for m in await self.redis.smembers(queues_key(self.prefix))}
+        return sorted(recorded | set(self.registry.queues()))
+
+    async def audit(self, *, job_id: str | None = None, correlation_id: str | None = None,
+                    queue: str | None = None, count: int = 100) -> list[AuditEntry]:
+        """The audit trail of one job or one correlation id: the newest
+        ``count`` entries (oldest first), each with what happened, why, who
+        did it (``by``) and the correlation id. ``queue`` narrows the search
+        (default: every queue under the prefix). It walks the capped events
+        stream (no index): O(stream length) per queue at most."""
+        if (job_id is None) == (correlation_id is None):
+            raise ConfigError("audit takes job_id or correlation_id (one of them)")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"count must be an int >= 1, got {count!r}")
+        queues = [queue] if queue is not None else await self.queues()
+        if job_id is not None:  # only the shard that holds it
+            keys = [self.producer.keys_for(q, job_id) for q in queues]
+        else:
+            keys = [self.keys(p) for q in queues for p in self.shards.physical(q)]
+        return await read_audit(self.redis, self.url, keys, job_id=job_id,
+                                correlation_id=correlation_id, count=count)
 
     # -- operator controls: pause, wait, rerun, listing ------------------------
 

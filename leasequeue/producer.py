@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codec
-from .errors import ConfigError, JobCanceled, JobDead, JobNotFound, MalformedJob, UnknownJob
+from .errors import (
+    ConfigError,
+    JobCanceled,
+    JobDead,
+    JobNotFound,
+    MalformedJob,
+    UnknownJob,
+    UnknownQueue,
+)
 from .models import JobRecord, JobState, NewJob
 from .registry import Registry
 from .store.keys import QueueKeys, check_job_name
@@ -193,3 +201,10 @@ def shard_mismatch(queue: str, recorded: int, configured: int, prefix: str) -> C
         f"change the count with `leasequeue queues reshard {queue} {configured} "
         f"--url ... --prefix {prefix}` (App.reshard)."
     )
+
+
+def unknown_queue(queue: str, prefix: str) -> UnknownQueue:
+    return UnknownQueue(
+        f"queue {queue!r} does not exist under prefix {prefix!r}: no handler uses it and "
+        "Redis holds nothing for it (check the name and the prefix; `leasequeue stats` "
+        "lists the queues that exist)")

@@ -29,11 +29,12 @@ from .producer import (
     queue_job_reads,
     result_of,
     shard_mismatch,
+    unknown_queue,
     watched_ended,
 )
 from .registry import Defaults, Registry
 from .store.connection import is_memory_url
-from .store.keys import DEFAULT_PREFIX, QueueKeys, check_prefix, check_queue_name
+from .store.keys import DEFAULT_PREFIX, QueueKeys, check_prefix, check_queue_name, queues_key
 from .store.settings import StoreSettings, with_durable
 from .store.shards import Shards, combine, logical
 from .store.sync_scripts import SyncScripts, connect_sync
@@ -135,6 +136,8 @@ class SyncApp:
             recorded = self.scripts.queue_config(self.shards.keys(name), configured)
             if recorded != configured:
                 raise shard_mismatch(name, recorded, configured, self.prefix)
+            with redis_errors(self.url, "verify_queues"):
+                self.redis.sadd(queues_key(self.prefix), name)
             self._verified.add(name)
 
     # -- reading and waiting ----------------------------------------------------
@@ -205,10 +208,17 @@ class SyncApp:
                 pipe.execute()
 
     def stats(self, queue: str | None = None) -> QueueStats:
-        """A queue's counts and counters (App.stats)."""
+        """A queue's counts and counters (App.stats); UnknownQueue for a queue
+        nothing uses."""
         q = queue or self.registry.defaults.queue
-        return combine(q, [self.scripts.stats(self.shards.keys(p))
-                           for p in self.shards.physical(check_queue_name(q))])
+        stats = combine(q, [self.scripts.stats(self.shards.keys(p))
+                            for p in self.shards.physical(check_queue_name(q))])
+        if stats.empty and q != self.registry.defaults.queue \
+                and q not in self.registry.queues():
+            with redis_errors(self.url, "stats"):
+                if not self.redis.sismember(queues_key(self.prefix), q):
+                    raise unknown_queue(q, self.prefix)
+        return stats
 
     def ping(self) -> None:
         """Raise RedisUnavailable (naming the URL) when Redis does not answer."""

@@ -135,5 +135,5 @@ async def test_durable_mode_without_a_replica_raises_not_durable(redis_server: R
 
 async def test_an_unreachable_redis_is_a_typed_error() -> None:
     with SyncApp("redis://127.0.0.1:1/0", prefix="x") as sync:
-        with pytest.raises(lq.RedisUnavailable, match="127.0.0.1:1"):
+        with pytest.raises(lq.RedisUnavailable, match=r"127\.0\.0\.1:1"):
             sync.enqueue("j")

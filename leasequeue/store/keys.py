@@ -233,6 +233,14 @@ def schedules_keys(prefix: str) -> SchedulesKeys:
     return SchedulesKeys(check_prefix(prefix))
 
 
+def queues_key(prefix: str) -> str:
+    """The SET of every logical queue used under a prefix (added once per
+    process and queue, by App.verify_queues): how `leasequeue stats` and
+    App.queues() find the queues without scanning the keyspace. Same hash tag
+    as the schedules, ``{prefix}``."""
+    return "{" + check_prefix(prefix) + "}:queues"
+
+
 def instance_key(prefix: str) -> str:
     """A marker key an embedded (memory://) store writes, to tell processes apart."""
     return f"{check_prefix(prefix)}:instance"
