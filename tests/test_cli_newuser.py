@@ -204,7 +204,7 @@ def test_every_option_has_help_and_shows_its_default() -> None:
             if action.dest == "help":
                 continue
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
-        help_text = sub.format_help()
+        help_text = " ".join(sub.format_help().split())
         if name == "worker":
             assert "(default: 10)" in help_text and "(default: 30.0)" in help_text
         if name == "dead":
