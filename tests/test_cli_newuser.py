@@ -109,7 +109,7 @@ def test_the_worker_takes_a_url_flag_or_the_environment(redis_server: RedisProce
 def test_a_memory_app_without_a_url_is_one_clear_error(redis_server: RedisProcess,
                                                       prefix: str) -> None:
     proc = _run_worker(redis_server, prefix, [], {})
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     text = err.decode().strip()
     assert text.startswith("error: ") and "--url" in text and "LEASEQUEUE_URL" in text
