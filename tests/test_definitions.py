@@ -193,3 +193,17 @@ def test_the_documented_constants_of_wait_logs_and_schedules() -> None:
     assert runlog.MAX_BYTES == 64 * 1024
     assert schedule_spec.MIN_EVERY_MS == 1000
     assert SchedulerParams.__dataclass_fields__["fire_lease_ms"].default == 10_000
+
+
+def test_the_documented_command_line_and_sync_constants() -> None:
+    """The figures the README's command-line, audit, demo and sync producer
+    sections quote are the code's."""
+    from leasequeue import cli, demo, demo_app, demo_workers, producer
+    from leasequeue.store.settings import StoreSettings
+
+    assert (cli.REPLAY_PAGE, cli.EXIT_CHECK_FAILED, cli.DEFAULT_URL) == (
+        500, 1, "redis://localhost:6379/0")
+    assert (cli.URL_ENV, cli.PREFIX_ENV) == ("LEASEQUEUE_URL", "LEASEQUEUE_PREFIX")
+    assert StoreSettings().events_maxlen == 10_000
+    assert (producer.WAIT_SLICE, producer.ENQUEUE_CHUNK) == (2.0, 500)
+    assert (demo.WORKERS, demo_workers.LEASE, demo_app.POISON_ATTEMPTS) == (3, 2.0, 3)
