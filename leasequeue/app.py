@@ -5,7 +5,6 @@ It never runs handlers (that is the worker's job)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, Unpack, overload
@@ -21,7 +20,6 @@ from .errors import (
     JobNotFound,
     MalformedJob,
     RedisUnavailable,
-    Timeout,
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
@@ -32,7 +30,7 @@ from .producer import (
     WAIT_SLICE,
     JobRequest,
     Producer,
-    check_timeout,
+    WaitClock,
     chunks,
     decode_job,
     not_found,
@@ -64,7 +62,7 @@ from .store.translate import redis_errors
 F = TypeVar("F", bound=Callable[..., Any])
 
 # re-exported: they lived here before producer.py
-__all__ = ["ENQUEUE_CHUNK", "MAX_PRIORITY", "UNSET_BUDGET", "App", "JobRequest"]
+__all__ = ["ENQUEUE_CHUNK", "MAX_PRIORITY", "UNSET_BUDGET", "WAIT_SLICE", "App", "JobRequest"]
 
 MAX_LIST_COUNT = 1000  # most jobs App.jobs returns per call
 MAX_RERUNS = 10_000
@@ -209,10 +207,7 @@ class App:
             qk = self.keys(physical)
             for chunk in chunks(indexes):
                 replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
-                for i, (created, state) in zip(chunk, replies, strict=True):
-                    job = prepared[i][1]
-                    answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created,
-                                             state)
+                self.producer.answer(answers, prepared, physical, chunk, replies)
         return [a for a in answers if a is not None]
 
     def _prepare(self, r: JobRequest) -> tuple[str, NewJob]:
@@ -508,31 +503,26 @@ class App:
         dropped connection only costs one slice (2 s): each slice re-reads the
         job's state before blocking again, so a missed token is never a
         missed ending."""
-        check_timeout(timeout)
-        deadline = float("inf") if timeout is None else time.monotonic() + timeout
+        clock = WaitClock(job_id, timeout)
         q, qk = await self._locate(job_id, queue)
         blocking = not is_memory_url(self.url)  # the embedded store cannot block
-        backoff = 0.05
         while True:
-            remaining = deadline - time.monotonic()
-            block = min(WAIT_SLICE, max(0.0, remaining))
+            block = clock.block()
             try:
-                state = await self.scripts.watch(qk, job_id, int((block + 1.0) * 1000))
+                state = await self.scripts.watch(qk, job_id, clock.ttl_ms(block))
                 if watched_ended(state, job_id, q):
                     return result_of(await self.get_job(job_id, q))
-                if remaining <= 0:
-                    raise Timeout(job_id, timeout or 0.0)
+                clock.check_expired()
                 if blocking:
                     await self._block_on(qk.notify(job_id), block)
                 else:
                     await anyio.sleep(min(block, 0.005))
-                backoff = 0.05
             except RedisUnavailable:
                 # a reconnect: the state is re-read on the next round
-                if time.monotonic() >= deadline:
+                pause = clock.pause()
+                if pause is None:
                     raise
-                await anyio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-                backoff = min(backoff * 2, 1.0)
+                await anyio.sleep(pause)
 
     async def _block_on(self, notify: str, block: float) -> None:
         """Block on a notify list for at most ``block`` seconds; a token taken

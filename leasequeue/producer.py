@@ -7,6 +7,7 @@ runs (sync or async), so both clients send the very same commands."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +19,15 @@ from .errors import (
     JobDead,
     JobNotFound,
     MalformedJob,
+    Timeout,
     UnknownJob,
     UnknownQueue,
 )
-from .models import JobRecord, JobState, NewJob
+from .models import EnqueuedJob, JobRecord, JobState, NewJob
 from .registry import Registry
 from .store.keys import QueueKeys, check_job_name
 from .store.record import decode_record, parse_logs
-from .store.shards import Shards
+from .store.shards import Shards, logical
 
 MAX_PRIORITY = 32767
 ENQUEUE_CHUNK = 500
@@ -122,6 +124,13 @@ class Producer:
             by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
         return by_queue
 
+    def answer(self, answers: list[EnqueuedJob | None], prepared: list[tuple[str, NewJob]],
+               physical: str, chunk: list[int], replies: list[tuple[bool, str]]) -> None:
+        """Fill ``answers`` for one enqueue call's chunk of a prepared batch."""
+        for i, (created, state) in zip(chunk, replies, strict=True):
+            job = prepared[i][1]
+            answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created, state)
+
     def queues_to_search(self, queue: str | None) -> list[str]:
         """The logical queues a job id is looked for in."""
         if queue is not None:
@@ -167,9 +176,43 @@ def not_found(job_id: str, queues: list[str]) -> JobNotFound:
     return JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
 
 
-def check_timeout(timeout: float | None) -> None:
-    if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
-        raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+class WaitClock:
+    """The timing of one wait (App.wait, SyncApp.wait): blocks of at most
+    WAIT_SLICE up to the deadline, each registered for a second longer, and
+    the pause after a lost connection (doubling from 50 ms to 1 s)."""
+
+    def __init__(self, job_id: str, timeout: float | None) -> None:
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
+            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        self.job_id, self.timeout = job_id, timeout
+        self.deadline = float("inf") if timeout is None else time.monotonic() + timeout
+        self.remaining = 0.0
+        self.backoff = 0.05
+
+    def block(self) -> float:
+        """The next block's length (0 once the time is up)."""
+        self.remaining = self.deadline - time.monotonic()
+        return min(WAIT_SLICE, max(0.0, self.remaining))
+
+    @staticmethod
+    def ttl_ms(block: float) -> int:
+        """How long the watch registration of a block holds."""
+        return int((block + 1.0) * 1000)
+
+    def check_expired(self) -> None:
+        """Timeout once the job has not ended by the deadline."""
+        if self.remaining <= 0:
+            raise Timeout(self.job_id, self.timeout or 0.0)
+        self.backoff = 0.05  # a round went through
+
+    def pause(self) -> float | None:
+        """After a lost connection: how long to wait before the next round,
+        or None when the time is up (the caller re-raises)."""
+        if time.monotonic() >= self.deadline:
+            return None
+        pause = min(self.backoff, max(0.0, self.deadline - time.monotonic()))
+        self.backoff = min(self.backoff * 2, 1.0)
+        return pause
 
 
 def watched_ended(state: str, job_id: str, queue: str) -> bool:

@@ -16,13 +16,12 @@ from redis import Redis as SyncRedis
 
 from . import codec
 from .app import App
-from .errors import RedisUnavailable, Timeout
+from .errors import RedisUnavailable
 from .models import EnqueuedJob, JobRecord, QueueStats
 from .producer import (
-    WAIT_SLICE,
     JobRequest,
     Producer,
-    check_timeout,
+    WaitClock,
     chunks,
     decode_job,
     not_found,
@@ -119,10 +118,7 @@ class SyncApp:
             qk = self.shards.keys(physical)
             for chunk in chunks(indexes):
                 replies = self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
-                for i, (created, state) in zip(chunk, replies, strict=True):
-                    job = prepared[i][1]
-                    answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created,
-                                             state)
+                self.producer.answer(answers, prepared, physical, chunk, replies)
         return [a for a in answers if a is not None]
 
     def verify_queues(self, queues: Iterable[str]) -> None:
@@ -163,30 +159,25 @@ class SyncApp:
         JobCanceled / Timeout / JobNotFound exactly as App.wait (same script,
         same notify list, same 2 s slices: a dropped connection costs one
         slice, never the ending)."""
-        check_timeout(timeout)
-        deadline = float("inf") if timeout is None else time.monotonic() + timeout
+        clock = WaitClock(job_id, timeout)
         q, qk = self._locate(job_id, queue)
         blocking = not is_memory_url(self.url)  # the embedded store cannot block
-        backoff = 0.05
         while True:
-            remaining = deadline - time.monotonic()
-            block = min(WAIT_SLICE, max(0.0, remaining))
+            block = clock.block()
             try:
-                state = self.scripts.watch(qk, job_id, int((block + 1.0) * 1000))
+                state = self.scripts.watch(qk, job_id, clock.ttl_ms(block))
                 if watched_ended(state, job_id, q):
                     return result_of(self.get_job(job_id, q))
-                if remaining <= 0:
-                    raise Timeout(job_id, timeout or 0.0)
+                clock.check_expired()
                 if blocking:
                     self._block_on(qk.notify(job_id), block)
                 else:
                     time.sleep(min(block, 0.005))
-                backoff = 0.05
             except RedisUnavailable:
-                if time.monotonic() >= deadline:
+                pause = clock.pause()
+                if pause is None:
                     raise
-                time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-                backoff = min(backoff * 2, 1.0)
+                time.sleep(pause)
 
     def _locate(self, job_id: str, queue: str | None) -> tuple[str, QueueKeys]:
         queues = self.producer.queues_to_search(queue)

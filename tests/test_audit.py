@@ -6,8 +6,6 @@ per correlation id (App.audit, `leasequeue audit`)."""
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -16,16 +14,9 @@ from leasequeue import App, ConfigError, Context, StoreSettings, fixed
 from leasequeue.cli import main
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import eventually, expire_lease, worker_running
+from tests.test_cli import _restore_logging  # noqa: F401 (autouse: main() sets up logging)
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    logger = logging.getLogger("leasequeue")
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,9 @@ from leasequeue import App, Context, JobRequest, PermanentError, UnknownQueue
 from leasequeue.cli import _parser, main
 from tests.harness.redis_proc import RedisProcess, env_with_path
 from tests.helpers import eventually, worker_running
+from tests.test_cli import _restore_logging  # noqa: F401 (autouse: main() sets up logging)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    logger = logging.getLogger("leasequeue")
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
