@@ -206,9 +206,13 @@ class SyncApp:
                             for p in self.shards.physical(check_queue_name(q))])
         if stats.empty and q != self.registry.defaults.queue \
                 and q not in self.registry.queues():
+            keys = [k for p in self.shards.physical(q)
+                    for k in (self.shards.keys(p).stats, self.shards.keys(p).config)]
             with redis_errors(self.url, "stats"):
-                if not self.redis.sismember(queues_key(self.prefix), q):
-                    raise unknown_queue(q, self.prefix)
+                known = self.redis.sismember(queues_key(self.prefix), q) or \
+                    self.redis.exists(*keys)
+            if not known:
+                raise unknown_queue(q, self.prefix)
         return stats
 
     def ping(self) -> None:

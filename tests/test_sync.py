@@ -137,3 +137,11 @@ async def test_an_unreachable_redis_is_a_typed_error() -> None:
     with SyncApp("redis://127.0.0.1:1/0", prefix="x") as sync:
         with pytest.raises(lq.RedisUnavailable, match=r"127\.0\.0\.1:1"):
             sync.enqueue("j")
+
+
+async def test_stats_of_a_queue_nothing_uses_is_unknown_queue(sync: SyncApp) -> None:
+    assert sync.stats().ready == 0  # the default queue: zeros are true
+    with pytest.raises(lq.UnknownQueue):
+        sync.stats("emials")
+    sync.enqueue("j", queue="emails")
+    assert sync.stats("emails").ready == 1
