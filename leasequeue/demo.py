@@ -109,8 +109,10 @@ class Crash:
         if stage.done < (stage.stats.counters.get("enqueued", 0)) // 3:
             return
         holders: dict[str, int] = {}
-        for rec in await _leased(stage.app):
-            if rec.worker in stage.workers.alive() and rec.id != "poison-1":
+        leased = await _leased(stage.app)
+        poisoned = {r.worker for r in leased if r.id == "poison-1"}  # the poison scene's
+        for rec in leased:
+            if rec.worker in stage.workers.alive() and rec.worker not in poisoned:
                 holders[rec.worker] = holders.get(rec.worker, 0) + 1
         if not holders:
             return
@@ -118,7 +120,8 @@ class Crash:
         stage.workers.kill(victim)
         self.replacement = stage.workers.start()
         # nothing it held can change now but by the reaper: list them
-        held = [r.id for r in await _leased(stage.app) if r.worker == victim]
+        held = [r.id for r in await _leased(stage.app)
+                if r.worker == victim and r.id != "poison-1"]
         how = "SIGKILL" if stage.workers.kind == "processes" else "task cancelled"
         if not held:  # its last acks were on the wire: they landed, nothing to recover
             stage.say(f"** killed {victim} ({how}) just as its last jobs finished; "
@@ -136,15 +139,16 @@ class Crash:
     async def summary(self, stage: Stage) -> tuple[bool, str]:
         if not self.victim:
             return False, "crash: no worker held a job at the moment to kill one"
-        reaped, finished_by = 0, set()
+        reaped, finished_by, succeeded = 0, set(), 0
         for job_id in self.held:
             trail = await stage.app.audit(job_id=job_id, queue=QUEUE)
             if any(e.event in ("reaped", "reaped-unstarted") and e.by == "reaper" for e in trail):
                 reaped += 1
             rec = await stage.app.get_job(job_id, QUEUE)
             if rec.state == "succeeded" and rec.worker:
+                succeeded += 1
                 finished_by.add(rec.worker)
-        ok = reaped == len(self.held) and self.victim not in finished_by
+        ok = (reaped == succeeded == len(self.held)) and self.victim not in finished_by
         by = ", ".join(sorted(finished_by)) or "-"
         return ok, (f"crash: {self.victim} killed holding {len(self.held)} job(s); "
                     f"{reaped} handed back by the reaper and run again by {by}")
