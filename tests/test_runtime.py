@@ -126,30 +126,6 @@ async def test_a_lost_renewal_stops_the_run() -> None:
     assert table.for_renewal()["default"] == [settling]
 
 
-
-async def test_a_renewal_that_loses_to_the_ack_is_not_a_lost_lease(
-        caplog: pytest.LogCaptureFixture) -> None:
-    """The ack landed while the renewal was on the wire (the run is settled
-    when the LOST answer comes back): the ack won, nothing is lost or logged."""
-    table = RunTable(lease_s=30)
-    (run,) = table.claimed([_job("a")], time.monotonic())
-    assert table.start(run, 0.3)
-    table.returned(run)
-
-    class AckedMeanwhile(_RenewScripts):
-        async def renew(self, qk: Any, held: Sequence[tuple[str, int]],
-                        lease_ms: int) -> list[RenewReply]:
-            assert table.settling(run)
-            table.settled(run, accepted=True)
-            return [RenewReply.LOST]
-
-    caplog.set_level(logging.WARNING, logger="leasequeue")
-    await Heartbeater(HeartbeaterParams(
-        scripts=AckedMeanwhile([]), keys=lambda q: q,  # type: ignore[arg-type,return-value]
-        table=table, lease_s=30, limiter=LocalLimiter(), limiter_lease_s=None)).beat()
-    assert run.phase is Phase.SETTLED and run.stop_reason is None
-    assert not [r for r in caplog.records if "lost" in r.getMessage()]
-
 async def test_a_cancel_request_in_a_renewal_stops_the_run() -> None:
     table = RunTable(lease_s=30)
     (run,) = table.claimed([_job()], time.monotonic() - 5)

@@ -63,13 +63,6 @@ class Executor:
         self._p = params
         self.draining = False  # set at shutdown: runs not started yet go back at once
         self._log = get_log("executor", worker_id=params.worker_id)
-        self._logical_names: dict[str, str] = {}
-
-    def _logical(self, queue: str) -> str:
-        name = self._logical_names.get(queue)
-        if name is None:
-            name = self._logical_names[queue] = logical(queue)
-        return name
 
     async def serve(self, dispatch: Dispatch) -> None:
         while True:
@@ -161,7 +154,7 @@ class Executor:
         run.stop_grace = definition.stop_grace
         run.timeout = definition.timeout
         run.ctx = Context(
-            job_id=job.id, name=job.name, queue=self._logical(job.queue), attempt=run.attempt,
+            job_id=job.id, name=job.name, queue=logical(job.queue), attempt=run.attempt,
             token=job.token, worker_id=self._p.worker_id,
             correlation_id=envelope.correlation_id, request_id=envelope.request_id,
             run=run, work_failures=job.work_failures,

@@ -91,9 +91,8 @@ class Heartbeater:
         table = self._p.table
         for run, answer in zip(runs, answers, strict=True):
             if answer is RenewReply.LOST:
-                # a run settling or settled since the renewal was sent: its
-                # settle reply decides (the ack won when it was accepted)
-                if run.phase not in (Phase.SETTLING, Phase.SETTLED, Phase.LOST):
+                # a run settling: its settle reply decides (the ack may have won)
+                if run.phase is not Phase.SETTLING:
                     self._log.warning("lease lost; stopping the run, its result will be "
                                       "discarded", **run.fields())
                     table.lose(run, StopReason.LEASE_LOST)

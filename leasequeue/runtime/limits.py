@@ -65,8 +65,7 @@ class Limits:
         return int(lease) / 1000 if lease is not None else None
 
     def applies(self, definition: JobDefinition, queue: str) -> bool:
-        return definition.max_concurrent is not None or (
-            bool(self.queue_limits) and logical(queue) in self.queue_limits)
+        return definition.max_concurrent is not None or logical(queue) in self.queue_limits
 
     def limited_queue(self, queue: str, definitions: list[JobDefinition]) -> bool:
         """Whether a run of this physical queue may need a slot before it starts."""

@@ -26,7 +26,6 @@ class Slots:
         self.completed = 0
         self._changed = anyio.Event()
         self._waiters = 0
-        self._needs: list[int] = []  # the free slots each waiter waits for (0: empty)
         self._rate = 0.0
         self._rate_since = time.monotonic()
         self._rate_count = 0
@@ -37,7 +36,8 @@ class Slots:
         return self.size + self.ahead - self.in_use
 
     def take(self, n: int = 1) -> None:
-        self.in_use += n  # fewer free slots: no waiter can proceed because of it
+        self.in_use += n
+        self._notify()
 
     def give(self, n: int = 1) -> None:
         self.in_use -= n
@@ -56,26 +56,22 @@ class Slots:
         self.ahead = min(self.size, int(self._rate * AHEAD_HORIZON))
 
     def _notify(self) -> None:
-        # wake the waiters only when one of them can go on: a wake-up (and a
-        # new Event) per finished job would cost more than the job's own work
-        if self._waiters and (self.in_use == 0 or self.free >= min(self._needs)):
+        if self._waiters:  # an Event per change is wasted when nobody waits
             self._changed.set()
             self._changed = anyio.Event()
 
-    async def _wait_change(self, need: int) -> None:
+    async def _wait_change(self) -> None:
         self._waiters += 1
-        self._needs.append(need)
         try:
             await self._changed.wait()
         finally:
             self._waiters -= 1
-            self._needs.remove(need)
 
     async def wait_free(self, at_least: int = 1) -> int:
         while self.free < at_least:
-            await self._wait_change(at_least)
+            await self._wait_change()
         return self.free
 
     async def wait_empty(self) -> None:
         while self.in_use:
-            await self._wait_change(self.size + self.ahead + 1)  # woken by in_use == 0
+            await self._wait_change()
