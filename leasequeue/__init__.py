@@ -2,6 +2,7 @@
 claim, renewal, reap and limiter slot is one Lua script on the server clock."""
 
 from .app import App, JobRequest
+from .audit import AuditEntry
 from .backoff import exponential, fixed
 from .breaker import Breaker, BreakerState
 from .context import Context
@@ -18,6 +19,7 @@ from .errors import (
     LeaseLost,
     LeaseQueueError,
     MalformedJob,
+    NotDurable,
     PayloadNotSerializable,
     PayloadTooLarge,
     PermanentError,
@@ -32,6 +34,7 @@ from .errors import (
     TlsVerificationFailed,
     TransientError,
     UnknownJob,
+    UnknownQueue,
 )
 from .hooks import EnqueueInfo, Hooks, Returned, RunEnd, RunInfo, Settled
 from .limiter import LocalLimiter, RedisLimiter
@@ -39,10 +42,13 @@ from .models import EnqueuedJob, JobRecord, JobState, Progress, QueueStats, RunL
 from .registry import Defaults
 from .runlog import RunLogs
 from .saga import Step, run_saga
+from .store.settings import StoreSettings
+from .sync import SyncApp
 from .worker import Worker
 
 __all__ = [
     "App",
+    "AuditEntry",
     "AuthenticationFailed",
     "Breaker",
     "BreakerOpen",
@@ -66,6 +72,7 @@ __all__ = [
     "LeaseQueueError",
     "LocalLimiter",
     "MalformedJob",
+    "NotDurable",
     "PayloadNotSerializable",
     "PayloadTooLarge",
     "PermanentError",
@@ -86,10 +93,13 @@ __all__ = [
     "Settled",
     "StateTooLarge",
     "Step",
+    "StoreSettings",
+    "SyncApp",
     "Timeout",
     "TlsVerificationFailed",
     "TransientError",
     "UnknownJob",
+    "UnknownQueue",
     "Worker",
     "exponential",
     "fixed",

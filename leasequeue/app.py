@@ -5,10 +5,7 @@ It never runs handlers (that is the worker's job)."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypeVar, Unpack, overload
 
@@ -16,23 +13,37 @@ import anyio
 from redis.asyncio import Redis
 
 from . import codec
+from .audit import AuditEntry, read_audit
 from .breaker import Breaker, BreakerState
 from .errors import (
     ConfigError,
-    JobCanceled,
-    JobDead,
     JobNotFinished,
     JobNotFound,
     MalformedJob,
     RedisUnavailable,
-    Timeout,
-    UnknownJob,
 )
 from .hooks import EnqueueInfo, Hooks, HookSet
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
+from .producer import (
+    ENQUEUE_CHUNK,
+    MAX_PRIORITY,
+    UNSET_BUDGET,
+    WAIT_SLICE,
+    JobRequest,
+    Producer,
+    WaitClock,
+    chunks,
+    decode_job,
+    not_found,
+    queue_job_reads,
+    result_of,
+    shard_mismatch,
+    unknown_queue,
+    watched_ended,
+)
 from .redact import redact_url
-from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .registry import Defaults, JobOptions, Registry
 from .resources import DEFAULT_TTL, CloseFn, Ledger, ResourceKind, ResourceKinds
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
@@ -41,52 +52,30 @@ from .store.keys import (
     DEFAULT_PREFIX,
     QueueKeys,
     breaker_keys,
-    check_job_name,
     check_prefix,
     check_queue_name,
     default_limiter_prefix,
     queues_key,
     schedules_keys,
 )
-from .store.record import decode_record, parse_logs, parse_progress, text
+from .store.record import decode_record, text
 from .store.scripts import Scripts
-from .store.settings import StoreSettings
+from .store.settings import StoreSettings, with_durable
 from .store.shards import Shards, check_shard_count, combine, logical
+from .store.specs import ReplayReply
 from .store.translate import redis_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 H = TypeVar("H", bound=Hooks)
 
-MAX_PRIORITY = 32767
-ENQUEUE_CHUNK = 500
-MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
-# App.wait blocks in slices under the socket timeout (5 s), re-checking the
-# job's state after each one: a missed token (a reconnect) costs one slice
-WAIT_SLICE = 2.0
+# re-exported: they lived here before producer.py
+__all__ = ["ENQUEUE_CHUNK", "MAX_PRIORITY", "UNSET_BUDGET", "WAIT_SLICE", "App", "JobRequest"]
+
 MAX_LIST_COUNT = 1000  # most jobs App.jobs returns per call
 MAX_RERUNS = 10_000
 # App.jobs: the state sets a listing can walk, by the name it is asked for
 LIST_STATES = {"queued": "ready", "ready": "ready", "scheduled": "scheduled",
                "leased": "leases", "done": "done", "dead": "dead"}
-
-
-@dataclass(slots=True)
-class JobRequest:
-    """One job for enqueue_many. ``max_attempts`` / ``max_infra_attempts`` left
-    at None let the handler's definition on the worker decide; an int >= 1
-    overrides it for this job."""
-
-    name: str
-    payload: dict[str, Any] | None = None
-    job_id: str | None = None
-    queue: str | None = None
-    delay: float = 0.0
-    priority: int = 0
-    correlation_id: str | None = None
-    request_id: str | None = None
-    max_attempts: int | None = None
-    max_infra_attempts: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class App:
@@ -115,12 +104,10 @@ class App:
                               f"{codec.DECODE_MAX_BYTES // 2} (workers refuse to decode a "
                               f"stored payload over {codec.DECODE_MAX_BYTES} bytes)")
         self.max_payload_bytes = max_payload_bytes
-        self.settings = settings or StoreSettings()
-        if durable:
-            self.settings = replace(self.settings, durable_replicas=max(
-                1, self.settings.durable_replicas), durable_timeout_ms=int(durable_timeout * 1000))
+        self.settings = with_durable(settings or StoreSettings(), durable, durable_timeout)
         self.shards = Shards(self.prefix, queue_shards or {})
-        self._names_ok: set[str] = set()  # job names already checked
+        #: request checks, encoding and routing, shared with SyncApp
+        self.producer = Producer(self.registry, self.shards, max_payload_bytes)
         self._verified: set[str] = set()  # logical queues whose shard count agrees
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
@@ -131,6 +118,7 @@ class App:
                              for q, n in (queue_limits or {}).items()}
         #: hooks around enqueue and runs (add_hook)
         self.hooks = HookSet()
+        self.producer.hooks = self.hooks  # before_enqueue may add headers
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
@@ -153,6 +141,19 @@ class App:
         before the worker starts. A hook that raises is logged and ignored."""
         self.hooks.add(hook)
         return hook
+
+    def rebind(self, url: str) -> None:
+        """Point an App that has not used Redis yet at another URL: the CLI's
+        ``--url`` / ``LEASEQUEUE_URL`` win over the URL a module built it with.
+        A RedisLimiter that shared this App's connection follows it."""
+        old = self.redis
+        self.url = url
+        self.redis = connect(url)
+        self.scripts = self.schedules.scripts = Scripts(self.redis, url, self.settings)
+        limiter: Any = self.limiter
+        if getattr(limiter, "_redis", None) is old:
+            limiter._redis = limiter._scripts = None
+        self.limiter.bind(self.redis, url, self.prefix)
 
     # -- registry -------------------------------------------------------------
 
@@ -258,8 +259,7 @@ class App:
         return self.shards.keys(queue)
 
     def known_queues(self) -> list[str]:
-        """The default queue and every queue this App's handlers use."""
-        return sorted({self.registry.defaults.queue, *self.registry.queues()})
+        return self.producer.queues_to_search(None)
 
     # -- enqueue --------------------------------------------------------------
 
@@ -289,7 +289,7 @@ class App:
             logical_queue, job = self._prepare(request, infos)
             if logical(logical_queue) not in self._verified:
                 await self.verify_queues([logical_queue])
-            qk = self.keys(self.shards.route(logical_queue, job.id))
+            qk = self.producer.keys_for(logical_queue, job.id)
             ((created, state),) = await self.scripts.enqueue(qk, [job])
             answer = EnqueuedJob(job.id, logical_queue, job.name, created, state)
             return answer
@@ -313,69 +313,17 @@ class App:
                             infos: list[EnqueueInfo] | None) -> list[EnqueuedJob | None]:
         prepared = [self._prepare(r, infos) for r in requests]
         await self.verify_queues({queue for queue, _ in prepared})
-        by_queue: dict[str, list[int]] = {}  # physical queue -> indexes
-        for index, (queue, job) in enumerate(prepared):
-            by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
-        for physical, indexes in by_queue.items():
+        for physical, indexes in self.producer.group(prepared).items():
             qk = self.keys(physical)
-            for start in range(0, len(indexes), ENQUEUE_CHUNK):
-                chunk = indexes[start:start + ENQUEUE_CHUNK]
+            for chunk in chunks(indexes):
                 replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
-                for i, (created, state) in zip(chunk, replies, strict=True):
-                    job = prepared[i][1]
-                    answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created,
-                                             state)
+                self.producer.answer(answers, prepared, physical, chunk, replies)
         return answers
 
     def _prepare(self, r: JobRequest,
                  infos: list[EnqueueInfo] | None = None) -> tuple[str, NewJob]:
-        definition = self.registry.find(r.name)
-        queue = self._queue_for(r.name, r.queue, definition)
-        if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
-            raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
-                              f"got {r.priority!r}")
-        if not (isinstance(r.delay, int | float) and 0 <= r.delay < MAX_DELAY):
-            raise ConfigError(f"delay must be a number of seconds in [0, {MAX_DELAY}), "
-                              f"got {r.delay!r}")
-        # the handler's definition decides the budgets (on the worker that runs
-        # it): the record holds only what the caller asked for, 0 = unset
-        max_attempts = _budget("max_attempts", r.max_attempts)
-        max_infra = _budget("max_infra_attempts", r.max_infra_attempts)
-        job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
-        if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
-            raise ConfigError("job_id must be a str of 1-512 characters")
-        headers = None
-        if infos is not None:  # hooks see the job and may add headers (a trace context)
-            info = EnqueueInfo(r.name, queue, job_id, r.correlation_id or job_id,
-                               r.request_id or "", r.delay)
-            self.hooks.before_enqueue(info)
-            infos.append(info)
-            headers = {str(k): str(v) for k, v in info.headers.items()} or None
-        envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
-                                         r.request_id or "", self.max_payload_bytes,
-                                         headers=headers)
-        if r.name not in self._names_ok:
-            self._names_ok.add(check_job_name(r.name))
-        return queue, NewJob(
-            id=job_id, name=r.name, payload=envelope,
-            delay_ms=int(r.delay * 1000), priority=r.priority,
-            max_attempts=max_attempts, max_infra=max_infra,
-        )
-
-    def _queue_for(self, name: str, queue: str | None,
-                   definition: JobDefinition | None) -> str:
-        if queue is not None:
-            return self.keys(queue).queue
-        if definition is not None:
-            return definition.queue
-        if self.registry.empty:
-            # a producer-only App: every job goes to the default queue
-            return self.registry.defaults.queue
-        raise UnknownJob(
-            f"no job is registered under the name {name!r}; register it, or pass queue= "
-            "to enqueue a job that another service handles"
-        )
+        return self.producer.prepare(r, infos)
 
     # -- shard counts recorded in Redis ---------------------------------------
 
@@ -393,13 +341,7 @@ class App:
             configured = self.shards.count(name)
             recorded = await self.scripts.queue_config(self.keys(name), configured)
             if recorded != configured:
-                raise ConfigError(
-                    f"queue {name!r} is recorded in Redis with {recorded} shard(s), but this "
-                    f"process is configured with {configured} (App(queue_shards=...)): its "
-                    f"jobs would be stranded. Configure {recorded}, or drain the queue and "
-                    f"change the count with `leasequeue queues reshard {name} {configured} "
-                    f"--url ... --prefix {self.prefix}` (App.reshard)."
-                )
+                raise shard_mismatch(name, recorded, configured, self.prefix)
             with redis_errors(self.url, "verify_queues"):
                 await self.redis.sadd(queues_key(self.prefix), name)
             self._verified.add(name)
@@ -473,30 +415,17 @@ class App:
 
     async def get_job(self, job_id: str, queue: str | None = None) -> JobRecord:
         """State, counters, instants, last error, payload and result of a job."""
-        queues = [queue] if queue is not None else self.known_queues()
+        queues = self.producer.queues_to_search(queue)
         for q in queues:
-            qk = self.keys(self.shards.route(q, job_id))
+            qk = self.producer.keys_for(q, job_id)
             with redis_errors(self.url, "get_job"):
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.hget(qk.jobs, job_id)
-                    pipe.zscore(qk.leases, job_id)
-                    pipe.hget(qk.payloads, job_id)
-                    pipe.hget(qk.errors, job_id)
-                    pipe.hget(qk.results, job_id)
-                    pipe.hget(qk.logs, job_id)
-                    pipe.hmget(qk.runstate, [f"c:{job_id}", f"s:{job_id}", f"p:{job_id}"])
-                    raw, lease, envelope, error, result, logs, state = await pipe.execute()
-            record = decode_record(job_id, q, raw, lease, envelope, error)
+                    queue_job_reads(pipe, qk, job_id)
+                    replies = await pipe.execute()
+            record = decode_job(job_id, q, replies)
             if record is not None:
-                record.result = codec.decode_result(result, job_id)
-                record.logs = parse_logs(logs)
-                checkpoints = codec.decode_state(state[0], job_id)
-                record.checkpoints = checkpoints if isinstance(checkpoints, dict) else {}
-                saga = codec.decode_state(state[1], job_id)
-                record.saga = saga if isinstance(saga, dict) else None
-                record.progress = parse_progress(state[2])
                 return record
-        raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
+        raise not_found(job_id, queues)
 
     async def cancel(self, job_id: str, queue: str | None = None) -> str:
         """Cancel a job: 'canceled', 'cancel-requested' (it is running; its worker
@@ -514,23 +443,34 @@ class App:
     async def replay(self, job_ids: Sequence[str] | None = None, *, queue: str | None = None,
                      limit: int = 1000) -> int:
         """Put dead jobs back in their queue with fresh counters; with no ids,
-        replay up to ``limit`` of the oldest dead jobs (per shard). Returns how many."""
+        replay up to ``limit`` of the oldest dead jobs (per shard). Returns how
+        many (replay_each says which ids were not dead)."""
+        q = queue or self.registry.defaults.queue
+        if job_ids is None:
+            job_ids = []
+            for physical in self.shards.physical(q):
+                with redis_errors(self.url, "replay"):
+                    raw = await self.redis.zrange(self.keys(physical).dead, 0,
+                                                  max(0, limit - 1))
+                job_ids += [text(x) for x in raw]
+        answers = await self.replay_each(job_ids, queue=q)
+        return sum(1 for a in answers.values() if a == ReplayReply.REPLAYED)
+
+    async def replay_each(self, job_ids: Sequence[str], *,
+                          queue: str | None = None) -> dict[str, ReplayReply]:
+        """Replay these dead jobs; each id's answer: REPLAYED, NOT_DEAD (not
+        dead, or no such job) or MALFORMED."""
         q = queue or self.registry.defaults.queue
         by_shard: dict[str, list[str]] = {}
-        if job_ids is None:
-            for physical in self.shards.physical(q):
-                raw = await self.redis.zrange(self.keys(physical).dead, 0, max(0, limit - 1))
-                by_shard[physical] = [text(x) for x in raw]
-        else:
-            for job_id in job_ids:
-                by_shard.setdefault(self.shards.route(q, job_id), []).append(job_id)
-        replayed = 0
+        for job_id in job_ids:
+            by_shard.setdefault(self.shards.route(q, job_id), []).append(job_id)
+        answers: dict[str, ReplayReply] = {}
         for physical, ids in by_shard.items():
             for start in range(0, len(ids), ENQUEUE_CHUNK):
-                answers = await self.scripts.replay(self.keys(physical),
-                                                    ids[start:start + ENQUEUE_CHUNK])
-                replayed += sum(1 for a in answers if a == 1)
-        return replayed
+                chunk = ids[start:start + ENQUEUE_CHUNK]
+                replies = await self.scripts.replay(self.keys(physical), chunk)
+                answers.update(zip(chunk, replies, strict=True))
+        return answers
 
     async def purge_dead(self, queue: str | None = None, batch: int = 500) -> int:
         """Delete every dead job of a queue, in bounded batches. Returns how many."""
@@ -560,11 +500,54 @@ class App:
         return letters[:count]
 
     async def stats(self, queue: str | None = None) -> QueueStats:
-        """Depth, oldest ready age, next due and counters of a queue (all its
-        shards together); one bounded script call per shard."""
+        """A queue's counts and counters. UnknownQueue (a ConfigError) for a
+        queue nothing uses: not this App's default queue, no handler of this
+        App on it, and nothing for it in Redis (a typo, or the wrong prefix)."""
         q = queue or self.registry.defaults.queue
         parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
-        return combine(q, parts)
+        stats = combine(q, parts)
+        if stats.empty and not await self.queue_exists(q):
+            raise unknown_queue(q, self.prefix)
+        return stats
+
+    async def queue_exists(self, queue: str) -> bool:
+        """Whether a logical queue is used: this App's default queue, a queue
+        of its handlers or limits, or one with keys in Redis."""
+        name = check_queue_name(logical(queue))
+        if name == self.registry.defaults.queue or name in self.registry.queues() \
+                or name in self.queue_limits:
+            return True
+        with redis_errors(self.url, "queue_exists"):
+            if await self.redis.sismember(queues_key(self.prefix), name):
+                return True
+            return bool(await self.redis.exists(*(
+                k for p in self.shards.physical(name) for k in (self.keys(p).stats,
+                                                                 self.keys(p).config))))
+
+    async def queues(self) -> list[str]:
+        """Every logical queue used under this prefix (recorded in Redis by
+        any process's first enqueue to it, or a worker's boot), with this
+        App's own queues; sorted."""
+        return sorted({*await self.recorded_queues(), *self.registry.queues()})
+
+    async def audit(self, *, job_id: str | None = None, correlation_id: str | None = None,
+                    queue: str | None = None, count: int = 100) -> list[AuditEntry]:
+        """The audit trail of one job or one correlation id: the newest
+        ``count`` entries (oldest first), each with what happened, why, who
+        did it (``by``) and the correlation id. ``queue`` narrows the search
+        (default: every queue under the prefix). It walks the capped events
+        stream (no index): O(stream length) per queue at most."""
+        if (job_id is None) == (correlation_id is None):
+            raise ConfigError("audit takes job_id or correlation_id (one of them)")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"count must be an int >= 1, got {count!r}")
+        queues = [queue] if queue is not None else await self.queues()
+        if job_id is not None:  # only the shard that holds it
+            keys = [self.producer.keys_for(q, job_id) for q in queues]
+        else:
+            keys = [self.keys(p) for q in queues for p in self.shards.physical(q)]
+        return await read_audit(self.redis, self.url, keys, job_id=job_id,
+                                correlation_id=correlation_id, count=count)
 
     # -- operator controls: pause, wait, rerun, listing ------------------------
 
@@ -643,37 +626,26 @@ class App:
         dropped connection only costs one slice (2 s): each slice re-reads the
         job's state before blocking again, so a missed token is never a
         missed ending."""
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
-            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
-        deadline = float("inf") if timeout is None else time.monotonic() + timeout
+        clock = WaitClock(job_id, timeout)
         q, qk = await self._locate(job_id, queue)
         blocking = not is_memory_url(self.url)  # the embedded store cannot block
-        backoff = 0.05
         while True:
-            remaining = deadline - time.monotonic()
-            block = min(WAIT_SLICE, max(0.0, remaining))
+            block = clock.block()
             try:
-                state = await self.scripts.watch(qk, job_id, int((block + 1.0) * 1000))
-                if state == "missing":
-                    raise JobNotFound(f"job {job_id!r} of queue {q} is gone (its retention ran "
-                                      "out, or it kept no record)")
-                if state == "malformed":
-                    raise MalformedJob(f"job {job_id} in queue {q}: record is malformed")
-                if JobState(state).terminal:
-                    return await self._ended(job_id, q)
-                if remaining <= 0:
-                    raise Timeout(job_id, timeout or 0.0)
+                state = await self.scripts.watch(qk, job_id, clock.ttl_ms(block))
+                if watched_ended(state, job_id, q):
+                    return result_of(await self.get_job(job_id, q))
+                clock.check_expired()
                 if blocking:
                     await self._block_on(qk.notify(job_id), block)
                 else:
                     await anyio.sleep(min(block, 0.005))
-                backoff = 0.05
             except RedisUnavailable:
                 # a reconnect: the state is re-read on the next round
-                if time.monotonic() >= deadline:
+                pause = clock.pause()
+                if pause is None:
                     raise
-                await anyio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-                backoff = min(backoff * 2, 1.0)
+                await anyio.sleep(pause)
 
     async def _block_on(self, notify: str, block: float) -> None:
         """Block on a notify list for at most ``block`` seconds; a token taken
@@ -686,14 +658,6 @@ class App:
                     pipe.rpush(notify, b"1")
                     pipe.pexpire(notify, 10_000)
                     await pipe.execute()
-
-    async def _ended(self, job_id: str, queue: str) -> Any:
-        record = await self.get_job(job_id, queue)
-        if record.state == JobState.DEAD:
-            raise JobDead(job_id, record.state, record.reason, record.error)
-        if record.state == JobState.CANCELED:
-            raise JobCanceled(job_id, record.state, record.reason, record.error)
-        return record.result
 
     async def rerun(self, job_id: str, queue: str | None = None) -> str:
         """Run a finished job (succeeded, skipped, canceled or dead) again as a
@@ -822,18 +786,6 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
-
-
-def _budget(what: str, given: int | None) -> int:
-    """An explicit budget of an enqueue call, or UNSET_BUDGET."""
-    if given is None:
-        return UNSET_BUDGET
-    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-        raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
-    return given
 
 
 def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, str] | None]:

@@ -1,5 +1,5 @@
-"""The command line: worker, exporter, demo, acl, stats, dead list|replay|purge, job
-(--logs, --rerun), jobs, queues reshard|pause|resume, schedules
+"""The command line: worker, exporter, dashboard, demo, acl, stats, check, job,
+jobs, audit, dead list|replay|purge, queues reshard|pause|resume, schedules
 list|pause|resume|trigger, breakers list|open|close.
 
 Only argument parsing and printing live here; the work is done by App,
@@ -18,37 +18,63 @@ from typing import Any
 
 import anyio
 
-from . import log
+from . import __version__, log
 from .app import App
 from .errors import ConfigError, LeaseQueueError
 from .store.connection import is_memory_url
+from .store.specs import ReplayReply
 
 EXIT_ABANDONED = 3  # the worker stopped because handler threads would not stop
+EXIT_CHECK_FAILED = 1  # `check`: a queue is over a threshold (errors exit 1 too)
+URL_ENV, PREFIX_ENV = "LEASEQUEUE_URL", "LEASEQUEUE_PREFIX"
+DEFAULT_URL = "redis://localhost:6379/0"
+REPLAY_PAGE = 500
+
+DESCRIPTION = """\
+leasequeue: a Redis job queue. Run workers, look at queues and jobs, replay
+or purge dead jobs, pause queues and schedules.
+
+  leasequeue demo                          try it, no Redis needed
+  leasequeue worker myapp.tasks:app        run a worker (--url or LEASEQUEUE_URL)
+  leasequeue stats                         every queue under the prefix
+  leasequeue check --max-dead 0            exit non-zero when a queue needs a look
+
+Connection options (--url, --prefix) default to the environment variables
+LEASEQUEUE_URL and LEASEQUEUE_PREFIX. `leasequeue COMMAND --help` for more."""
 
 
 def load_app(target: str) -> App:
-    """Import ``module:attribute`` and return the App found there."""
+    """Import ``module:attribute`` and return the App found there; ConfigError
+    (one line, no traceback) when that cannot be done."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
-        raise SystemExit(f"expected MODULE:APP, got {target!r}")
+        raise ConfigError(f"expected MODULE:APP (e.g. myproject.tasks:app), got {target!r}")
     sys.path.insert(0, os.getcwd())
-    app = getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} (from {target}): {exc}") from None
+    app = getattr(module, attr, None)
+    if app is None:
+        raise ConfigError(f"module {module_name!r} has no attribute {attr!r}")
     if not isinstance(app, App):
-        raise SystemExit(f"{target} is a {type(app).__name__}, not a leasequeue.App")
+        raise ConfigError(f"{target} is a {type(app).__name__}, not a leasequeue.App")
     return app
 
 
 def _app_from(args: argparse.Namespace) -> App:
     if args.app:
-        return load_app(args.app)
+        app = load_app(args.app)
+        if args.url_given:
+            app.rebind(args.url)
+        return app
     return App(args.url, prefix=args.prefix)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = parse(argv)
     if not getattr(args, "command", None):
-        parser.print_help()
+        _parser().print_help()
         return 2
     log.configure(args.log_level.upper())
     if args.command == "acl":
@@ -70,7 +96,7 @@ async def _demo(args: argparse.Namespace) -> int:
         return await run_saga_demo(url=args.url)
     from .demo import run_demo
 
-    return await run_demo(url=args.url, jobs=args.jobs)
+    return await run_demo(url=args.url, jobs=args.jobs, log_file=args.log_file)
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -81,28 +107,12 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await standalone[args.command](args)
     app = _app_from(args)
     try:
-        if args.command == "stats":
-            for queue in args.queue or app.known_queues():
-                _print(asdict(await app.stats(queue)))
-        elif args.command == "job":
-            return await _job(app, args)
-        elif args.command == "jobs":
-            records, cursor = await app.jobs(args.queue, args.state, args.cursor, args.count,
-                                             args.correlation_id)
-            for record in records:
-                _print(_summary(record))
-            print(f"next cursor: {cursor}" if cursor else "end", file=sys.stderr)
-        elif args.command == "dead":
-            return await _dead(app, args)
-        elif args.command == "schedules":
-            return await _schedules(app, args)
-        elif args.command == "queues":
-            return await _queues(app, args)
-        elif args.command == "breakers":
-            return await _breakers(app, args)
+        handler = {"stats": _stats, "check": _check, "job": _job, "jobs": _jobs,
+                   "audit": _audit, "dead": _dead, "schedules": _schedules,
+                   "queues": _queues, "breakers": _breakers}[args.command]
+        return await handler(app, args)
     finally:
         await app.close()
-    return 0
 
 
 def _acl(args: argparse.Namespace) -> int:
@@ -128,13 +138,17 @@ async def _worker(args: argparse.Namespace) -> int:
     from .worker import Worker
 
     app = load_app(args.app)
+    url = args.url or os.environ.get(URL_ENV)
+    if url:
+        app.rebind(url)
     if is_memory_url(app.url):
         # an embedded store lives inside one process: a worker started here
         # would wait forever on an empty store of its own
         raise ConfigError(
             f"{args.app} uses {app.url}: an embedded memory:// store cannot be shared "
-            "between processes. Run the worker in the producer's process "
-            "(await Worker(app).run()), try `leasequeue demo`, or use a redis:// URL."
+            "between processes. Pass --url redis://... (or set LEASEQUEUE_URL), run the "
+            "worker in the producer's process (await Worker(app).run()), or try "
+            "`leasequeue demo`."
         )
     if args.metrics_port is not None:
         from .metrics import PrometheusHooks, serve
@@ -188,6 +202,48 @@ async def _exporter(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _queues_of(app: App, args: argparse.Namespace) -> list[str]:
+    """The queues a command covers: --queue, else every queue under the prefix."""
+    if args.queue:
+        return list(args.queue)
+    queues = await app.queues()
+    if not queues:
+        raise ConfigError(f"no queues under prefix {app.prefix!r} at {app.url} (a queue is "
+                          "recorded by its first enqueue or a worker's boot): check --prefix "
+                          "and --url")
+    return queues
+
+
+async def _stats(app: App, args: argparse.Namespace) -> int:
+    for queue in await _queues_of(app, args):
+        _print(asdict(await app.stats(queue)))
+    return 0
+
+
+async def _check(app: App, args: argparse.Namespace) -> int:
+    """One line per queue, `ok` or `FAIL` with what is over its threshold."""
+    failed = 0
+    for queue in await _queues_of(app, args):
+        st = await app.stats(queue)
+        age_s = (st.oldest_ready_age_ms or 0) / 1000
+        problems = []
+        if args.max_oldest_age is not None and age_s > args.max_oldest_age:
+            problems.append(f"oldest ready job waits {age_s:.1f}s > {args.max_oldest_age:g}s")
+        if args.max_dead is not None and st.dead > args.max_dead:
+            problems.append(f"dead {st.dead} > {args.max_dead}")
+        if args.max_ready is not None and st.ready > args.max_ready:
+            problems.append(f"ready {st.ready} > {args.max_ready}")
+        summary = f"ready {st.ready}, leased {st.leased}, dead {st.dead}, oldest {age_s:.1f}s"
+        if st.paused:
+            summary += ", paused"
+        if problems:
+            failed += 1
+            print(f"FAIL {queue}: {'; '.join(problems)} ({summary})")
+        else:
+            print(f"ok   {queue}: {summary}")
+    return EXIT_CHECK_FAILED if failed else 0
+
+
 async def _job(app: App, args: argparse.Namespace) -> int:
     if args.rerun:
         new_id = await app.rerun(args.id, args.queue)
@@ -203,6 +259,29 @@ async def _job(app: App, args: argparse.Namespace) -> int:
         print(f"--- attempt {run.attempt}: {run.outcome} (at {run.at_ms} ms)")
         for line in run.lines:
             print(line)
+    return 0
+
+
+async def _jobs(app: App, args: argparse.Namespace) -> int:
+    records, cursor = await app.jobs(args.queue, args.state, args.cursor, args.count,
+                                     args.correlation_id)
+    for record in records:
+        _print(_summary(record))
+    print(f"next cursor: {cursor}" if cursor else "end", file=sys.stderr)
+    return 0
+
+
+async def _audit(app: App, args: argparse.Namespace) -> int:
+    if not (args.job or args.correlation):
+        raise ConfigError("audit needs --job ID or --correlation CID")
+    entries = await app.audit(job_id=args.job, correlation_id=args.correlation,
+                              queue=args.queue, count=args.count)
+    for entry in entries:
+        _print(asdict(entry))
+    if not entries:
+        what = f"job {args.job}" if args.job else f"correlation id {args.correlation}"
+        print(f"no audit entries for {what} (the trail keeps the newest entries per queue)",
+              file=sys.stderr)
     return 0
 
 
@@ -248,14 +327,72 @@ def _summary(record: Any) -> dict[str, Any]:
 async def _dead(app: App, args: argparse.Namespace) -> int:
     queue = args.queue or app.registry.defaults.queue
     if args.action == "list":
+        return await _dead_list(app, queue, args)
+    if args.action == "replay":
+        return await _dead_replay(app, queue, args)
+    return await _dead_purge(app, queue, args)
+
+
+async def _dead_list(app: App, queue: str, args: argparse.Namespace) -> int:
+    if args.history:  # the dead-letter stream: replayed and purged jobs too
         for entry in reversed(await app.dead_letters(queue, args.count)):
             _print(entry)
-    elif args.action == "replay":
-        n = await app.replay(args.ids or None, queue=queue, limit=args.count)
-        print(f"replayed {n} job(s) from {queue}")
-    elif args.action == "purge":
-        n = await app.purge_dead(queue)
-        print(f"purged {n} dead job(s) from {queue}")
+        return 0
+    await app.stats(queue)  # UnknownQueue for a typo
+    cursor, shown = None, 0
+    while shown < args.count:
+        records, cursor = await app.jobs(queue, "dead", cursor, min(1000, args.count - shown))
+        for r in records:
+            _print({"id": r.id, "name": r.name, "reason": r.reason, "attempt": r.attempt,
+                    "died_ms": r.finished_ms, "correlation_id": r.correlation_id,
+                    "error": (r.error or "").split("\n", 1)[0]})
+        shown += len(records)
+        if cursor is None:
+            break
+    return 0
+
+
+async def _dead_replay(app: App, queue: str, args: argparse.Namespace) -> int:
+    if args.ids:
+        answers = await app.replay_each(args.ids, queue=queue)
+        replayed = [i for i, a in answers.items() if a == ReplayReply.REPLAYED]
+        print(f"replayed {len(replayed)} job(s) from {queue}")
+        missed = [i for i in args.ids if answers.get(i) != ReplayReply.REPLAYED]
+        if missed:
+            raise ConfigError(f"{len(missed)} id(s) not replayed (not dead in {queue}, or no "
+                              f"such job): {', '.join(missed)}")
+        return 0
+    # every dead job, a page at a time; bounded by the count at the start, so
+    # jobs that die again meanwhile are not replayed round and round
+    total = (await app.stats(queue)).dead
+    done = 0
+    while done < total:
+        n = await app.replay(queue=queue, limit=min(args.count, total - done))
+        if n == 0:
+            break
+        done += n
+        print(f"replayed {done}/{total}", file=sys.stderr, flush=True)
+    left = (await app.stats(queue)).dead
+    print(f"replayed {done} job(s) from {queue}" + (f"; {left} dead job(s) left" if left else ""))
+    return 0
+
+
+async def _dead_purge(app: App, queue: str, args: argparse.Namespace) -> int:
+    dead = (await app.stats(queue)).dead
+    if dead == 0:
+        print(f"no dead jobs in {queue}")
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"dead purge deletes {dead} dead job(s) of {queue} for good; "
+                              "pass --yes to confirm (no terminal to ask on)")
+        answer = await anyio.to_thread.run_sync(
+            input, f"delete {dead} dead job(s) of {queue} for good (no replay after)? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing purged")
+            return 1
+    n = await app.purge_dead(queue)
+    print(f"purged {n} dead job(s) from {queue}")
     return 0
 
 
@@ -285,110 +422,176 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, default=str))
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="leasequeue", description=__doc__)
-    p.add_argument("--log-level", default="info", help="debug, info, warning (default info)")
-    sub = p.add_subparsers(dest="command")
+# -- the parser ---------------------------------------------------------------
 
-    w = sub.add_parser("worker", help="run a worker for MODULE:APP")
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's layout; appends a default the help does not
+    mention already (None, False and unset defaults are left out)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (default not in (None, False, argparse.SUPPRESS) and "default" not in text
+                and action.option_strings):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _common(url: bool = True) -> argparse.ArgumentParser:
+    """Options every command takes, before or after the command name."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--log-level", default=argparse.SUPPRESS,
+                   choices=["debug", "info", "warning", "error"],
+                   help="log level of the JSON log lines on stderr (default: info)")
+    if url:
+        p.add_argument("--app", help="MODULE:APP to take the prefix, queues and shard "
+                       "counts from (else --url and --prefix)")
+        p.add_argument("--url", default=None,
+                       help=f"Redis URL (default: ${URL_ENV}, else {DEFAULT_URL})")
+        p.add_argument("--prefix", default=None,
+                       help=f"key prefix (default: ${PREFIX_ENV}, else lq)")
+    return p
+
+
+def _sub(sub: Any, name: str, text: str, url: bool = True) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=text, description=text, parents=[_common(url)], formatter_class=_Formatter)
+    return parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="leasequeue", description=DESCRIPTION,
+                                formatter_class=_Formatter)
+    p.add_argument("--version", action="version", version=f"leasequeue {__version__}")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="log level of the JSON log lines on stderr")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND",
+                           help="what to do (`leasequeue COMMAND --help` for its options)")
+
+    w = _sub(sub, "worker", "run a worker for the App at MODULE:APP", url=False)
     w.add_argument("app", help="MODULE:APP, e.g. myproject.tasks:app")
-    w.add_argument("--queue", "-q", action="append", help="queue to consume (repeatable)")
-    w.add_argument("--concurrency", "-c", type=int, default=10)
-    w.add_argument("--worker-id")
-    w.add_argument("--lease", type=float, default=30.0, help="lease seconds (default 30)")
-    w.add_argument("--shutdown-timeout", type=float, default=30.0)
+    w.add_argument("--url", help=f"Redis URL, instead of the App's own (default: ${URL_ENV} "
+                   "when set, else the URL the App was built with)")
+    w.add_argument("--queue", "-q", action="append",
+                   help="queue to consume, repeatable (default: every queue of the App)")
+    w.add_argument("--concurrency", "-c", type=int, default=10, help="jobs run at once")
+    w.add_argument("--worker-id", help="this worker's id in logs and job records "
+                   "(default: host-pid-random)")
+    w.add_argument("--lease", type=float, default=30.0, help="lease length in seconds")
+    w.add_argument("--shutdown-timeout", type=float, default=30.0,
+                   help="seconds running jobs get to finish after SIGTERM")
     w.add_argument("--reap-interval", type=float, default=None,
-                   help="seconds between reaper ticks (default min(5, lease/2))")
+                   help="seconds between reaper ticks (default: min(5, lease/2))")
     w.add_argument("--reap-backoff-base", type=float, default=1.0,
-                   help="a reaped job waits base * 2^(attempt-1) s (default 1)")
+                   help="a reaped job waits base * 2^(attempt-1) seconds")
     w.add_argument("--reap-backoff-cap", type=float, default=60.0,
-                   help="... capped at this many seconds (default 60)")
+                   help="... capped at this many seconds")
+    w.add_argument("--allow-eviction", action="store_true",
+                   help="run even if Redis may evict keys (unsafe: leases can vanish)")
     w.add_argument("--janitor-interval", type=float, default=30.0,
                    help="seconds between passes of the resource ledger's TTL janitor")
-    w.add_argument("--allow-eviction", action="store_true",
-                   help="run even if Redis may evict keys (unsafe)")
     w.add_argument("--metrics-port", type=int, default=None,
                    help="serve this worker's Prometheus metrics on this port "
                    "(needs leasequeue[prometheus])")
     w.add_argument("--metrics-addr", default="0.0.0.0", help="address for --metrics-port")
 
-    e = sub.add_parser("exporter", help="serve the queue gauges read from Redis to Prometheus "
-                       "(one per cluster; needs leasequeue[prometheus])")
-    e.add_argument("--app", help="MODULE:APP (its queues and limits; else --url and --prefix)")
-    e.add_argument("--url", default="redis://localhost:6379/0")
-    e.add_argument("--prefix", default="lq")
+    e = _sub(sub, "exporter", "serve the queue gauges read from Redis to Prometheus (one per "
+             "cluster; needs leasequeue[prometheus])")
     e.add_argument("--queue", "-q", action="append",
-                   help="queue to export (repeatable; default: the App's queues)")
-    e.add_argument("--port", type=int, default=9808)
-    e.add_argument("--addr", default="0.0.0.0")
+                   help="queue to export, repeatable (default: the App's queues)")
+    e.add_argument("--port", type=int, default=9808, help="port to serve /metrics on")
+    e.add_argument("--addr", default="0.0.0.0", help="address to serve on")
     e.add_argument("--interval", type=float, default=5.0,
-                   help="seconds between reads of Redis (default 5)")
+                   help="seconds between reads of Redis")
 
-    a = sub.add_parser("acl", help="print a least-privilege Redis ACL user for a role "
-                                   "(SECURITY.md)")
-    a.add_argument("--role", required=True, choices=["producer", "worker", "operator", "viewer"])
-    a.add_argument("--prefix", required=True)
+    a = _sub(sub, "acl", "print a least-privilege Redis ACL user for a role (SECURITY.md)",
+             url=False)
+    a.add_argument("--role", required=True, choices=["producer", "worker", "operator", "viewer"],
+                   help="what the user may do")
+    a.add_argument("--prefix", required=True, help="the key prefix")
     a.add_argument("--queue", "-q", action="append",
                    help="producer / worker: only these queues (default: every queue)")
     a.add_argument("--limiter-prefix", help="default PREFIX:limiter")
     a.add_argument("--user", help="the ACL user name (default lq-ROLE)")
     a.add_argument("--cluster", action="store_true", help="add what a cluster client needs")
 
-    d = sub.add_parser("demo", help="a guided demo: crash recovery and a poison job")
-    d.add_argument("--url", default="memory://demo", help="default: embedded, no server")
-    d.add_argument("--jobs", type=int, default=300)
+    d = _sub(sub, "demo", "a guided demo: a worker killed mid-job, a poison job, a schedule",
+             url=False)
+    d.add_argument("--url", default="memory://demo",
+                   help="memory:// runs in one process with no server; a redis:// URL "
+                   "runs real worker processes and SIGKILLs one")
+    d.add_argument("--jobs", type=int, default=300, help="healthy jobs to run")
+    d.add_argument("--log-file", default=None,
+                   help="where the workers' JSON log lines go (default: a temporary file, "
+                   "named at the end)")
     d.add_argument("--saga", action="store_true",
                    help="the saga demo instead: a crash mid-saga, a compensation")
 
     _dashboard_parser(sub)
 
-    for name, text in (("stats", "queue statistics"),
-                       ("job", "one job's record, its run logs (--logs), or re-run it (--rerun)"),
-                       ("jobs", "list a queue's jobs in one state, a page at a time"),
-                       ("dead", "dead letters: list, replay, purge"),
-                       ("queues", "settings recorded in Redis: reshard QUEUE N, pause QUEUE, "
-                                  "resume QUEUE"),
-                       ("schedules", "schedules recorded in Redis: list, pause, resume, "
-                                     "trigger NAME"),
-                       ("breakers", "circuit breakers: list, open NAME (force open), close NAME "
-                                    "(force closed)")):
-        s = sub.add_parser(name, help=text)
-        if name == "schedules":
-            s.add_argument("action", choices=["list", "pause", "resume", "trigger"])
-            s.add_argument("name", nargs="?", help="the schedule (all but list)")
-        if name == "breakers":
-            s.add_argument("action", choices=["list", "open", "close"])
-            s.add_argument("name", nargs="?", help="the breaker (open, close)")
-        if name == "queues":
-            s.add_argument("action", choices=["reshard", "pause", "resume"])
-            s.add_argument("queue", help="the logical queue")
-            s.add_argument("shards", type=int, nargs="?",
-                           help="reshard: the new shard count (1 = not sharded); refused "
-                           "unless the queue is drained")
-        s.add_argument("--app", help="MODULE:APP (else --url and --prefix)")
-        s.add_argument("--url", default="redis://localhost:6379/0")
-        s.add_argument("--prefix", default="lq")
-        if name == "stats":
-            s.add_argument("--queue", "-q", action="append")
-        elif name == "jobs":
-            s.add_argument("--queue", "-q", required=True)
-        elif name not in ("queues", "schedules", "breakers"):
-            s.add_argument("--queue", "-q")
-        if name == "job":
-            s.add_argument("id")
-            s.add_argument("--logs", action="store_true", help="print the kept run logs")
-            s.add_argument("--rerun", action="store_true",
-                           help="run this finished job again as a new job")
-        if name == "jobs":
-            s.add_argument("--state", "-s", required=True,
-                           choices=["queued", "ready", "scheduled", "leased", "done", "dead"])
-            s.add_argument("--cursor", help="the cursor the previous page printed")
-            s.add_argument("--count", type=int, default=100)
-            s.add_argument("--correlation-id", help="only jobs with this correlation id")
-        if name == "dead":
-            s.add_argument("action", choices=["list", "replay", "purge"])
-            s.add_argument("ids", nargs="*", help="job ids to replay (default: the oldest)")
-            s.add_argument("--count", type=int, default=100)
+    s = _sub(sub, "stats", "queue statistics as JSON, one line per queue")
+    s.add_argument("--queue", "-q", action="append",
+                   help="queue, repeatable (default: every queue under the prefix)")
+
+    c = _sub(sub, "check", "exit non-zero when a queue is over a threshold (for cron or a "
+             "monitor); one ok/FAIL line per queue")
+    c.add_argument("--queue", "-q", action="append",
+                   help="queue, repeatable (default: every queue under the prefix)")
+    c.add_argument("--max-oldest-age", type=float, metavar="SECONDS",
+                   help="fail when the oldest ready job has waited longer")
+    c.add_argument("--max-dead", type=int, metavar="N", help="fail when more jobs are dead")
+    c.add_argument("--max-ready", type=int, metavar="N", help="fail when more jobs wait")
+
+    j = _sub(sub, "job", "one job's record, its run logs (--logs), or re-run it (--rerun)")
+    j.add_argument("id", help="the job id")
+    j.add_argument("--queue", "-q", help="its queue (default: the App's queues, or default)")
+    j.add_argument("--logs", action="store_true", help="print the kept run logs")
+    j.add_argument("--rerun", action="store_true",
+                   help="run this finished job again as a new job")
+
+    js = _sub(sub, "jobs", "list a queue's jobs in one state, a page at a time")
+    js.add_argument("--queue", "-q", required=True, help="the queue")
+    js.add_argument("--state", "-s", required=True,
+                    choices=["queued", "ready", "scheduled", "leased", "done", "dead"],
+                    help="which jobs")
+    js.add_argument("--cursor", help="the cursor the previous page printed")
+    js.add_argument("--count", type=int, default=100, help="jobs per page (at most 1000)")
+    js.add_argument("--correlation-id", help="only jobs with this correlation id")
+
+    a = _sub(sub, "audit", "the audit trail of one job or one correlation id: who did what, "
+             "and why")
+    a.add_argument("--job", help="a job id")
+    a.add_argument("--correlation", help="a correlation id")
+    a.add_argument("--queue", "-q", help="the queue (default: every queue under the prefix)")
+    a.add_argument("--count", type=int, default=100, help="most entries shown")
+
+    dead = _sub(sub, "dead", "dead jobs: list, replay (all, or the ids given), purge")
+    dead.add_argument("action", choices=["list", "replay", "purge"], help="what to do")
+    dead.add_argument("ids", nargs="*", help="replay: the job ids (default: every dead job)")
+    dead.add_argument("--queue", "-q", help="the queue (default: default)")
+    dead.add_argument("--count", type=int, default=REPLAY_PAGE,
+                      help="list: most jobs shown; replay: jobs per page")
+    dead.add_argument("--history", action="store_true",
+                      help="list: the dead-letter history (replayed and purged jobs too)")
+    dead.add_argument("--yes", "-y", action="store_true", help="purge: do not ask")
+
+    q = _sub(sub, "queues", "settings recorded in Redis: reshard QUEUE N, pause QUEUE, "
+             "resume QUEUE")
+    q.add_argument("action", choices=["reshard", "pause", "resume"], help="what to do")
+    q.add_argument("queue", help="the logical queue")
+    q.add_argument("shards", type=int, nargs="?",
+                   help="reshard: the new shard count (1 = not sharded); refused unless the "
+                   "queue is drained")
+
+    sc = _sub(sub, "schedules", "schedules recorded in Redis: list, pause, resume, "
+              "trigger NAME")
+    sc.add_argument("action", choices=["list", "pause", "resume", "trigger"], help="what to do")
+    sc.add_argument("name", nargs="?", help="the schedule (all but list)")
+
+    b = _sub(sub, "breakers", "circuit breakers: list, open NAME (force open), close NAME "
+             "(force closed)")
+    b.add_argument("action", choices=["list", "open", "close"], help="what to do")
+    b.add_argument("name", nargs="?", help="the breaker (open, close)")
     return p
 
 
@@ -419,6 +622,19 @@ def _dashboard_parser(sub: Any) -> None:
                    help="a limit name to show on the limits page (repeatable)")
     s.add_argument("--limiter-prefix", help="the RedisLimiter prefix (default PREFIX:limiter)")
     s.add_argument("--page-size", type=int, default=50, help="jobs per page (default 50)")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse argv and fill the connection defaults from the environment."""
+    args = _parser().parse_args(argv)
+    if "url" in args and args.command != "demo":
+        args.url_given = args.url is not None or (args.command != "worker"
+                                                  and URL_ENV in os.environ)
+        if args.command != "worker" and args.url is None:
+            args.url = os.environ.get(URL_ENV, DEFAULT_URL)
+    if "prefix" in args and args.prefix is None:
+        args.prefix = os.environ.get(PREFIX_ENV, "lq")
+    return args
 
 
 if __name__ == "__main__":  # pragma: no cover

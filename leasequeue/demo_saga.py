@@ -15,8 +15,48 @@ import anyio
 
 from .app import App
 from .context import Context
-from .demo import Cluster, _say
 from .saga import Step, run_saga
+from .worker import Worker
+
+LEASE = 2.0  # seconds: the crashed worker's runs come back this soon
+
+
+@dataclass
+class Cluster:
+    """The saga demo's workers, tasks of this process; a crash cancels a
+    worker's scope with no cleanup at all (no release, no ack), what SIGKILL
+    leaves behind."""
+
+    app: App
+    scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    workers: dict[str, Worker] = field(default_factory=dict)
+    crash_requests: list[str] = field(default_factory=list)
+    started: int = 0
+
+    def new_worker(self, tg: anyio.abc.TaskGroup) -> str:
+        self.started += 1
+        worker_id = f"worker-{self.started}"
+        worker = Worker(self.app, ["demo"], concurrency=8, worker_id=worker_id,
+                        lease=LEASE, reap_interval=0.5, reap_backoff=(0.0, 0.0),
+                        shutdown_timeout=5)
+        self.workers[worker_id] = worker
+        tg.start_soon(self._run, worker_id, worker)
+        return worker_id
+
+    async def _run(self, worker_id: str, worker: Worker) -> None:
+        with anyio.CancelScope() as scope:
+            self.scopes[worker_id] = scope
+            await worker.run()
+
+    def crash(self, worker_id: str) -> list[str]:
+        held = [run.job.id for run in self.workers[worker_id].table]
+        self.scopes.pop(worker_id).cancel()
+        self.workers.pop(worker_id)
+        return held
+
+
+def _say(text: str) -> None:
+    print(f"\r{' ' * 78}\r{text}", flush=True)
 
 
 @dataclass

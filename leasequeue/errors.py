@@ -18,6 +18,11 @@ class ConfigError(LeaseQueueError):
     """A setting or a name that cannot work (bad queue name, unsafe Redis policy...)."""
 
 
+class UnknownQueue(ConfigError):
+    """A queue name that nothing uses: no handler of this App, no keys in
+    Redis under this prefix (a typo, or the wrong --prefix)."""
+
+
 class RedisUnavailable(LeaseQueueError, RedisConnectionError):
     """Redis could not be reached; the message names the URL. It is still a
     redis-py ConnectionError, so code that catches that keeps working."""

@@ -182,3 +182,10 @@ class QueueStats:
     next_due_in_ms: int | None
     counters: dict[str, int]
     paused: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """Nothing in any set, no counter, not paused: Redis holds nothing
+        for the queue (or never did)."""
+        return not (self.ready or self.scheduled or self.leased or self.dead or self.retained
+                    or self.counters or self.paused)

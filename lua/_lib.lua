@@ -136,12 +136,57 @@ local function bulk(command, key, args)
   return out
 end
 
--- append to the capped audit stream; maxlen 0 turns the trail off
-local function emit(events_key, maxlen, id, event, detail)
-  if maxlen > 0 then
-    redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
-               'job', id, 'event', event, 'detail', detail or '')
+-- the correlation id in a payload envelope [1, corr, req, kwargs(, extra)]:
+-- msgpack bytes 1-2 are the array header and the version (1), the id is the
+-- str that follows (fixstr, str8 or str16; ids are at most 512 bytes). Read
+-- by hand, so a large payload is never decoded; '' when there is none.
+local function envelope_corr(envelope)
+  if not envelope then
+    return ''
   end
+  local b = string.byte(envelope, 3)
+  if not b then
+    return ''
+  end
+  local len, first
+  if b >= 160 and b <= 191 then
+    len, first = b - 160, 4
+  elseif b == 217 then
+    len, first = string.byte(envelope, 4), 5
+  elseif b == 218 then
+    len, first = string.byte(envelope, 4) * 256 + string.byte(envelope, 5), 6
+  else
+    return ''
+  end
+  return string.sub(envelope, first, first + len - 1)
+end
+
+-- append to the capped audit stream; maxlen 0 turns the trail off. Each
+-- entry says who (`by`: worker:<id>, reaper, producer, schedule:<name>,
+-- operator:<command>) and carries the job's correlation id, read from its
+-- payload (payloads_key) or given (corr).
+local function emit(events_key, maxlen, id, event, detail, by, payloads_key, corr)
+  if maxlen > 0 then
+    if corr == nil then
+      corr = payloads_key and envelope_corr(redis.call('HGET', payloads_key, id)) or ''
+    end
+    redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
+               'job', id, 'event', event, 'detail', detail or '', 'corr', corr,
+               'by', by or '')
+  end
+end
+
+-- the origin of a new job, from its id: a schedule's fire, a re-run, or a
+-- producer
+local function enqueued_by(id)
+  local schedule = string.match(id, '^schedule:(.+):[^:]+$')
+  if schedule then
+    return 'schedule:' .. string.gsub(schedule, ':manual$', '')
+  end
+  if string.find(id, ':rerun:%d+$') then
+    return 'operator:rerun'
+  end
+  return 'producer'
 end
 
 -- the job is in no set when this is called; put it back in line (not started)

@@ -62,6 +62,9 @@ for i, id in ipairs(ids) do
     if meta.started ~= '1' then
       meta.attempt = tonumber(meta.attempt) + 1  -- it ran: the attempt counts
     end
+    if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
+      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. meta.worker, payloads_key)
+    end
     if retention_ms > 0 then
       meta.state = outcome
       meta.end_ms = now_text
@@ -83,9 +86,6 @@ for i, id in ipairs(ids) do
       end
     else
       finish(meta, id, now, outcome, 0, k)
-    end
-    if audit_all or outcome ~= 'succeeded' then
-      emit(events_key, events_maxlen, id, outcome, '')
     end
     finished = finished + 1
     reply[#reply + 1] = CODE_FINISHED

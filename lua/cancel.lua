@@ -52,16 +52,18 @@ if meta.state == 'queued' or meta.state == 'scheduled'
   redis.call('ZREM', ready_key, id)
   redis.call('ZREM', scheduled_key, id)
   redis.call('ZREM', leases_key, id)
+  emit(events_key, events_maxlen, id, 'canceled',
+       leased and 'by request, not started' or 'by request', 'operator:cancel', payloads_key)
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
-  emit(events_key, events_maxlen, id, 'canceled', leased and 'by request, not started' or 'by request')
   signal(waiting_key, {id})
   return {CODE_CANCELED, 'canceled'}
 elseif leased then
   if tonumber(meta.cancel) ~= 1 then
     meta.cancel = 1
     save_meta(jobs_key, id, meta)
-    emit(events_key, events_maxlen, id, 'cancel-requested', meta.worker or '')
+    emit(events_key, events_maxlen, id, 'cancel-requested', meta.worker or '',
+         'operator:cancel', payloads_key)
   end
   return {CODE_CANCEL_REQUESTED, 'leased'}
 end

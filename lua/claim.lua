@@ -185,7 +185,8 @@ if count > 0 then
       leases[#leases + 1] = lease_until
       leases[#leases + 1] = id
       if audit_all then
-        emit(events_key, events_maxlen, id, 'claimed', worker_id)
+        emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
+             payloads_key)
       end
       add_job(id, meta, payloads[i])
     elseif raws[i] then

@@ -72,7 +72,8 @@ for i, id in ipairs(ids) do
     payloads[#payloads + 1] = id
     payloads[#payloads + 1] = ARGV[base + 2]
     if audit_all then
-      emit(events_key, events_maxlen, id, 'enqueued', meta.state)
+      emit(events_key, events_maxlen, id, 'enqueued', meta.state, enqueued_by(id), nil,
+           envelope_corr(ARGV[base + 2]))
     end
     fresh[id] = meta.state
     created = created + 1

@@ -88,14 +88,16 @@ end
 meta.started = 0
 local code
 if tonumber(meta.cancel) == 1 and not dead_reason then
+  emit(events_key, events_maxlen, id, 'canceled', 'after failure', 'worker:' .. meta.worker,
+       payloads_key)
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
-  emit(events_key, events_maxlen, id, 'canceled', 'after failure')
   signal(waiting_key, {id})
   return {CODE_CANCELED, 'canceled', meta.attempt, meta.work_fail, meta.infra_fail}
 elseif dead_reason then
   bury(meta, id, now, dead_reason, err, dead_key, letters_key, letters_maxlen, stats_key)
-  emit(events_key, events_maxlen, id, 'dead', dead_reason)
+  emit(events_key, events_maxlen, id, 'dead', dead_reason, 'worker:' .. meta.worker,
+       payloads_key)
   code = CODE_DEAD
 else
   if delay_ms <= 0 then
@@ -103,7 +105,7 @@ else
   end
   requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
   redis.call('HINCRBY', stats_key, 'retried', 1)
-  emit(events_key, events_maxlen, id, 'retried', kind)
+  emit(events_key, events_maxlen, id, 'retried', kind, 'worker:' .. meta.worker, payloads_key)
   wake(wake_key, 1, 1)
   code = CODE_RETRY
 end

@@ -92,7 +92,7 @@ for _, id in ipairs(expired) do
       if spent then
         bury(meta, id, now, 'lease-expired', err, dead_key, letters_key, letters_maxlen, stats_key)
         save_meta(jobs_key, id, meta)
-        emit(events_key, events_maxlen, id, 'dead', 'lease-expired')
+        emit(events_key, events_maxlen, id, 'dead', 'lease-expired', 'reaper', payloads_key)
         signal(waiting_key, {id})
         buried = buried + 1
         any_buried = true
@@ -104,7 +104,7 @@ for _, id in ipairs(expired) do
         requeue(meta, id, now, delay, ready_key, scheduled_key)
         save_meta(jobs_key, id, meta)
         emit(events_key, events_maxlen, id, started and 'reaped' or 'reaped-unstarted',
-             meta.worker or '')
+             meta.worker or '', 'reaper', payloads_key)
         requeued = requeued + 1
       end
     end

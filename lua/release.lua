@@ -46,15 +46,17 @@ for base = 5, #ARGV, 2 do
       meta.attempt = math.max(0, tonumber(meta.attempt) - 1)
     end
     if tonumber(meta.cancel) == 1 then
+      emit(events_key, events_maxlen, id, 'canceled', why, 'worker:' .. meta.worker,
+           payloads_key)
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
-      emit(events_key, events_maxlen, id, 'canceled', why)
       signal(waiting_key, {id})
       reply[#reply + 1] = CODE_CANCELED
     else
       requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
-      emit(events_key, events_maxlen, id, 'released', why)
+      emit(events_key, events_maxlen, id, 'released', why, 'worker:' .. meta.worker,
+           payloads_key)
       released = released + 1
       reply[#reply + 1] = CODE_RELEASED
     end

@@ -95,7 +95,7 @@ def test_stats_job_and_dead_commands(redis_server: RedisProcess, prefix: str,
 
     code, out = run_cli(capsys, "dead", "list", *where)
     entries = json_lines(out)
-    assert code == 0 and sorted(e["job"] for e in entries) == ["dead0", "dead1"], entries
+    assert code == 0 and sorted(e["id"] for e in entries) == ["dead0", "dead1"], entries
     assert {e["reason"] for e in entries} == {"permanent"}
 
     code, out = run_cli(capsys, "dead", "replay", "dead0", *where)
@@ -103,7 +103,7 @@ def test_stats_job_and_dead_commands(redis_server: RedisProcess, prefix: str,
     _, out = run_cli(capsys, "job", "dead0", *where)
     assert json_lines(out)[0]["state"] == "queued"
 
-    code, out = run_cli(capsys, "dead", "purge", *where)
+    code, out = run_cli(capsys, "dead", "purge", "--yes", *where)
     assert code == 0 and out.strip() == "purged 1 dead job(s) from default", out
     _, out = run_cli(capsys, "stats", "--queue", "default", *where)
     assert json_lines(out)[0]["dead"] == 0

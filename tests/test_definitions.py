@@ -268,3 +268,17 @@ def test_the_documented_defaults_of_the_resilience_kit() -> None:
     assert inspect.signature(Worker).parameters["janitor_interval"].default == 30.0
     assert "lease_ms = int(p.interval * 3 * 1000)" in inspect.getsource(janitor)
     assert StoreSettings().events_maxlen == 10_000  # the breakers' events stream cap
+
+
+def test_the_documented_command_line_and_sync_constants() -> None:
+    """The figures the README's command-line, audit, demo and sync producer
+    sections quote are the code's."""
+    from leasequeue import cli, demo, demo_app, demo_workers, producer
+    from leasequeue.store.settings import StoreSettings
+
+    assert (cli.REPLAY_PAGE, cli.EXIT_CHECK_FAILED, cli.DEFAULT_URL) == (
+        500, 1, "redis://localhost:6379/0")
+    assert (cli.URL_ENV, cli.PREFIX_ENV) == ("LEASEQUEUE_URL", "LEASEQUEUE_PREFIX")
+    assert StoreSettings().events_maxlen == 10_000
+    assert (producer.WAIT_SLICE, producer.ENQUEUE_CHUNK) == (2.0, 500)
+    assert (demo.WORKERS, demo_workers.LEASE, demo_app.POISON_ATTEMPTS) == (3, 2.0, 3)

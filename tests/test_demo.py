@@ -1,31 +1,91 @@
 """`leasequeue demo` is the first thing a newcomer runs: it must end with
 every healthy job succeeded and only the poison job dead (finding 13: once
 in about 25 runs a healthy job that shared a worker with the poison job on
-each of its crashes was buried too). Three runs here; fifty in the slow run."""
+each of its crashes was buried too), a crash whose jobs are recovered by
+another worker (not by the one killed), a short summary, and no log line in
+the display. Three in-process runs and one with real worker processes
+killed by SIGKILL; fifty in-process runs in the slow run."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
 from leasequeue.demo import run_demo
+from tests.harness.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
 
 
+def summary(out: str) -> dict[str, str]:
+    """The summary's lines by their first word after ok/FAIL."""
+    tail = out.split("\nSummary\n", 1)[1]
+    lines = [x.strip() for x in tail.splitlines() if x.strip()]
+    return {x.split()[1]: x for x in lines}
+
+
+def check_display(out: str, log_file: Path) -> None:
+    # no JSON log line in the display; they are all in the log file
+    assert not [x for x in out.splitlines() if x.lstrip("\r").startswith("{")], out
+    logged = [json.loads(x) for x in log_file.read_text().splitlines() if x.startswith("{")]
+    assert any(x.get("msg") == "worker started" or "worker" in x.get("msg", "") for x in logged)
+    assert f"workers' log lines: {log_file}" in out
+
+
 @pytest.mark.parametrize("run", range(3))
-async def test_the_demo_loses_no_healthy_job(run: int, capsys: pytest.CaptureFixture[str]) -> None:
-    assert await run_demo(url=f"memory://demo-test-{run}", jobs=120) == 0
+async def test_the_in_process_demo_loses_no_healthy_job(run: int, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    log_file = tmp_path / "demo.log"
+    code = await run_demo(url=f"memory://demo-test-{run}", jobs=120, log_file=str(log_file))
     out = capsys.readouterr().out
-    assert "dead 1," in out and "lost 0" in out
+    assert code == 0, out
+    lines = summary(out)
+    assert lines["120"].startswith("ok   120 healthy jobs: 120 succeeded, 0 lost"), out
+    crash = re.search(r"ok   crash: (worker-\d+) killed holding (\d+) job\(s\); (\d+) handed "
+                      r"back by the reaper and run again by (.+)$", lines["crash:"])
+    assert crash, out
+    victim, held, reaped, by = crash.groups()
+    assert held == reaped and int(held) > 0 and victim not in by.split(", "), out
+    # 3 kills, one per attempt (a kill before the start mark landed is an
+    # infrastructure failure, not an attempt: then one more)
+    assert re.match(r"ok   poison job: killed [34] worker\(s\), then dead \(lease-expired\) "
+                    r"after 3 attempts", lines["poison"]), out
+    assert lines["schedule"].startswith("ok   schedule 'heartbeat'"), out
+    assert "task cancelled" in out and "Give --url redis://" in out  # says what it simulates
+    check_display(out, log_file)
+
+
+@pytest.mark.timeout(240)
+async def test_the_demo_on_redis_sigkills_a_worker_process(redis_server: RedisProcess,
+                                                           tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    log_file = tmp_path / "demo.log"
+    code = await run_demo(url=redis_server.url, jobs=150, log_file=str(log_file))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"\*\* killed worker-\d+ \(SIGKILL\) while it held [1-9]", out), out
+    lines = summary(out)
+    assert lines["150"].startswith("ok   150 healthy jobs: 150 succeeded, 0 lost"), out
+    victim, by = re.search(r"crash: (worker-\d+) killed .* run again by (.+)$",
+                           lines["crash:"]).groups()  # type: ignore[union-attr]
+    assert lines["crash:"].startswith("ok") and victim not in by.split(", "), out
+    assert re.match(r"ok   poison job: killed [34] worker\(s\)", lines["poison"]), out
+    check_display(out, log_file)
+    assert len(summary(out)) <= 6  # read in five seconds
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-async def test_the_demo_fifty_times_in_a_row(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_the_demo_fifty_times_in_a_row(capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
     runs = int(os.environ.get("LQ_DEMO_RUNS", "50"))
     for run in range(runs):
-        assert await run_demo(url=f"memory://demo-slow-{run}") == 0, capsys.readouterr().out
+        assert await run_demo(url=f"memory://demo-slow-{run}",
+                              log_file=str(tmp_path / "demo.log")) == 0, capsys.readouterr().out
         out = capsys.readouterr().out
-        assert "succeeded 300/300, dead 1," in out, out
+        assert "300 healthy jobs: 300 succeeded, 0 lost" in out, out

@@ -39,6 +39,23 @@ def connect(url: str, **options: Any) -> Redis:
     two share the command API leasequeue uses (scripts, pipelines, reads)."""
     if is_memory_url(url):
         return _memory_client(url)
+    client_options(url, options)
+    if url.startswith("cluster://"):
+        return cast(Redis, RedisCluster(startup_nodes=_nodes(url, "cluster://"),
+                                        decode_responses=False, **options))
+    if url.startswith("sentinel://"):
+        return _sentinel_client(url, options)
+    if _hiredis_pack is not None and url.startswith("redis://"):
+        options.setdefault("connection_class", HiredisPackConnection)
+    pool = ConnectionPool.from_url(url, decode_responses=False, **options)
+    # from_pool: the client owns the pool, so App.close() closes its connections
+    # (Redis(connection_pool=pool) would leave them open until garbage collection)
+    return Redis.from_pool(pool)
+
+
+def client_options(url: str, options: dict[str, Any]) -> None:
+    """The options every client of ``url`` gets (async and sync alike);
+    ConfigError for a scheme leasequeue does not know."""
     options.setdefault("socket_connect_timeout", 5.0)
     # our own bound on every command (redis-py < 8 waits forever by default):
     # a connection that goes silent fails within it and is replaced; longer
@@ -49,26 +66,17 @@ def connect(url: str, **options: Any) -> Redis:
     # at concurrency 100 may settle 100 runs at once beside its claimer,
     # acker, starter, heartbeater and reaper
     options.setdefault("max_connections", 1024)
-    if url.startswith("cluster://"):
-        return cast(Redis, RedisCluster(startup_nodes=_nodes(url, "cluster://"),
-                                        decode_responses=False, **options))
-    if url.startswith("sentinel://"):
-        return _sentinel_client(url, options)
+    if url.startswith(("cluster://", "sentinel://")):
+        return
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(
             f"unsupported URL {url!r}: use redis://, rediss://, unix://, cluster://, "
             "sentinel:// or memory://"
         )
     options.setdefault("health_check_interval", 15)
-    if _hiredis_pack is not None and url.startswith("redis://"):
-        options.setdefault("connection_class", HiredisPackConnection)
-    pool = ConnectionPool.from_url(url, decode_responses=False, **options)
-    # from_pool: the client owns the pool, so App.close() closes its connections
-    # (Redis(connection_pool=pool) would leave them open until garbage collection)
-    return Redis.from_pool(pool)
 
 
-def _host_ports(text: str, url: str) -> list[tuple[str, int]]:
+def host_ports(text: str, url: str) -> list[tuple[str, int]]:
     out = []
     for part in text.split(","):
         host, _, port = part.strip().rpartition(":")
@@ -79,15 +87,21 @@ def _host_ports(text: str, url: str) -> list[tuple[str, int]]:
 
 
 def _nodes(url: str, scheme: str) -> list[ClusterNode]:
-    return [ClusterNode(h, p) for h, p in _host_ports(url[len(scheme):].rstrip("/"), url)]
+    return [ClusterNode(h, p) for h, p in host_ports(url[len(scheme):].rstrip("/"), url)]
 
 
-def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
+def sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str]:
+    """(sentinel hosts, master name) of a sentinel:// URL."""
     hosts, _, master = url[len("sentinel://"):].partition("/")
     if not master:
         raise ConfigError(f"sentinel URL {url!r} needs the master name: sentinel://h:p/name")
+    return host_ports(hosts, url), master
+
+
+def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
+    hosts, master = sentinel_parts(url)
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        _host_ports(hosts, url), socket_timeout=options["socket_connect_timeout"])
+        hosts, socket_timeout=options["socket_connect_timeout"])
     client: Redis = sentinel.master_for(master, redis_class=Redis, decode_responses=False,
                                         **options)
     return client
@@ -109,7 +123,9 @@ class HiredisPackConnection(Connection):
             return super().pack_command(*args)
 
 
-def _memory_client(url: str) -> Redis:
+def memory_server(url: str) -> Any:
+    """The fakeredis server of a memory:// URL: one per name and process,
+    shared by the async and the sync client."""
     try:
         import fakeredis
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -121,7 +137,13 @@ def _memory_client(url: str) -> Redis:
     if server is None:
         server = fakeredis.FakeServer()
         _MEMORY_SERVERS[name] = server
-    client: Redis = fakeredis.FakeAsyncRedis(server=server)
+    return server
+
+
+def _memory_client(url: str) -> Redis:
+    import fakeredis
+
+    client: Redis = fakeredis.FakeAsyncRedis(server=memory_server(url))
     return client
 
 

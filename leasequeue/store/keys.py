@@ -242,9 +242,10 @@ def schedules_keys(prefix: str) -> SchedulesKeys:
 
 
 def queues_key(prefix: str) -> str:
-    """The logical queues a prefix has used (SET), added to by every process
-    the first time it uses a queue (App.verify_queues): how the dashboard and
-    the CLI find the queues without scanning the keyspace."""
+    """The SET of every logical queue used under a prefix (added once per
+    process and queue, by App.verify_queues): how `leasequeue stats` and
+    App.queues() find the queues without scanning the keyspace. Same hash tag
+    as the schedules, ``{prefix}``."""
     return "{" + check_prefix(prefix) + "}:queues"
 
 

@@ -125,14 +125,8 @@ class Scripts:
     # -- one method per script ------------------------------------------------
 
     async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
-        s = self.settings
-        args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
-        for j in jobs:
-            args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts,
-                     j.max_infra]
-        reply = await self.run_durable("enqueue", qk, args)
-        return [(EnqueueReply(int(reply[i])) == EnqueueReply.CREATED, text(reply[i + 1]))
-                for i in range(0, len(reply), 2)]
+        reply = await self.run_durable("enqueue", qk, enqueue_args(self.settings, jobs))
+        return enqueue_replies(reply)
 
     async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,
                     start_now: int, claim_id: str) -> ClaimBatch:
@@ -260,32 +254,14 @@ class Scripts:
         return int(await self.run("purge", qk, [batch]))
 
     async def stats(self, qk: QueueKeys, max_classes: int = 32) -> QueueStats:
-        r = await self.run("stats", qk, [max_classes])
-        now = int(r[0])
-        oldest = int(r[6])
-        next_due = int(float(r[7]))
-        flat = r[8]
-        counters = {text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-        return QueueStats(
-            queue=qk.queue, now_ms=now, ready=int(r[1]), scheduled=int(r[2]), leased=int(r[3]),
-            dead=int(r[4]), retained=int(r[5]),
-            oldest_ready_age_ms=None if oldest < 0 else max(0, now - oldest),
-            next_due_in_ms=None if next_due < 0 else max(0, next_due - now),
-            counters=counters, paused=int(r[9]) == 1,
-        )
+        return stats_reply(qk, await self.run("stats", qk, [max_classes]))
 
     async def queue_config(self, qk: QueueKeys, shards: int, expected: int = 0) -> int:
         """Record a logical queue's shard count; returns the recorded count (0:
         none). ``expected`` 0 records only when none is recorded yet; > 0
         replaces the count only while it is ``expected`` (a reshard); -1 only
         reads it."""
-        raw = await self.run("queue_config", qk, [shards, expected])
-        if raw is None:
-            return 0
-        recorded = text(raw)
-        if not recorded.isdigit() or int(recorded) < 1:
-            raise ConfigError(f"{qk.config} holds shards={recorded!r}, not a shard count")
-        return int(recorded)
+        return queue_config_reply(qk, await self.run("queue_config", qk, [shards, expected]))
 
     async def watch(self, qk: QueueKeys, job_id: str, ttl_ms: int) -> str:
         """The job's state ('missing' | 'malformed' too); while it has not
@@ -420,3 +396,42 @@ class Scripts:
         queue, job, token = owner
         return ResourceClearReply(int(await self.run(
             "resource_clear", rk, [rk.member, queue, job, token])))
+
+# -- shared with the sync client (sync_scripts.py): arguments and replies --
+
+def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
+    args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
+    for j in jobs:
+        args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts, j.max_infra]
+    return args
+
+
+def enqueue_replies(reply: Any) -> list[tuple[bool, str]]:
+    """(created, state) per job."""
+    return [(EnqueueReply(int(reply[i])) == EnqueueReply.CREATED, text(reply[i + 1]))
+            for i in range(0, len(reply), 2)]
+
+
+def queue_config_reply(qk: QueueKeys, raw: Any) -> int:
+    if raw is None:
+        return 0
+    recorded = text(raw)
+    if not recorded.isdigit() or int(recorded) < 1:
+        raise ConfigError(f"{qk.config} holds shards={recorded!r}, not a shard count")
+    return int(recorded)
+
+
+def stats_reply(qk: QueueKeys, r: Any) -> QueueStats:
+    now = int(r[0])
+    oldest = int(r[6])
+    next_due = int(float(r[7]))
+    flat = r[8]
+    counters = {text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+    return QueueStats(
+        queue=qk.queue, now_ms=now, ready=int(r[1]), scheduled=int(r[2]), leased=int(r[3]),
+        dead=int(r[4]), retained=int(r[5]),
+        oldest_ready_age_ms=None if oldest < 0 else max(0, now - oldest),
+        next_due_in_ms=None if next_due < 0 else max(0, next_due - now),
+        counters=counters, paused=int(r[9]) == 1,
+    )
+

@@ -3,7 +3,7 @@ durable mode). Plain data."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +27,12 @@ class StoreSettings:
         return "1" if self.audit_all else "0"
 
 
+
+
+def with_durable(settings: StoreSettings, durable: bool, timeout: float) -> StoreSettings:
+    """``settings`` for App(durable=..., durable_timeout=...): WAIT for at least
+    one replica, ``timeout`` seconds at most."""
+    if not durable:
+        return settings
+    return replace(settings, durable_replicas=max(1, settings.durable_replicas),
+                   durable_timeout_ms=int(timeout * 1000))

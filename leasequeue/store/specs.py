@@ -38,7 +38,7 @@ SPECS: dict[str, ScriptSpec] = {
             worker_keys=("claim",),
         ),
         ScriptSpec("start", ("leases", "jobs"), (), ("id", "token")),
-        ScriptSpec("renew", ("leases", "jobs", "events"), ("lease_ms", "events_maxlen"),
+        ScriptSpec("renew", ("leases", "jobs", "events", "payloads"), ("lease_ms", "events_maxlen"),
                    ("id", "token")),
         ScriptSpec(
             "ack",
@@ -82,7 +82,7 @@ SPECS: dict[str, ScriptSpec] = {
         ),
         ScriptSpec(
             "replay",
-            ("jobs", "errors", "ready", "dead", "stats", "wake", "events"),
+            ("jobs", "errors", "ready", "dead", "stats", "wake", "events", "payloads"),
             ("events_maxlen",),
             ("id",),
         ),

@@ -394,4 +394,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         "resource_claim.lua lets a second closer take an entry another closer holds",
         (f"{RESOURCES}::test_racing_reconcilers_close_once_and_a_lapsed_closer_lets_another_close_again",),
     ),
+    # -- the audit trail and the command line -----------------------------------
+    Mutation(
+        "audit-loses-str8-correlation", "lua/_lib.lua",
+        "    len, first = string.byte(envelope, 4), 5\n",
+        "    return ''\n",
+        "the audit trail drops correlation ids of 32-255 bytes (a msgpack str8)",
+        ("tests/test_audit.py::test_correlation_ids_of_every_length_are_read_from_the_payload",),
+    ),
+    Mutation(
+        "audit-origin-is-the-holder", "lua/cancel.lua",
+        "'operator:cancel', payloads_key)\n  finish(",
+        "'worker:' .. meta.worker, payloads_key)\n  finish(",
+        "a canceled job's audit entry names its last worker, not the operator",
+        ("tests/test_audit.py::test_each_entry_says_who_and_carries_the_correlation_id",),
+    ),
+    Mutation(
+        "replay-cli-forgets-missing-ids", "leasequeue/cli.py",
+        "        if missed:\n",
+        "        if False:\n",
+        "`dead replay ID` exits 0 for ids it did not replay",
+        ("tests/test_cli_newuser.py::test_dead_replay_of_unknown_ids_exits_non_zero_and_names_them",),
+    ),
 )

@@ -1,0 +1,272 @@
+"""What the async App and the sync SyncApp share as producers: checking a
+job request and encoding it into a NewJob, routing it to a queue, reading a
+job's record and turning an ended job into its result or error.
+
+It never talks to Redis itself: reads are queued on a pipeline the caller
+runs (sync or async), so both clients send the very same commands."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import codec
+from .errors import (
+    ConfigError,
+    JobCanceled,
+    JobDead,
+    JobNotFound,
+    MalformedJob,
+    Timeout,
+    UnknownJob,
+    UnknownQueue,
+)
+from .hooks import EnqueueInfo, HookSet
+from .models import EnqueuedJob, JobRecord, JobState, NewJob
+from .registry import Registry
+from .store.keys import QueueKeys, check_job_name
+from .store.record import decode_record, parse_logs, parse_progress
+from .store.shards import Shards, logical
+
+MAX_PRIORITY = 32767
+ENQUEUE_CHUNK = 500
+MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
+UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
+# wait blocks in slices under the socket timeout (5 s), re-checking the
+# job's state after each one: a missed token (a reconnect) costs one slice
+WAIT_SLICE = 2.0
+
+
+@dataclass(slots=True)
+class JobRequest:
+    """One job for enqueue_many. ``max_attempts`` / ``max_infra_attempts`` left
+    at None let the handler's definition on the worker decide; an int >= 1
+    overrides it for this job."""
+
+    name: str
+    payload: dict[str, Any] | None = None
+    job_id: str | None = None
+    queue: str | None = None
+    delay: float = 0.0
+    priority: int = 0
+    correlation_id: str | None = None
+    request_id: str | None = None
+    max_attempts: int | None = None
+    max_infra_attempts: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Producer:
+    """Request checks, payload encoding and routing for one prefix: the part
+    of enqueue that is the same for every client."""
+
+    def __init__(self, registry: Registry, shards: Shards, max_payload_bytes: int,
+                 hooks: HookSet | None = None) -> None:
+        self.registry = registry
+        self.shards = shards
+        self.max_payload_bytes = max_payload_bytes
+        self.hooks = hooks if hooks is not None else HookSet()
+        self._names_ok: set[str] = set()  # job names already checked
+
+    def prepare(self, r: JobRequest,
+                infos: list[EnqueueInfo] | None = None) -> tuple[str, NewJob]:
+        """(logical queue, the job ready for the enqueue script); raises a
+        typed error (ConfigError, UnknownJob, PayloadError) before anything
+        is written. With ``infos`` (the hooks want enqueues), each job's
+        EnqueueInfo is appended after before_enqueue saw it."""
+        definition = self.registry.find(r.name)
+        queue = self.queue_for(r.name, r.queue, definition.queue if definition else None)
+        if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
+            raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
+                              f"got {r.priority!r}")
+        if not (isinstance(r.delay, int | float) and 0 <= r.delay < MAX_DELAY):
+            raise ConfigError(f"delay must be a number of seconds in [0, {MAX_DELAY}), "
+                              f"got {r.delay!r}")
+        # the handler's definition decides the budgets (on the worker that runs
+        # it): the record holds only what the caller asked for, 0 = unset
+        max_attempts = budget("max_attempts", r.max_attempts)
+        max_infra = budget("max_infra_attempts", r.max_infra_attempts)
+        job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
+        if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
+            raise ConfigError("job_id must be a str of 1-512 characters")
+        headers = None
+        if infos is not None:  # hooks see the job and may add headers (a trace context)
+            info = EnqueueInfo(r.name, queue, job_id, r.correlation_id or job_id,
+                               r.request_id or "", r.delay)
+            self.hooks.before_enqueue(info)
+            infos.append(info)
+            headers = {str(k): str(v) for k, v in info.headers.items()} or None
+        envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
+                                         r.request_id or "", self.max_payload_bytes,
+                                         headers=headers)
+        if r.name not in self._names_ok:
+            self._names_ok.add(check_job_name(r.name))
+        return queue, NewJob(
+            id=job_id, name=r.name, payload=envelope,
+            delay_ms=int(r.delay * 1000), priority=r.priority,
+            max_attempts=max_attempts, max_infra=max_infra,
+        )
+
+    def queue_for(self, name: str, queue: str | None, defined: str | None) -> str:
+        """The logical queue of a job: ``queue`` when given, else its
+        definition's (``defined``), else the default queue of a producer-only
+        App; UnknownJob for a name an App with handlers does not know."""
+        if queue is not None:
+            return self.shards.keys(queue).queue
+        if defined is not None:
+            return defined
+        if self.registry.empty:
+            # a producer-only App: every job goes to the default queue
+            return self.registry.defaults.queue
+        raise UnknownJob(
+            f"no job is registered under the name {name!r}; register it, or pass queue= "
+            "to enqueue a job that another service handles"
+        )
+
+    def keys_for(self, queue: str, job_id: str) -> QueueKeys:
+        """The keys of the shard of ``queue`` that holds ``job_id``."""
+        return self.shards.keys(self.shards.route(queue, job_id))
+
+    def group(self, prepared: list[tuple[str, NewJob]]) -> dict[str, list[int]]:
+        """Indexes of a prepared batch by physical queue (chunks() cuts
+        each list into script calls)."""
+        by_queue: dict[str, list[int]] = {}
+        for index, (queue, job) in enumerate(prepared):
+            by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
+        return by_queue
+
+    def answer(self, answers: list[EnqueuedJob | None], prepared: list[tuple[str, NewJob]],
+               physical: str, chunk: list[int], replies: list[tuple[bool, str]]) -> None:
+        """Fill ``answers`` for one enqueue call's chunk of a prepared batch."""
+        for i, (created, state) in zip(chunk, replies, strict=True):
+            job = prepared[i][1]
+            answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created, state)
+
+    def queues_to_search(self, queue: str | None) -> list[str]:
+        """The logical queues a job id is looked for in."""
+        if queue is not None:
+            return [queue]
+        return sorted({self.registry.defaults.queue, *self.registry.queues()})
+
+
+def budget(what: str, given: int | None) -> int:
+    """An explicit budget of an enqueue call, or UNSET_BUDGET."""
+    if given is None:
+        return UNSET_BUDGET
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
+    return given
+
+
+def chunks(indexes: list[int]) -> list[list[int]]:
+    return [indexes[i:i + ENQUEUE_CHUNK] for i in range(0, len(indexes), ENQUEUE_CHUNK)]
+
+
+def queue_job_reads(pipe: Any, qk: QueueKeys, job_id: str) -> None:
+    """Queue the seven reads of one job on a pipeline (sync or async alike);
+    decode_job decodes their replies."""
+    pipe.hget(qk.jobs, job_id)
+    pipe.zscore(qk.leases, job_id)
+    pipe.hget(qk.payloads, job_id)
+    pipe.hget(qk.errors, job_id)
+    pipe.hget(qk.results, job_id)
+    pipe.hget(qk.logs, job_id)
+    pipe.hmget(qk.runstate, [f"c:{job_id}", f"s:{job_id}", f"p:{job_id}"])
+
+
+def decode_job(job_id: str, queue: str, replies: list[Any]) -> JobRecord | None:
+    """The JobRecord from the replies of queue_job_reads (None: no such job)."""
+    raw, lease, envelope, error, result, logs, state = replies
+    record = decode_record(job_id, queue, raw, lease, envelope, error)
+    if record is not None:
+        record.result = codec.decode_result(result, job_id)
+        record.logs = parse_logs(logs)
+        checkpoints = codec.decode_state(state[0], job_id)
+        record.checkpoints = checkpoints if isinstance(checkpoints, dict) else {}
+        saga = codec.decode_state(state[1], job_id)
+        record.saga = saga if isinstance(saga, dict) else None
+        record.progress = parse_progress(state[2])
+    return record
+
+
+def not_found(job_id: str, queues: list[str]) -> JobNotFound:
+    return JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
+
+
+class WaitClock:
+    """The timing of one wait (App.wait, SyncApp.wait): blocks of at most
+    WAIT_SLICE up to the deadline, each registered for a second longer, and
+    the pause after a lost connection (doubling from 50 ms to 1 s)."""
+
+    def __init__(self, job_id: str, timeout: float | None) -> None:
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
+            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        self.job_id, self.timeout = job_id, timeout
+        self.deadline = float("inf") if timeout is None else time.monotonic() + timeout
+        self.remaining = 0.0
+        self.backoff = 0.05
+
+    def block(self) -> float:
+        """The next block's length (0 once the time is up)."""
+        self.remaining = self.deadline - time.monotonic()
+        return min(WAIT_SLICE, max(0.0, self.remaining))
+
+    @staticmethod
+    def ttl_ms(block: float) -> int:
+        """How long the watch registration of a block holds."""
+        return int((block + 1.0) * 1000)
+
+    def check_expired(self) -> None:
+        """Timeout once the job has not ended by the deadline."""
+        if self.remaining <= 0:
+            raise Timeout(self.job_id, self.timeout or 0.0)
+        self.backoff = 0.05  # a round went through
+
+    def pause(self) -> float | None:
+        """After a lost connection: how long to wait before the next round,
+        or None when the time is up (the caller re-raises)."""
+        if time.monotonic() >= self.deadline:
+            return None
+        pause = min(self.backoff, max(0.0, self.deadline - time.monotonic()))
+        self.backoff = min(self.backoff * 2, 1.0)
+        return pause
+
+
+def watched_ended(state: str, job_id: str, queue: str) -> bool:
+    """The watch script's answer: True once the job has ended; raises
+    JobNotFound / MalformedJob for a job that is gone or unreadable."""
+    if state == "missing":
+        raise JobNotFound(f"job {job_id!r} of queue {queue} is gone (its retention ran "
+                          "out, or it kept no record)")
+    if state == "malformed":
+        raise MalformedJob(f"job {job_id} in queue {queue}: record is malformed")
+    return JobState(state).terminal
+
+
+def result_of(record: JobRecord) -> Any:
+    """An ended job's result, or JobDead / JobCanceled."""
+    if record.state == JobState.DEAD:
+        raise JobDead(record.id, record.state, record.reason, record.error)
+    if record.state == JobState.CANCELED:
+        raise JobCanceled(record.id, record.state, record.reason, record.error)
+    return record.result
+
+
+def shard_mismatch(queue: str, recorded: int, configured: int, prefix: str) -> ConfigError:
+    """The error of a process whose shard count disagrees with Redis's."""
+    return ConfigError(
+        f"queue {queue!r} is recorded in Redis with {recorded} shard(s), but this "
+        f"process is configured with {configured} (App(queue_shards=...)): its "
+        f"jobs would be stranded. Configure {recorded}, or drain the queue and "
+        f"change the count with `leasequeue queues reshard {queue} {configured} "
+        f"--url ... --prefix {prefix}` (App.reshard)."
+    )
+
+
+def unknown_queue(queue: str, prefix: str) -> UnknownQueue:
+    return UnknownQueue(
+        f"queue {queue!r} does not exist under prefix {prefix!r}: no handler uses it and "
+        "Redis holds nothing for it (check the name and the prefix; `leasequeue stats` "
+        "lists the queues that exist)")
