@@ -596,18 +596,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dashboard_parser(sub: Any) -> None:
-    s = sub.add_parser(
-        "dashboard", help="serve the web dashboard (the leasequeue[dashboard] extra)",
-        description="Serve the web dashboard. Actions (pause, replay, purge, ...) need "
-        "LEASEQUEUE_DASHBOARD_TOKEN (signed in through the page, or sent as a Bearer "
-        "header) or LEASEQUEUE_DASHBOARD_BASIC_AUTH=user:password; without either it is "
-        "read-only.")
-    s.add_argument("--app", help="MODULE:APP (else --url and --prefix)")
-    s.add_argument("--url", default="redis://localhost:6379/0")
-    s.add_argument("--prefix", default="lq")
+    s = _sub(sub, "dashboard", "serve the web dashboard (the leasequeue[dashboard] extra). "
+             "Actions (pause, replay, purge, ...) need LEASEQUEUE_DASHBOARD_TOKEN (signed in "
+             "through the page, or sent as a Bearer header) or "
+             "LEASEQUEUE_DASHBOARD_BASIC_AUTH=user:password; without either it is read-only")
     s.add_argument("--host", default="127.0.0.1",
-                   help="bind address (default 127.0.0.1; any other needs credentials)")
-    s.add_argument("--port", type=int, default=8080)
+                   help="bind address (any other than loopback needs credentials)")
+    s.add_argument("--port", type=int, default=8080, help="port to serve on")
     s.add_argument("--allowed-host", action="append",
                    help="a Host name to answer to (repeatable; default: the loopback names "
                    "on a loopback --host, any name otherwise)")
@@ -621,7 +616,7 @@ def _dashboard_parser(sub: Any) -> None:
     s.add_argument("--limit", action="append",
                    help="a limit name to show on the limits page (repeatable)")
     s.add_argument("--limiter-prefix", help="the RedisLimiter prefix (default PREFIX:limiter)")
-    s.add_argument("--page-size", type=int, default=50, help="jobs per page (default 50)")
+    s.add_argument("--page-size", type=int, default=50, help="jobs per page")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -63,7 +63,9 @@ async def sync_shards(app: App, queues: Sequence[str], known: dict[str, int]) ->
         # none recorded yet: keep what the App is configured with (or 1)
         known[q] = recorded or known.get(q, app.shards.count(q))
     if any(app.shards.count(q) != n for q, n in known.items()):
-        app.shards = Shards(app.prefix, {q: n for q, n in known.items() if n > 1})
+        # the producer (job reads, routing) shares the App's routing
+        app.shards = app.producer.shards = Shards(
+            app.prefix, {q: n for q, n in known.items() if n > 1})
 
 
 async def queue_names(app: App, configured: Sequence[str]) -> list[str]:
