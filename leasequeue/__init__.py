@@ -13,10 +13,12 @@ from .errors import (
     JobNotFound,
     LeaseLost,
     LeaseQueueError,
+    LimitKeyError,
     MalformedJob,
     PayloadNotSerializable,
     PayloadTooLarge,
     PermanentError,
+    RateLimited,
     RedisUnavailable,
     Retry,
     RunStopped,
@@ -26,6 +28,7 @@ from .errors import (
 )
 from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, QueueStats, RunLog
+from .rate import Rate
 from .registry import Defaults
 from .runlog import RunLogs
 from .worker import Worker
@@ -46,12 +49,15 @@ __all__ = [
     "JobState",
     "LeaseLost",
     "LeaseQueueError",
+    "LimitKeyError",
     "LocalLimiter",
     "MalformedJob",
     "PayloadNotSerializable",
     "PayloadTooLarge",
     "PermanentError",
     "QueueStats",
+    "Rate",
+    "RateLimited",
     "RedisLimiter",
     "RedisUnavailable",
     "Retry",

@@ -29,6 +29,7 @@ from .errors import (
 )
 from .limiter import Limiter, LocalLimiter
 from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
+from .rate import Rate
 from .registry import Defaults, JobDefinition, JobOptions, Registry
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
@@ -95,6 +96,7 @@ class App:
         redis: Redis | None = None,
         limiter: Limiter | None = None,
         queue_limits: dict[str, int] | None = None,
+        queue_rates: dict[str, Rate] | None = None,
         queue_shards: dict[str, int] | None = None,
         durable: bool = False,
         durable_timeout: float = 1.0,
@@ -117,6 +119,9 @@ class App:
         self.limiter.bind(self.redis, url, self.prefix)
         self.queue_limits = {check_queue_name(q): _positive_limit(q, n)
                              for q, n in (queue_limits or {}).items()}
+        #: a rate per queue (every job of the queue draws from it), counted in Redis
+        self.queue_rates = {check_queue_name(q): _rate(q, r)
+                            for q, r in (queue_rates or {}).items()}
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
@@ -711,6 +716,12 @@ def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, st
     except ValueError:
         raise ConfigError(
             f"invalid cursor {cursor!r}: pass back the one App.jobs returned") from None
+
+
+def _rate(queue: str, rate: Rate) -> Rate:
+    if not isinstance(rate, Rate):
+        raise ConfigError(f"queue rate of {queue!r} must be an lq.Rate, got {rate!r}")
+    return rate
 
 
 def _positive_limit(queue: str, limit: int) -> int:

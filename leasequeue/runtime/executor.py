@@ -6,6 +6,7 @@ executor busy, so it keeps counting against ``concurrency``."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import anyio
 from .. import codec
 from ..backoff import delay_ms
 from ..context import Context
-from ..errors import MalformedJob, RedisUnavailable, ScriptError
+from ..errors import LimitKeyError, MalformedJob, RedisUnavailable, ScriptError
 from ..log import get_log
 from ..registry import JobDefinition, Registry
 from ..runlog import RunLogCapture, RunLogs
@@ -28,6 +29,7 @@ from .acker import Acker
 from .dispatch import Closed, Dispatch
 from .handler import Ending, Outcome, execute
 from .limits import Limits
+from .rates import NotNow, Rates, RateUse, Wait
 from .runs import Phase, RunRecord, RunTable, StopReason
 from .slots import Slots
 from .starter import Starter
@@ -53,6 +55,7 @@ class ExecutorParams:
     acker: Acker
     starter: Starter
     limits: Limits
+    rates: Rates
     worker_id: str
     threads: anyio.CapacityLimiter
     lease_s: float
@@ -83,17 +86,9 @@ class Executor:
         if self.draining:
             await self._not_started(run, "shutdown before start")
             return
-        if self._p.limits.applies(definition, run.job.queue):
-            # under `enqueue` a run first waits a little for a slot in place:
-            # sending it back at once would churn the queue while slots turn over
-            wait = (min(SLOT_WAIT, definition.slot_backoff)
-                    if definition.on_conflict == "enqueue" else 0.0)
-            if not await self._p.limits.acquire(run, definition, wait):
-                if run.stop_reason is not None:  # canceled or lost while it waited
-                    await self._not_started(run, "stopped before start")
-                else:
-                    await self._on_conflict(run, definition)
-                return
+        uses = await self._gate(run, definition, kwargs)
+        if uses is None:
+            return
         if not await self._start(run):
             if run.slots:
                 await self._p.limits.release(run)
@@ -105,7 +100,43 @@ class Executor:
             self._p.table.returned(run)
             if run.slots:
                 await self._p.limits.release(run)  # only now: its thread has returned
-        await self._settle(run, definition, outcome)
+        await self._settle(run, definition, outcome, uses)
+
+    async def _gate(self, run: RunRecord, definition: JobDefinition,
+                    kwargs: dict[str, Any]) -> list[RateUse] | None:
+        """Take the run's limiter slots and rate starts: the rates it drew
+        from when it may start, None when it was settled here (over a limit
+        or rate, bad limit key) and must not start."""
+        try:
+            key = (None if definition.concurrency_key is None
+                   else definition.concurrency_key.render(kwargs))
+            uses = (self._p.rates.uses(definition, run.job.queue, kwargs)
+                    if self._p.rates.applies(definition, run.job.queue) else [])
+        except LimitKeyError as exc:
+            await self._bury(run, "bad-limit-key", str(exc))
+            return None
+        if self._p.limits.applies(definition, run.job.queue):
+            # under `enqueue` a run first waits a little for a slot in place:
+            # sending it back at once would churn the queue while slots turn
+            # over. Not for a per-key slot: runs of one busy key waiting in
+            # place would hold this worker's executors from every other key
+            wait = (min(SLOT_WAIT, definition.slot_backoff)
+                    if definition.on_conflict == "enqueue" and key is None else 0.0)
+            if not await self._p.limits.acquire(run, definition, wait, key):
+                if run.stop_reason is not None:  # canceled or lost while it waited
+                    await self._not_started(run, "stopped before start")
+                else:
+                    await self._on_conflict(run, definition)
+                return None
+        if uses:  # after the slots: a start taken is spent, a slot can be given back
+            not_now = await self._p.rates.take(run, uses,
+                                               reserve=definition.on_conflict != "skip")
+            if not_now is not None:
+                if run.slots:
+                    await self._p.limits.release(run)
+                await self._over_rate(run, definition, not_now)
+                return None
+        return uses
 
     async def _start(self, run: RunRecord) -> bool:
         """Whether the run may start now; marks it started in Redis."""
@@ -166,7 +197,8 @@ class Executor:
 
     # -- settling --------------------------------------------------------------
 
-    async def _settle(self, run: RunRecord, d: JobDefinition, outcome: Outcome) -> None:
+    async def _settle(self, run: RunRecord, d: JobDefinition, outcome: Outcome,
+                      uses: list[RateUse]) -> None:
         ending, stop = outcome.ending, outcome.stop
         if ending is Ending.LEFT:
             run.ctx.log.warning("still running at the end of shutdown: left behind; its lease "
@@ -182,6 +214,8 @@ class Executor:
             self._ack(run, d, "canceled")
         elif ending is Ending.STOPPED and stop is StopReason.SHUTDOWN:
             await self._release(run, "shutdown")
+        elif ending is Ending.RATE_LIMITED:
+            await self._pushed_back(run, outcome, uses)
         elif ending is Ending.STOPPED:  # a limiter slot lost: an infrastructure failure
             await self._fail(run, d, Outcome(Ending.INFRA, error=f"stopped: {stop}"))
         else:
@@ -203,6 +237,34 @@ class Executor:
             self._ack(run, d, "skipped")
         else:
             await self._release(run, "slot busy", int(d.slot_backoff * 1000))
+
+    async def _over_rate(self, run: RunRecord, d: JobDefinition, not_now: NotNow) -> None:
+        """Over a rate: back to the queue, scheduled to the instant its start
+        was reserved for, no attempt spent (it never started); ``skip`` ends
+        it skipped; a limiter that did not answer: back after slot_backoff."""
+        if not_now.why is Wait.DENIED:
+            run.ctx.log.info("skipped: over its rate", limit=not_now.use.label)
+            self._ack(run, d, "skipped")
+            return
+        if not_now.why is Wait.UNAVAILABLE:
+            await self._release(run, "rate limiter unavailable", int(d.slot_backoff * 1000))
+            return
+        # rounded up, +1 ms: due no earlier than its reservation (a run that
+        # came back early would only be sent back again)
+        await self._release(run, f"rate limited: {not_now.use.label}",
+                            math.ceil(not_now.wait_s * 1000) + 1)
+
+    async def _pushed_back(self, run: RunRecord, outcome: Outcome, uses: list[RateUse]) -> None:
+        """The handler raised RateLimited: push its keys back for every worker,
+        and release the run to its reserved turn with its attempt refunded."""
+        retry_after = max(0.0, outcome.delay or 0.0)
+        wait = (await self._p.rates.push_back(run, uses, retry_after, outcome.reason or None)
+                if uses else None)
+        if not uses:
+            run.ctx.log.warning("RateLimited raised by a job without a rate limit: it is only "
+                                "retried after retry_after", retry_after=retry_after)
+        delay = wait if wait is not None else retry_after
+        await self._release(run, "rate limited by the handler", math.ceil(delay * 1000) + 1)
 
     async def _not_started(self, run: RunRecord, why: str) -> None:
         """A run that must not start: ended canceled when that was asked, gone

@@ -14,7 +14,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import codec
-from ..errors import LeaseQueueError, PermanentError, Retry, RunStopped, TransientError
+from ..errors import (
+    LeaseQueueError,
+    PermanentError,
+    RateLimited,
+    Retry,
+    RunStopped,
+    TransientError,
+)
 from ..registry import JobDefinition
 from .runs import RunRecord, StopReason
 
@@ -32,6 +39,7 @@ class Ending(StrEnum):
     DEAD = "dead"  # PermanentError, or a handler that cannot take the payload
     STOPPED = "stopped"  # stopped by the worker: see Outcome.stop
     LEFT = "left"  # still running at the end of shutdown: left behind, nothing written
+    RATE_LIMITED = "rate-limited"  # RateLimited: push the keys back, release (no attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +47,8 @@ class Outcome:
     ending: Ending
     result: bytes = b""
     error: str = ""
-    reason: str = ""  # dead reason (permanent, bad-payload)
-    delay: float | None = None  # explicit retry delay (Retry)
+    reason: str = ""  # dead reason (permanent, bad-payload); RateLimited: the limit named
+    delay: float | None = None  # explicit retry delay (Retry, RateLimited)
     stop: StopReason | None = None
     note: str = ""  # stored with a success (e.g. why the result was not stored)
 
@@ -124,6 +132,9 @@ def failed(run: RunRecord, exc: Exception) -> Outcome:
         return Outcome(Ending.DEAD, error=text, reason="permanent")
     if isinstance(exc, Retry):
         return Outcome(Ending.WORK, error=text, delay=exc.delay)
+    if isinstance(exc, RateLimited):
+        return Outcome(Ending.RATE_LIMITED, error=text, delay=exc.retry_after,
+                       reason=exc.limit or "")
     if isinstance(exc, INFRA_ERRORS):
         return Outcome(Ending.INFRA, error=text)
     return Outcome(Ending.WORK, error=text)

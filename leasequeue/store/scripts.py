@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -22,7 +23,7 @@ from ..models import (
 )
 from .connection import is_cluster
 from .direct import run_and_wait, run_direct
-from .keys import LimiterKeys, QueueKeys, SchedulesKeys
+from .keys import LimiterKeys, QueueKeys, RateKeys, SchedulesKeys
 from .loader import script_source
 from .record import error_text, text
 from .settings import StoreSettings
@@ -34,6 +35,7 @@ from .specs import (
     FailReply,
     LimiterAcquireReply,
     LimiterRenewReply,
+    RateReply,
     ReleaseReply,
     RenewReply,
     ReplayReply,
@@ -48,7 +50,18 @@ from .translate import translate_errors
 
 # an ack item: (id, token, result, note) or (id, token, result, note, logs)
 AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
-AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys
+AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | RateKeys
+
+@dataclass(frozen=True, slots=True)
+class RateAnswer:
+    """lua/rate.lua's reply: the code, how long to wait (us), the starts
+    allowed now and the reservations the key holds."""
+
+    code: RateReply
+    wait_us: int
+    tokens: int
+    reserved: int
+
 
 # a claim id goes into the claim key's text: no newline, nothing odd
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
@@ -72,6 +85,8 @@ class Scripts:
     def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
         # built and encoded once per (script, queue): redis-py would otherwise
         # encode every key name on every call, a good part of a small call's cost
+        if isinstance(qk, RateKeys):  # one per tenant: not cached (the cache would grow)
+            return [qk.state.encode(), qk.reserved.encode()]
         cached = self._key_cache.get((name, qk))
         if cached is None:
             spec = SPECS[name]
@@ -292,6 +307,13 @@ class Scripts:
 
     async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
         return int(await self.run("limiter_release", lk, list(holders)))
+
+    async def rate(self, rk: RateKeys, holder: str, interval_us: int, tolerance_us: int,
+                   mode: str, push_us: int = 0, stale_us: int = 0) -> RateAnswer:
+        """One call of lua/rate.lua; mode take | try | refund | push | peek."""
+        r = await self.run("rate", rk, [holder, interval_us, tolerance_us, mode, push_us,
+                                        stale_us])
+        return RateAnswer(RateReply(int(r[0])), int(r[1]), int(r[2]), int(r[3]))
 
     # -- schedules --------------------------------------------------------------
 
