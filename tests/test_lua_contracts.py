@@ -17,7 +17,15 @@ import pytest
 
 from leasequeue import App
 from leasequeue.models import NewJob
-from leasequeue.store.keys import LimiterKeys, QueueKeys, SchedulesKeys, limit_keys, schedules_keys
+from leasequeue.store.keys import (
+    LimiterKeys,
+    QueueKeys,
+    RateKeys,
+    SchedulesKeys,
+    limit_keys,
+    rate_keys,
+    schedules_keys,
+)
 from leasequeue.store.loader import lua_dir, script_source
 from leasequeue.store.scripts import Scripts
 from leasequeue.store.specs import REPLY_CODES, SPECS
@@ -87,6 +95,7 @@ def test_header_agrees_with_spec(name: str) -> None:
     assert [i for i, _ in head.keys] == list(range(1, len(head.keys) + 1))
     assert tuple(k for _, k in head.keys) == spec.keys
     assert all(isinstance(getattr(QueueKeys, k, None), property) or k in LimiterKeys.__slots__
+               or k in RateKeys.__slots__
                or isinstance(getattr(SchedulesKeys, k, None), property)
                or (k in spec.worker_keys and callable(getattr(QueueKeys, k, None)))
                for k in spec.keys)
@@ -134,7 +143,8 @@ class Captured(Exception):
 async def test_wrappers_pass_the_argv_count_the_spec_declares(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
-    async def capture(name: str, _qk: QueueKeys | LimiterKeys | SchedulesKeys, args: Sequence[Any],
+    async def capture(name: str, _qk: QueueKeys | LimiterKeys | SchedulesKeys | RateKeys,
+                      args: Sequence[Any],
                       worker_keys: Sequence[str] = ()) -> Any:
         assert len(worker_keys) == len(SPECS[name].worker_keys)
         raise Captured(name, list(args))
@@ -161,6 +171,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.schedule_upsert(sk, "n", "{}", 1, False), s.schedule_list(sk),
             s.schedule_fire(sk, "n", 1, 2, 1, 1000), s.schedule_done(sk, "n", 1),
             s.schedule_pause(sk, "n", True), s.schedule_trigger(sk, "n"),
+            s.rate(rate_keys("lq:limiter", "r", "k"), "h", 1000, 0, "take"),
         ]
         seen = set()
         for call in calls:
