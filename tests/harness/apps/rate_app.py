@@ -23,3 +23,24 @@ RATE = Rate(int(os.environ.get("LQ_RATE", "100")), per=1.0,
 async def hit(ctx: Context, i: int) -> None:
     sec, usec = await app.redis.time()
     await app.redis.rpush(STARTS_KEY, int(sec) * 1_000_000 + int(usec))
+
+KEY_RATE = Rate(int(os.environ.get("LQ_KEY_RATE", "50")), per=1.0, burst=1,
+                key="tenant:{tenant}")
+DONE_KEY = f"{LIMITER_PREFIX}:test:done"
+
+
+@app.job(queue="tenants", rate=KEY_RATE, max_attempts=1)
+async def tenant_hit(ctx: Context, tenant: str, i: int) -> None:
+    """Records `tenant us` of each start (fairness between keys)."""
+    sec, usec = await app.redis.time()
+    await app.redis.rpush(DONE_KEY, f"{tenant} {int(sec) * 1_000_000 + int(usec)}")
+
+
+@app.job(queue="plain", max_attempts=1)
+async def plain(ctx: Context, i: int) -> None:
+    """No limit: the drain baseline."""
+
+
+@app.job(queue="roomy", rate=Rate(1_000_000, per=1.0), max_attempts=1)
+async def roomy(ctx: Context, i: int) -> None:
+    """A rate it never reaches: the overhead of the rate check alone."""
