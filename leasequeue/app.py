@@ -427,6 +427,15 @@ class App:
         parts = [await self.scripts.stats(self.keys(p)) for p in self.shards.physical(q)]
         return combine(q, parts)
 
+    async def limit_stats(self, key: str | None = None) -> list[dict[str, Any]]:
+        """The state of every limit this App declares: concurrency limits
+        (runs holding a slot), rate limits (starts allowed now, jobs waiting
+        for a reserved start, ms until the next start). Keyed limits have a
+        budget per key: pass ``key`` (e.g. "stripe:acct_1") to see one."""
+        from .limit_stats import limit_stats  # runtime modules import this one
+
+        return await limit_stats(self, key)
+
     # -- operator controls: pause, wait, rerun, listing ------------------------
 
     async def pause(self, queue: str) -> None:

@@ -61,6 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+async def _stats(app: App, args: argparse.Namespace) -> None:
+    if args.limits:
+        for entry in await app.limit_stats(args.key):
+            _print(entry)
+        return
+    for queue in args.queue or app.known_queues():
+        _print(asdict(await app.stats(queue)))
+
+
 async def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "worker":
         return await _worker(args)
@@ -71,8 +80,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
     app = _app_from(args)
     try:
         if args.command == "stats":
-            for queue in args.queue or app.known_queues():
-                _print(asdict(await app.stats(queue)))
+            await _stats(app, args)
         elif args.command == "job":
             return await _job(app, args)
         elif args.command == "jobs":
@@ -249,6 +257,9 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--prefix", default="lq")
         if name == "stats":
             s.add_argument("--queue", "-q", action="append")
+            s.add_argument("--limits", action="store_true",
+                           help="each declared limit's state instead (needs --app)")
+            s.add_argument("--key", help="with --limits: the state of this key of keyed limits")
         elif name == "jobs":
             s.add_argument("--queue", "-q", required=True)
         elif name not in ("queues", "schedules"):

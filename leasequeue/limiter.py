@@ -45,9 +45,9 @@ class RateCounter:
         self.scripts = scripts
         self.prefix = prefix
 
-    async def call(self, name: str, key: str | None, holder: str, interval_us: int,
+    async def call(self, name: str, key: str | None, holders: list[str], interval_us: int,
                    tolerance_us: int, mode: str, push_us: int = 0) -> RateAnswer:
-        return await self.scripts.rate(rate_keys(self.prefix, name, key), holder, interval_us,
+        return await self.scripts.rate(rate_keys(self.prefix, name, key), holders, interval_us,
                                        tolerance_us, mode, push_us, self.STALE_US)
 
 

@@ -14,21 +14,22 @@
 -- at once, in O(1). Idle keys expire (PEXPIRE): a key nobody uses costs nothing.
 -- KEYS[1] state        HASH   tat, real (virtual us), shift (us)
 -- KEYS[2] reserved     ZSET   holder -> reserved instant (virtual us)
--- ARGV[1] holder           str   who starts (a job: prefix/queue/id)
--- ARGV[2] interval_us      int   one start per interval (per / limit)
--- ARGV[3] tolerance_us     int   (burst - 1) * interval: how far ahead tat may run
--- ARGV[4] mode             str   take | try (no reservation) | refund | push | peek
--- ARGV[5] push_us          int   push: nothing starts on this key before now + push_us
--- ARGV[6] stale_us         int   a reservation unclaimed this long after its instant is dropped
--- Returns: {code, wait_us, tokens, reserved}; code CODE_TAKEN (start now; a
---          reservation that came due is redeemed), CODE_WAIT (reserved: start
---          after wait_us), CODE_DENIED (try: over the rate, nothing reserved;
---          wait_us = when a token is due), CODE_REFUNDED, CODE_STATE (peek);
+-- ARGV[1] interval_us      int   one start per interval (per / limit)
+-- ARGV[2] tolerance_us     int   (burst - 1) * interval: how far ahead tat may run
+-- ARGV[3] mode             str   take | try (no reservation) | refund | push | peek
+-- ARGV[4] push_us          int   push: nothing starts on this key before now + push_us
+-- ARGV[5] stale_us         int   a reservation unclaimed this long after its instant is dropped
+-- ARGV[6..] holder ids (who starts: a job, prefix/queue/id; in order; none for peek)
+-- Returns: {code, wait_us} per holder, then {tokens, reserved}; code CODE_TAKEN
+--          (start now; a reservation that came due is redeemed), CODE_WAIT
+--          (reserved: start after wait_us), CODE_DENIED (try: over the rate,
+--          nothing reserved; wait_us = when a start is due), CODE_REFUNDED;
+--          peek answers CODE_STATE with the wait for a start and no holder;
 --          tokens: starts allowed now; reserved: reservations held
 local CODE_DENIED, CODE_TAKEN, CODE_WAIT, CODE_REFUNDED, CODE_STATE = 0, 1, 2, 3, 4
 local state_key, reserved_key = KEYS[1], KEYS[2]
-local holder, interval, tolerance = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local mode, push, stale = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
+local mode, push, stale = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local PRUNE_BATCH = 100
 local SLACK_US = math.max(interval, 10000)
 
@@ -39,10 +40,6 @@ local shift = tonumber(fields[2]) or 0
 local v = now - shift
 local tat = math.max(tonumber(fields[1]) or v, v)
 local real = math.max(tonumber(fields[3]) or v, v)
-
-local function tokens()
-  return math.max(0, math.floor((tolerance - (math.max(tat, real) - v)) / interval) + 1)
-end
 
 local function save()
   -- reservations nobody came for (a canceled job) go after stale_us, a few per call
@@ -61,20 +58,35 @@ local function save()
   redis.call('PEXPIRE', state_key, ttl_ms)
 end
 
-local function reply(code, wait)
-  return {code, int(math.max(0, wait)), tokens(), redis.call('ZCARD', reserved_key)}
-end
-
-if mode == 'peek' then
-  return reply(CODE_STATE, math.max(tat, real) - tolerance - v)
-end
-
-if mode == 'refund' then
-  -- give back a start this holder took but did not use (another limit made it wait)
-  tat = math.max(v, tat - interval)
-  real = math.max(v, real - interval)
-  save()
-  return reply(CODE_REFUNDED, 0)
+-- one holder's start: {code, wait_us}
+local function take(holder)
+  local mine = redis.call('ZSCORE', reserved_key, holder)
+  if mine then
+    mine = tonumber(mine)
+    if mine > v then
+      return CODE_WAIT, mine - v
+    end
+    if v < real - tolerance - SLACK_US then
+      -- due, but claimed late among others: it keeps its place and waits
+      -- for room in the starts that really happened
+      return CODE_WAIT, real - tolerance - SLACK_US - v
+    end
+    redis.call('ZREM', reserved_key, holder)
+    real = real + interval
+    return CODE_TAKEN, 0
+  end
+  local allowed_at = math.max(tat, real) - tolerance
+  if v >= allowed_at then
+    tat = tat + interval
+    real = real + interval
+    return CODE_TAKEN, 0
+  end
+  if mode == 'try' then
+    return CODE_DENIED, allowed_at - v
+  end
+  redis.call('ZADD', reserved_key, int(allowed_at), holder)
+  tat = math.max(tat, real) + interval
+  return CODE_WAIT, allowed_at - v
 end
 
 if mode == 'push' then
@@ -89,44 +101,32 @@ if mode == 'push' then
   shift = shift + delta
   v = now - shift
   -- after the pause starts come one interval apart (no burst straight into
-  -- a provider that just said "too many")
+  -- a provider that just said "too many"); then the pushing runs reserve
+  -- their own places, like a take
   tat = math.max(tat, v + push + tolerance)
   real = math.max(real, v + push + tolerance)
-  -- then the pushing run reserves its own place, like a take
 end
 
-local mine = redis.call('ZSCORE', reserved_key, holder)
-if mine then
-  mine = tonumber(mine)
-  if mine <= v then
-    if v < real - tolerance - SLACK_US then
-      -- due, but claimed late among others: it keeps its place and waits
-      -- for room in the starts that really happened
-      save()
-      return reply(CODE_WAIT, real - tolerance - SLACK_US - v)
-    end
-    redis.call('ZREM', reserved_key, holder)
-    real = real + interval
-    save()
-    return reply(CODE_TAKEN, 0)
-  end
-  if mode == 'push' then
-    save()
-  end
-  return reply(CODE_WAIT, mine - v)
+local reply = {}
+if mode == 'peek' then
+  reply[#reply + 1] = CODE_STATE
+  reply[#reply + 1] = int(math.max(0, math.max(tat, real) - tolerance - v))
 end
-
-local allowed_at = math.max(tat, real) - tolerance
-if v >= allowed_at then
-  tat = tat + interval
-  real = real + interval
+for i = 6, #ARGV do
+  local code, wait = CODE_REFUNDED, 0
+  if mode == 'refund' then
+    -- give back a start this holder took but did not use (another limit made it wait)
+    tat = math.max(v, tat - interval)
+    real = math.max(v, real - interval)
+  else
+    code, wait = take(ARGV[i])
+  end
+  reply[#reply + 1] = code
+  reply[#reply + 1] = int(math.max(0, wait))
+end
+if mode ~= 'peek' then
   save()
-  return reply(CODE_TAKEN, 0)
 end
-if mode == 'try' then
-  return reply(CODE_DENIED, allowed_at - v)
-end
-redis.call('ZADD', reserved_key, int(allowed_at), holder)
-tat = math.max(tat, real) + interval
-save()
-return reply(CODE_WAIT, allowed_at - v)
+reply[#reply + 1] = math.max(0, math.floor((tolerance - (math.max(tat, real) - v)) / interval) + 1)
+reply[#reply + 1] = redis.call('ZCARD', reserved_key)
+return reply

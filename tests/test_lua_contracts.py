@@ -171,7 +171,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.schedule_upsert(sk, "n", "{}", 1, False), s.schedule_list(sk),
             s.schedule_fire(sk, "n", 1, 2, 1, 1000), s.schedule_done(sk, "n", 1),
             s.schedule_pause(sk, "n", True), s.schedule_trigger(sk, "n"),
-            s.rate(rate_keys("lq:limiter", "r", "k"), "h", 1000, 0, "take"),
+            s.rate(rate_keys("lq:limiter", "r", "k"), ["h", "i"], 1000, 0, "take"),
         ]
         seen = set()
         for call in calls:

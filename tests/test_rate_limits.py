@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from leasequeue.store.keys import rate_keys
 from leasequeue.store.specs import RateReply
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
-from tests.harness.redis_proc import RedisProcess
+from tests.harness.redis_proc import RedisProcess, env_with_path
 from tests.helpers import eventually, worker_running
 
 pytestmark = pytest.mark.anyio
@@ -35,10 +37,20 @@ def counter(app: App) -> RateCounter:
     return app.limiter.rates
 
 
+@dataclass
+class One:
+    code: RateReply
+    wait_us: int
+    tokens: int
+    reserved: int
+
+
 async def take(app: App, rate: lq.Rate, holder: str, mode: str = "take",
-               key: str | None = None, push_s: float = 0.0) -> Any:
-    return await counter(app).call("r", key, holder, rate.interval_us, rate.tolerance_us, mode,
-                                   int(push_s * SECOND))
+               key: str | None = None, push_s: float = 0.0) -> One:
+    answer = await counter(app).call("r", key, [holder], rate.interval_us, rate.tolerance_us,
+                                     mode, int(push_s * SECOND))
+    (code, wait_us), = answer.answers
+    return One(code, wait_us, answer.tokens, answer.reserved)
 
 
 # -- the script on its own -----------------------------------------------------
@@ -418,3 +430,36 @@ def test_two_services_three_processes_share_one_rate(redis_server: RedisProcess,
             assert len(window) <= 10 + 10 + 2
         assert {"a", "b"} == {w[0] for w in a.procs} | {w[0] for w in b.procs}
     client.close()
+
+
+async def test_limit_stats_and_the_cli_show_each_limit(real_app: App) -> None:
+    app = App(real_app.url, prefix=real_app.prefix, limiter=RedisLimiter(),
+              queue_limits={"q": 2}, queue_rates={"q": lq.Rate(10, burst=2)})
+
+    @app.job(queue="q", max_concurrent=1, concurrency_key="order:{order_id}",
+             rate=[lq.Rate(5, name="stripe", key="acct:{acct}")])
+    async def pay(ctx: Context, order_id: str, acct: str) -> None: ...
+
+    async with app:
+        rate = lq.Rate(10, burst=2)
+        for h in ("a", "b", "c"):  # 2 start now, 1 waits
+            await app.limiter.rates.call("queue.q", None, [h], rate.interval_us,
+                                         rate.tolerance_us, "take")
+        stats = {e["limit"]: e for e in await app.limit_stats()}
+        assert stats["queue.q"]["kind"] == "concurrency" and stats["queue.q"]["holding"] == 0
+        q = stats["rate.queue.q"]
+        assert q["starts_allowed_now"] == 0 and q["waiting"] == 1
+        assert 0 < q["next_start_in_ms"] <= 200
+        assert stats["rate.stripe"]["per_key"] == "acct:{acct}"
+        assert "waiting" not in stats["rate.stripe"]
+        keyed = {e["limit"]: e for e in await app.limit_stats(key="acct:1")}
+        assert keyed["rate.stripe"]["starts_allowed_now"] == 5  # an unused key: a full burst
+        assert keyed["job pay"]["per_key"] == "order:{order_id}"
+    env = env_with_path()
+    env.update(LQ_URL=real_app.url, LQ_PREFIX=real_app.prefix)
+    done = await anyio.run_process(
+        [sys.executable, "-m", "leasequeue.cli", "stats", "--limits", "--app",
+         "tests.harness.apps.rate_app:app"], env=env, check=True)
+    printed = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert {"rate.shared", "rate.job.tenant_hit", "rate.job.roomy"} <= {e["limit"]
+                                                                       for e in printed}

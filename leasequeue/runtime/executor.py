@@ -320,7 +320,9 @@ class Executor:
         released = answers is not None and answers[0] is not ReleaseReply.REFUSED
         self._p.table.settled(run, released)
         if released and run.ctx is not None:
-            run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay)
+            # a run waiting for its rate is routine (one per deferred job): debug
+            level = run.ctx.log.debug if why.startswith("rate limited:") else run.ctx.log.info
+            level("returned to the queue", why=why, retry_in_ms=delay)
 
     async def _bury(self, run: RunRecord, reason: str, error: str) -> None:
         job = run.job

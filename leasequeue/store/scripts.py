@@ -54,11 +54,10 @@ AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | RateKeys
 
 @dataclass(frozen=True, slots=True)
 class RateAnswer:
-    """lua/rate.lua's reply: the code, how long to wait (us), the starts
+    """lua/rate.lua's reply: per holder (code, wait in us), then the starts
     allowed now and the reservations the key holds."""
 
-    code: RateReply
-    wait_us: int
+    answers: list[tuple[RateReply, int]]
     tokens: int
     reserved: int
 
@@ -308,12 +307,15 @@ class Scripts:
     async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
         return int(await self.run("limiter_release", lk, list(holders)))
 
-    async def rate(self, rk: RateKeys, holder: str, interval_us: int, tolerance_us: int,
-                   mode: str, push_us: int = 0, stale_us: int = 0) -> RateAnswer:
-        """One call of lua/rate.lua; mode take | try | refund | push | peek."""
-        r = await self.run("rate", rk, [holder, interval_us, tolerance_us, mode, push_us,
-                                        stale_us])
-        return RateAnswer(RateReply(int(r[0])), int(r[1]), int(r[2]), int(r[3]))
+    async def rate(self, rk: RateKeys, holders: Sequence[str], interval_us: int,
+                   tolerance_us: int, mode: str, push_us: int = 0,
+                   stale_us: int = 0) -> RateAnswer:
+        """One call of lua/rate.lua for a batch of holders of one key; mode
+        take | try | refund | push | peek (no holders: one answer)."""
+        r = await self.run("rate", rk, [interval_us, tolerance_us, mode, push_us, stale_us,
+                                        *holders])
+        return RateAnswer([(RateReply(int(r[i])), int(r[i + 1])) for i in range(0, len(r) - 2, 2)],
+                          int(r[-2]), int(r[-1]))
 
     # -- schedules --------------------------------------------------------------
 
