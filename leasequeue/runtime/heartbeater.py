@@ -91,8 +91,9 @@ class Heartbeater:
         table = self._p.table
         for run, answer in zip(runs, answers, strict=True):
             if answer is RenewReply.LOST:
-                # a run settling: its settle reply decides (the ack may have won)
-                if run.phase is not Phase.SETTLING:
+                # a run settling: its settle reply decides (the ack may have won);
+                # one settled meanwhile (released: a rate wait) has nothing to stop
+                if run.phase not in (Phase.SETTLING, Phase.SETTLED):
                     self._log.warning("lease lost; stopping the run, its result will be "
                                       "discarded", **run.fields())
                     table.lose(run, StopReason.LEASE_LOST)
