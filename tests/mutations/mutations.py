@@ -24,6 +24,7 @@ SCRIPTS = "tests/test_scripts.py"
 STORE = "tests/test_store_v2.py"
 RUNTIME = "tests/test_runtime.py"
 LIMITS = "tests/test_limits.py"
+RATES = "tests/test_rate_limits.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -266,5 +267,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         'claim_id = f"{self._claim_prefix}{next(self._claims)}"',
         "the claimer sends an unanswered claim again under a new claim id",
         (f"{RUNTIME}::test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id",),
+    ),
+    # -- rate limits ----------------------------------------------------------------
+    Mutation(
+        "rate-reservation-not-kept", "lua/rate.lua",
+        "  redis.call('ZADD', reserved_key, int(allowed_at), holder)\n",
+        "",
+        "rate.lua tells a run over the rate to wait but keeps no reservation: it competes "
+        "again when it comes back, and a backlog bounces through the queue",
+        (f"{RATES}::test_a_reservation_is_kept_until_due_then_redeemed_once",),
+    ),
+    Mutation(
+        "rate-push-ignores-reservations", "lua/rate.lua",
+        "  shift = shift + delta\n",
+        "",
+        "a RateLimited push back moves the next free start but not the runs already "
+        "reserved, which start during the provider's pause",
+        (f"{RATES}::test_push_back_moves_the_budget_and_every_reservation",),
     ),
 )
