@@ -237,6 +237,9 @@ class App:
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
         if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be a str of 1-512 characters")
+        if definition is not None and (definition.rate or self.queue_rates
+                                       or definition.concurrency_key is not None):
+            _check_limit_keys(definition, queue, self.queue_rates, r.payload or {})
         envelope = codec.encode_envelope(r.payload, r.correlation_id or job_id,
                                          r.request_id or "", self.max_payload_bytes)
         if r.name not in self._names_ok:
@@ -725,6 +728,20 @@ def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, st
     except ValueError:
         raise ConfigError(
             f"invalid cursor {cursor!r}: pass back the one App.jobs returned") from None
+
+
+def _check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],
+                      payload: dict[str, Any]) -> None:
+    """A payload its limit keys cannot be rendered from is refused at enqueue
+    (LimitKeyError naming the template, nothing written), when this App
+    knows the job; a worker dead-letters it (bad-limit-key) otherwise."""
+    keys = [r.limit_key for r in d.rate] + [d.concurrency_key]
+    queue_rate = queue_rates.get(logical(queue))
+    if queue_rate is not None:
+        keys.append(queue_rate.limit_key)
+    for key in keys:
+        if key is not None:
+            key.render(payload)
 
 
 def _rate(queue: str, rate: Rate) -> Rate:

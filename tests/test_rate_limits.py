@@ -173,15 +173,24 @@ async def test_bad_rate_options_fail_at_registration(prefix: str) -> None:
             App(f"memory://{prefix}", prefix=prefix, queue_rates={"q": 5})  # type: ignore[dict-item]
 
 
-async def test_a_payload_without_the_key_field_dies_naming_the_template(real_app: App) -> None:
+async def test_a_payload_without_the_key_field_is_refused_or_dies_naming_the_template(
+        real_app: App) -> None:
     @real_app.job(rate=lq.Rate(100, key="tenant:{tenant}"))
     async def work(ctx: Context, **payload: Any) -> None: ...
 
     @real_app.job(rate=lq.Rate(100, key="x:{k}"))
     async def long_key(ctx: Context, k: str) -> None: ...
 
-    missing = await real_app.enqueue("work", {"other": 1})
-    too_long = await real_app.enqueue("long_key", {"k": "x" * 200})
+    # an App that knows the job refuses the payload at enqueue: nothing written
+    with pytest.raises(lq.LimitKeyError, match=r"tenant:\{tenant\}"):
+        await real_app.enqueue("work", {"other": 1}, job_id="refused")
+    with pytest.raises(lq.LimitKeyError, match=r"x:\{k\}"):
+        await real_app.enqueue_many([lq.JobRequest("long_key", {"k": "x" * 200})])
+    assert await real_app.redis.hexists(real_app.keys("default").jobs, "refused") == 0
+    # a producer that does not know it: the worker dead-letters it, the others run
+    async with App(real_app.url, prefix=real_app.prefix) as producer:
+        missing = await producer.enqueue("work", {"other": 1})
+        too_long = await producer.enqueue("long_key", {"k": "x" * 200})
     ok = await real_app.enqueue("work", {"tenant": "t1"})
     async with worker_running(real_app):
         await real_app.wait(ok.id, timeout=10)
