@@ -140,6 +140,11 @@ class LocalLimiter:
         for holder in holders:
             held.pop(holder, None)
             evicted.discard(holder)
+        # per-key limits come and go: an empty one is forgotten
+        if not held:
+            self._holders.pop(name, None)
+        if not evicted:
+            self._evicted.pop(name, None)
 
 
 class RedisLimiter:
@@ -159,6 +164,7 @@ class RedisLimiter:
         self._scripts: Scripts | None = None
         self._log = get_log("limiter")
         self._warned_at = 0.0
+        self._rates: RateCounter | None = None
         if self._redis is not None:
             self._scripts = Scripts(self._redis, url or "(limiter)", StoreSettings())
 
@@ -176,7 +182,9 @@ class RedisLimiter:
     @property
     def rates(self) -> RateCounter:
         scripts, prefix = self._ready()
-        return RateCounter(scripts, prefix)
+        if self._rates is None or self._rates.scripts is not scripts:
+            self._rates = RateCounter(scripts, prefix)
+        return self._rates
 
     def _ready(self) -> tuple[Scripts, str]:
         if self._scripts is None or self.prefix is None:

@@ -21,8 +21,8 @@ import redis as redis_sync
 import leasequeue as lq
 from leasequeue import App, ConfigError, Context, RedisLimiter
 from leasequeue.limiter import RateCounter
-from leasequeue.store.keys import rate_keys
-from leasequeue.store.specs import RateReply
+from leasequeue.store.keys import limit_keys, rate_keys
+from leasequeue.store.specs import LimiterRenewReply, RateReply
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
 from tests.harness.redis_proc import RedisProcess, env_with_path
@@ -474,3 +474,15 @@ async def test_limit_stats_and_the_cli_show_each_limit(real_app: App) -> None:
     printed = [json.loads(line) for line in done.stdout.decode().splitlines()]
     assert {"rate.shared", "rate.job.tenant_hit", "rate.job.roomy"} <= {e["limit"]
                                                                        for e in printed}
+
+
+async def test_a_per_key_concurrency_limit_whose_holder_died_expires(real_app: App) -> None:
+    """Per-key limits come and go: a key whose holder died (never released,
+    never renewed) is not kept for ever, it lapses with its holder's lease."""
+    lim = RedisLimiter(lease=10)
+    lim.bind(real_app.redis, real_app.url, real_app.prefix)
+    assert (await lim.acquire("key.order:1", 1, "dead-holder", False)).taken
+    key = limit_keys(f"{real_app.prefix}:limiter", "key.order:1").limit
+    assert 0 < await real_app.redis.pttl(key) <= 10_000
+    assert await lim.renew("key.order:1", ["dead-holder"]) == [LimiterRenewReply.RENEWED]
+    assert 0 < await real_app.redis.pttl(key) <= 10_000
