@@ -8,7 +8,9 @@
   after A), each key at 50/s: when B..E finish (their own limit allows 2 s)
   and how much of A had run by then;
 - overhead: drain of 5,000 no-op jobs with no limit, and under a rate it
-  never reaches (1,000,000/s), by one worker process.
+  never reaches (1,000,000/s), by one worker process;
+- bullmq: the accuracy row for BullMQ's `limiter {max, duration}` on Node
+  (3 worker processes, one queue; benchmarks/node/rate.mjs).
 
 The worker processes run tests/harness/apps/rate_app.py through the CLI.
 Prints one JSON object per line (see common.emit).
@@ -175,6 +177,23 @@ def overhead(url: str, n: int, reps: int) -> None:
          unlimited_s=[round(x, 2) for x in plain], limited_s=[round(x, 2) for x in roomy])
 
 
+def bullmq(url: str, rate: int, seconds: float) -> None:
+    """BullMQ's `limiter {max, duration}` on 3 worker processes (one queue),
+    the same accuracy figures; needs `cd benchmarks/node && npm install bullmq`."""
+    node = HERE / "node"
+    if not (node / "node_modules" / "bullmq").is_dir():
+        emit("rate_accuracy_bullmq", error="bullmq is not installed in benchmarks/node")
+        return
+    out = subprocess.run(["node", "rate.mjs", "bench", "--url", url, "--rate", str(rate),
+                          "--seconds", str(seconds)], cwd=node, capture_output=True, text=True,
+                         timeout=seconds * 4 + 120)
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    if not line:
+        emit("rate_accuracy_bullmq", error=out.stderr[-500:])
+        return
+    print(line, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -185,7 +204,7 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=100)
     ap.add_argument("--drain-n", type=int, default=5_000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--sections", default="accuracy,fairness,overhead")
+    ap.add_argument("--sections", default="accuracy,fairness,overhead,bullmq")
     args = ap.parse_args()
     server = RedisServer()
     server.start()
@@ -199,7 +218,8 @@ def main() -> None:
                                                           args.seconds)),
                           ("fairness", lambda: fairness(server.url, args.key_rate, args.big,
                                                         args.small)),
-                          ("overhead", lambda: overhead(server.url, args.drain_n, args.reps))):
+                          ("overhead", lambda: overhead(server.url, args.drain_n, args.reps)),
+                          ("bullmq", lambda: bullmq(server.url, args.rate, args.seconds))):
             if name in sections:
                 try:
                     run()
