@@ -31,7 +31,7 @@ local state_key, reserved_key = KEYS[1], KEYS[2]
 local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mode, push, stale = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local PRUNE_BATCH = 100
-local SLACK_US = math.max(interval, 10000)
+local SLACK_US = math.min(interval, 10000)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

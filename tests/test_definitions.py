@@ -207,7 +207,7 @@ def test_the_documented_constants_of_rate_limits() -> None:
     from leasequeue.store.keys import MAX_LIMIT_KEY
 
     lua = (Path(__file__).resolve().parent.parent / "lua" / "rate.lua").read_text()
-    assert "local SLACK_US = math.max(interval, 10000)" in lua
+    assert "local SLACK_US = math.min(interval, 10000)" in lua
     assert MAX_LIMIT_KEY == 128
     assert (rates.WAIT_IN_PLACE, rates.GATHER) == (0.05, 0.001)
     assert RateCounter.STALE_US == 600 * 1_000_000

@@ -434,7 +434,7 @@ def test_two_services_three_processes_share_one_rate(redis_server: RedisProcess,
         full = [per_second[s] for s in range(1, max(per_second))]  # whole windows after the first
         assert full and all(60 <= n <= 110 for n in full), per_second
         # never far above the burst: in any 100 ms, burst 10 + 10 for the time,
-        # +1 for the late-start slack, +8 for the handlers of a process that was
+        # +1 for the late-start slack (one interval), +8 for the handlers of a process that was
         # starved and resumed (the starts are timed in the handler, after the grant)
         for i, s in enumerate(starts):
             window = [x for x in starts[i:i + 60] if x - s < 100_000]
@@ -486,3 +486,44 @@ async def test_a_per_key_concurrency_limit_whose_holder_died_expires(real_app: A
     assert 0 < await real_app.redis.pttl(key) <= 10_000
     assert await lim.renew("key.order:1", ["dead-holder"]) == [LimiterRenewReply.RENEWED]
     assert 0 < await real_app.redis.pttl(key) <= 10_000
+
+
+async def test_rates_combine_with_a_queue_limit_and_refund_each_other(real_app: App) -> None:
+    """A queue limit of 1, the job's own generous rate and a named strict one:
+    runs never overlap, start one interval of the strict rate apart, spend
+    one attempt each, and the generous rate gets back the starts taken by
+    runs the strict one sent away (refund), so it ends near full."""
+    app = App(real_app.url, prefix=real_app.prefix, limiter=RedisLimiter(),
+              queue_limits={"q": 1})
+    starts: list[float] = []
+    running = 0
+
+    own = lq.Rate(6, per=60.0, burst=6)
+
+    @app.job(queue="q", rate=[own, lq.Rate(10, per=1.0, burst=1, name="strict")],
+             max_attempts=1)
+    async def work(ctx: Context, i: int) -> None:
+        nonlocal running
+        running += 1
+        assert running == 1
+        starts.append(time.monotonic())
+        await anyio.sleep(0.01)
+        running -= 1
+
+    async with app:
+        jobs = await app.enqueue_many([lq.JobRequest("work", {"i": i}) for i in range(6)])
+        async with worker_running(app, queues=["q"], concurrency=6):
+            for j in jobs:
+                await app.wait(j.id, timeout=30)
+        gaps = [b - a for a, b in itertools.pairwise(sorted(starts))]
+        assert len(starts) == 6 and min(gaps) >= 0.08  # 10/s, burst 1
+        # without refunds the own rate would be spent by runs sent away and
+        # the last ones would wait 10 s each for it
+        assert max(starts) - min(starts) < 5
+        for j in jobs:
+            assert (await app.get_job(j.id)).attempt == 1
+        # 6 starts in a minute were allowed and 6 ran: every start the strict
+        # rate refused was given back (else the own rate would be spent early)
+        state = {e["limit"]: e for e in await app.limit_stats()}
+        assert state["rate.job.work"]["starts_allowed_now"] == 0
+        assert state["rate.job.work"]["waiting"] == 0
