@@ -18,12 +18,14 @@ from .errors import (
     JobNotFound,
     LeaseLost,
     LeaseQueueError,
+    LimitKeyError,
     MalformedJob,
     NotDurable,
     PayloadNotSerializable,
     PayloadTooLarge,
     PermanentError,
     PermissionDenied,
+    RateLimited,
     RedisUnavailable,
     ResourceBusy,
     Retry,
@@ -39,6 +41,7 @@ from .errors import (
 from .hooks import EnqueueInfo, Hooks, Returned, RunEnd, RunInfo, Settled
 from .limiter import LocalLimiter, RedisLimiter
 from .models import EnqueuedJob, JobRecord, JobState, Progress, QueueStats, RunLog
+from .rate import Rate
 from .registry import Defaults
 from .runlog import RunLogs
 from .saga import Step, run_saga
@@ -70,6 +73,7 @@ __all__ = [
     "JobState",
     "LeaseLost",
     "LeaseQueueError",
+    "LimitKeyError",
     "LocalLimiter",
     "MalformedJob",
     "NotDurable",
@@ -79,6 +83,8 @@ __all__ = [
     "PermissionDenied",
     "Progress",
     "QueueStats",
+    "Rate",
+    "RateLimited",
     "RedisLimiter",
     "RedisUnavailable",
     "ResourceBusy",

@@ -42,8 +42,9 @@ from .producer import (
     unknown_queue,
     watched_ended,
 )
+from .rate import Rate
 from .redact import redact_url
-from .registry import Defaults, JobOptions, Registry
+from .registry import Defaults, JobDefinition, JobOptions, Registry
 from .resources import DEFAULT_TTL, CloseFn, Ledger, ResourceKind, ResourceKinds
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
@@ -92,6 +93,7 @@ class App:
         redis: Redis | None = None,
         limiter: Limiter | None = None,
         queue_limits: dict[str, int] | None = None,
+        queue_rates: dict[str, Rate] | None = None,
         queue_shards: dict[str, int] | None = None,
         durable: bool = False,
         durable_timeout: float = 1.0,
@@ -119,6 +121,9 @@ class App:
         #: hooks around enqueue and runs (add_hook)
         self.hooks = HookSet()
         self.producer.hooks = self.hooks  # before_enqueue may add headers
+        #: a rate per queue (every job of the queue draws from it), counted in Redis
+        self.queue_rates = {check_queue_name(q): _rate(q, r)
+                            for q, r in (queue_rates or {}).items()}
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
@@ -323,6 +328,12 @@ class App:
 
     def _prepare(self, r: JobRequest,
                  infos: list[EnqueueInfo] | None = None) -> tuple[str, NewJob]:
+        definition = self.registry.find(r.name)
+        if definition is not None and (definition.rate or self.queue_rates
+                                       or definition.concurrency_key is not None):
+            # a limit key the payload cannot render: refused here, nothing written
+            queue = self.producer.queue_for(r.name, r.queue, definition.queue)
+            _check_limit_keys(definition, queue, self.queue_rates, r.payload or {})
         return self.producer.prepare(r, infos)
 
     # -- shard counts recorded in Redis ---------------------------------------
@@ -548,6 +559,15 @@ class App:
             keys = [self.keys(p) for q in queues for p in self.shards.physical(q)]
         return await read_audit(self.redis, self.url, keys, job_id=job_id,
                                 correlation_id=correlation_id, count=count)
+
+    async def limit_stats(self, key: str | None = None) -> list[dict[str, Any]]:
+        """The state of every limit this App declares: concurrency limits
+        (runs holding a slot), rate limits (starts allowed now, jobs waiting
+        for a reserved start, ms until the next start). Keyed limits have a
+        budget per key: pass ``key`` (e.g. "stripe:acct_1") to see one."""
+        from .limit_stats import limit_stats  # runtime modules import this one
+
+        return await limit_stats(self, key)
 
     # -- operator controls: pause, wait, rerun, listing ------------------------
 
@@ -807,6 +827,26 @@ def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, st
     except ValueError:
         raise ConfigError(
             f"invalid cursor {cursor!r}: pass back the one App.jobs returned") from None
+
+
+def _check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],
+                      payload: dict[str, Any]) -> None:
+    """A payload its limit keys cannot be rendered from is refused at enqueue
+    (LimitKeyError naming the template, nothing written), when this App
+    knows the job; a worker dead-letters it (bad-limit-key) otherwise."""
+    keys = [r.limit_key for r in d.rate] + [d.concurrency_key]
+    queue_rate = queue_rates.get(logical(queue))
+    if queue_rate is not None:
+        keys.append(queue_rate.limit_key)
+    for key in keys:
+        if key is not None:
+            key.render(payload)
+
+
+def _rate(queue: str, rate: Rate) -> Rate:
+    if not isinstance(rate, Rate):
+        raise ConfigError(f"queue rate of {queue!r} must be an lq.Rate, got {rate!r}")
+    return rate
 
 
 def _positive_limit(queue: str, limit: int) -> int:

@@ -215,6 +215,10 @@ async def _queues_of(app: App, args: argparse.Namespace) -> list[str]:
 
 
 async def _stats(app: App, args: argparse.Namespace) -> int:
+    if args.limits:  # each declared limit's state (concurrency and rate)
+        for entry in await app.limit_stats(args.key):
+            _print(entry)
+        return 0
     for queue in await _queues_of(app, args):
         _print(asdict(await app.stats(queue)))
     return 0
@@ -532,6 +536,9 @@ def _parser() -> argparse.ArgumentParser:
     s = _sub(sub, "stats", "queue statistics as JSON, one line per queue")
     s.add_argument("--queue", "-q", action="append",
                    help="queue, repeatable (default: every queue under the prefix)")
+    s.add_argument("--limits", action="store_true",
+                   help="each declared limit's state instead (needs --app)")
+    s.add_argument("--key", help="with --limits: the state of this key of keyed limits")
 
     c = _sub(sub, "check", "exit non-zero when a queue is over a threshold (for cron or a "
              "monitor); one ok/FAIL line per queue")

@@ -207,6 +207,26 @@ class CompensationFailed(PermanentError):
         super().__init__(f"compensation of saga step {step!r} kept failing: {error}")
 
 
+class RateLimited(LeaseQueueError):
+    """Raised by a handler (e.g. on an HTTP 429): the provider wants no more
+    calls for ``retry_after`` seconds. The job's rate limit keys (or only the
+    one named ``limit``) are pushed back for every worker that shares them,
+    and this job goes back to wait for its turn: no attempt is spent, no
+    failure counted."""
+
+    def __init__(self, retry_after: float, limit: str | None = None,
+                 message: str = "rate limited by the provider") -> None:
+        self.retry_after = retry_after
+        self.limit = limit
+        super().__init__(message)
+
+
+class LimitKeyError(LeaseQueueError):
+    """A limit key template (or key function) could not render a key for a
+    payload: a field it names is missing, or the key is not a valid limit
+    key. The message names the template; the job dies as ``bad-limit-key``."""
+
+
 # -- raised by the operator calls (App.wait, App.rerun) ----------------------
 
 

@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from .errors import RedisUnavailable, ScriptError
 from .log import get_log
 from .store.connection import close_client, connect
-from .store.keys import check_prefix, limit_keys
-from .store.scripts import Scripts
+from .store.keys import check_prefix, default_limiter_prefix, limit_keys, rate_keys
+from .store.scripts import RateAnswer, Scripts
 from .store.settings import StoreSettings
 from .store.specs import LimiterAcquireReply, LimiterRenewReply
 from .store.translate import redis_errors
@@ -32,9 +32,32 @@ NO_SLOT = Grant(False)
 TAKEN = Grant(True)
 
 
+class RateCounter:
+    """Rate limits through lua/rate.lua, always in Redis (a rate counted per
+    process would let N replicas run N times the rate): the limiter's Redis
+    and prefix for a RedisLimiter, the App's Redis and ``<prefix>:limiter``
+    for the in-process limiter. Errors are raised (RedisUnavailable,
+    ScriptError); the caller decides what an outage means."""
+
+    STALE_US = 600_000_000  # a reservation unclaimed 10 min past its instant is dropped
+
+    def __init__(self, scripts: Scripts, prefix: str) -> None:
+        self.scripts = scripts
+        self.prefix = prefix
+
+    async def call(self, name: str, key: str | None, holders: list[str], interval_us: int,
+                   tolerance_us: int, mode: str, push_us: int = 0) -> RateAnswer:
+        return await self.scripts.rate(rate_keys(self.prefix, name, key), holders, interval_us,
+                                       tolerance_us, mode, push_us, self.STALE_US)
+
+
 class Limiter(Protocol):
     @property
     def description(self) -> str: ...
+
+    @property
+    def rates(self) -> RateCounter:
+        """Where rate limits are counted (bound: after bind())."""
 
     def bind(self, redis: Redis, url: str, prefix: str) -> None:
         """Called by the worker with its App's connection and key prefix."""
@@ -65,10 +88,19 @@ class LocalLimiter:
         # holders pushed out by `replace`, until their renew has been told once
         # (bounded: a holder is a run this process started and then releases)
         self._evicted: dict[str, set[str]] = {}
+        self._rates: RateCounter | None = None
 
     def bind(self, redis: Redis, url: str, prefix: str) -> None:
         """Called by the worker with its App's connection and key prefix."""
-        return None
+        if self._rates is None:  # rates are counted in the App's Redis
+            self._rates = RateCounter(Scripts(redis, url, StoreSettings()),
+                                      default_limiter_prefix(prefix))
+
+    @property
+    def rates(self) -> RateCounter:
+        if self._rates is None:
+            raise RuntimeError("LocalLimiter used before bind(): pass it to a Worker or App")
+        return self._rates
 
     async def check(self) -> None:
         """Raise at boot when the limiter cannot work."""
@@ -116,6 +148,11 @@ class LocalLimiter:
         for holder in holders:
             held.pop(holder, None)
             evicted.discard(holder)
+        # per-key limits come and go: an empty one is forgotten
+        if not held:
+            self._holders.pop(name, None)
+        if not evicted:
+            self._evicted.pop(name, None)
 
 
 class RedisLimiter:
@@ -135,6 +172,7 @@ class RedisLimiter:
         self._scripts: Scripts | None = None
         self._log = get_log("limiter")
         self._warned_at = 0.0
+        self._rates: RateCounter | None = None
         if self._redis is not None:
             self._scripts = Scripts(self._redis, url or "(limiter)", StoreSettings())
 
@@ -150,6 +188,13 @@ class RedisLimiter:
             self._scripts = Scripts(redis, url, StoreSettings())
         if self.prefix is None:
             self.prefix = f"{prefix}:limiter"
+
+    @property
+    def rates(self) -> RateCounter:
+        scripts, prefix = self._ready()
+        if self._rates is None or self._rates.scripts is not scripts:
+            self._rates = RateCounter(scripts, prefix)
+        return self._rates
 
     def _ready(self) -> tuple[Scripts, str]:
         if self._scripts is None or self.prefix is None:

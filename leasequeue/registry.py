@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from .backoff import Backoff, exponential
 from .errors import ConfigError, UnknownJob
+from .rate import LimitKey, Rate, check_rates
 from .runlog import DEFAULT_BYTES, DEFAULT_LINES, MAX_BYTES, RunLogs
 from .store.keys import check_job_name, check_queue_name
 
@@ -50,6 +51,8 @@ class JobOptions(TypedDict, total=False):
     stop_grace: float
     retention: float
     max_concurrent: int
+    concurrency_key: str | Callable[..., str]  # max_concurrent per key, e.g. "order:{order_id}"
+    rate: Rate | list[Rate]  # rate limits: lq.Rate(100, per=1.0, key="stripe:{account_id}")
     on_conflict: str  # enqueue | skip | replace
     slot_backoff: float
     run_logs: str  # none | errors | all
@@ -78,6 +81,8 @@ class JobDefinition:
     run_log_lines: int = DEFAULT_LINES
     run_log_bytes: int = DEFAULT_BYTES
     breakers: tuple[Breaker, ...] = ()
+    concurrency_key: LimitKey | None = None
+    rate: tuple[Rate, ...] = ()
 
     @property
     def retention_ms(self) -> int:
@@ -95,6 +100,9 @@ class JobDefinition:
             "slot_backoff": self.slot_backoff, "run_logs": self.run_logs,
             "run_log_lines": self.run_log_lines, "run_log_bytes": self.run_log_bytes,
             "breakers": [b.name for b in self.breakers],
+            "concurrency_key": (None if self.concurrency_key is None
+                                else self.concurrency_key.text),
+            "rate_limits": [r.describe() for r in self.rate],
         }
 
 
@@ -103,6 +111,7 @@ class Registry:
         _checked("Defaults", {f.name: getattr(defaults, f.name) for f in fields(defaults)})
         self.defaults = defaults
         self._jobs: dict[str, JobDefinition] = {}
+        self.named_rates: dict[str, Rate] = {}  # named rate limits, one set of numbers each
 
     def register(self, fn: Callable[..., Any], **options: Unpack[JobOptions]) -> JobDefinition:
         """Check every option (ConfigError naming the option and the value) and
@@ -124,8 +133,40 @@ class Registry:
         if v["name"] in self._jobs:
             raise ConfigError(f"job {v['name']!r} is registered twice")
         definition = JobDefinition(fn=fn, is_async=inspect.iscoroutinefunction(fn), **v)
+        self._check_limit_keys(definition, where)
+        for rate in definition.rate:
+            if rate.name is not None:
+                self.named_rates[rate.name] = rate
         self._jobs[definition.name] = definition
         return definition
+
+    def _check_limit_keys(self, d: JobDefinition, where: str) -> None:
+        """Rate and concurrency keys must be renderable from what the
+        handler takes; named rates keep one set of numbers."""
+        if d.concurrency_key is not None and d.max_concurrent is None:
+            raise ConfigError(f"{where}: concurrency_key needs max_concurrent (how many runs "
+                              "per key at once)")
+        for rate in d.rate:
+            if rate.name is None:
+                continue
+            known = self.named_rates.get(rate.name)
+            if known is not None and not known.same_numbers(rate):
+                raise ConfigError(f"{where}: rate limit {rate.name!r} is declared as "
+                                  f"{known.describe()} elsewhere, here as {rate.describe()}")
+        try:
+            params = inspect.signature(d.fn).parameters.values()
+        except (TypeError, ValueError):
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return  # takes any field
+        accepted = {p.name for p in params if p.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+        keys = [r.limit_key for r in d.rate] + [d.concurrency_key]
+        for key in keys:
+            missing = [] if key is None else [f for f in key.fields if f not in accepted]
+            if key is not None and missing:
+                raise ConfigError(f"{where}: limit key template {key.text!r} names "
+                                  f"{', '.join(missing)}, which the handler does not take")
 
     def get(self, name: str) -> JobDefinition:
         try:
@@ -200,6 +241,10 @@ def _queue(option: str, value: Any) -> str:
 CONFLICT_POLICIES = ("enqueue", "skip", "replace")
 
 
+def _limit_key(option: str, value: Any) -> LimitKey | None:
+    return None if value is None else LimitKey.of(option, value)
+
+
 def _conflict(option: str, value: Any) -> str:
     if value not in CONFLICT_POLICIES:
         raise ConfigError(f"{option} must be one of {CONFLICT_POLICIES}, got {value!r}")
@@ -237,7 +282,8 @@ CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "backoff": _policy, "infra_backoff": _policy, "timeout": _timeout, "stop_grace": _grace,
     "retention": _grace, "max_concurrent": _optional_count, "on_conflict": _conflict,
     "slot_backoff": _pause, "run_logs": _run_logs, "run_log_lines": _count,
-    "run_log_bytes": _log_bytes, "breakers": _breakers,
+    "run_log_bytes": _log_bytes, "breakers": _breakers, "concurrency_key": _limit_key,
+    "rate": check_rates,
 }
 
 

@@ -29,6 +29,7 @@ from .runtime.executor import Executor, ExecutorParams
 from .runtime.heartbeater import Heartbeater, HeartbeaterParams
 from .runtime.janitor import Janitor, JanitorParams
 from .runtime.limits import Limits, LimitsParams
+from .runtime.rates import Rates, RatesParams
 from .runtime.reaper import Reaper, ReaperParams
 from .runtime.runs import RunRecord, RunTable, StopReason
 from .runtime.runstate import RunStateParams, RunStateStore
@@ -119,6 +120,7 @@ class Worker:
         self.limits = Limits(LimitsParams(
             limiter or app.limiter, {**app.queue_limits, **(queue_limits or {})},
             self.worker_id, app.prefix))
+        self.rates = Rates(RatesParams(limiter or app.limiter, app.queue_rates, app.prefix))
         definitions = app.registry.all()
         self.slots = Slots(concurrency)
         self.table = RunTable(lease, self.worker_id)
@@ -128,13 +130,15 @@ class Worker:
         self.breakers = BreakerGate(self.worker_id)
         self.executor = Executor(ExecutorParams(
             app.scripts, app.registry, keys, self.table, self.slots, self.acker, self.starter,
-            self.limits, self.worker_id, anyio.CapacityLimiter(concurrency), lease, app.hooks,
-            self.runstate, self.breakers, self._run_resources if app.resource_kinds else None))
+            self.limits, self.rates, self.worker_id, anyio.CapacityLimiter(concurrency), lease,
+            app.hooks, self.runstate, self.breakers,
+            self._run_resources if app.resource_kinds else None))
         self.claimer = Claimer(ClaimerParams(
             app.redis, app.scripts, self.physical_queues, keys, self.slots, self.table,
             self.lease_ms, self.worker_id,
             frozenset(q for q in self.physical_queues
                       if self.limits.limited_queue(q, definitions)
+                      or self.rates.limited_queue(q, definitions)
                       # a run held back by a breaker must not have its attempt counted
                       or any(d.breakers for d in definitions if d.queue == logical(q))),
             blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis)))
@@ -289,6 +293,11 @@ class Worker:
             await self.limits.limiter.check()
             self._log.info("limits", limiter=self.limits.limiter.description,
                            queue_limits=self.limits.queue_limits)
+        if self.rates.queue_rates or any(d.rate for d in definitions):
+            await self.limits.limiter.check()  # rates are counted in Redis, always
+            self._log.info("rate limits", counted_in=self.limits.limiter.rates.prefix,
+                           queue_rates={q: r.describe()
+                                        for q, r in self.rates.queue_rates.items()})
         if not definitions:
             self._log.warning("no jobs are registered: this worker can run nothing")
         for d in definitions:

@@ -20,6 +20,9 @@ redis.call('ZREMRANGEBYSCORE', limit_key, '-inf', int(now))
 redis.call('ZREMRANGEBYSCORE', evicted_key, '-inf', int(now))
 if redis.call('ZSCORE', limit_key, holder) or redis.call('ZCARD', limit_key) < limit then
   redis.call('ZADD', limit_key, until_ms, holder)
+  -- every holder lapses by until_ms: a limit nobody renews (per-key limits,
+  -- whose holders died) goes with its last holder instead of staying for ever
+  redis.call('PEXPIRE', limit_key, lease_ms)
   redis.call('ZREM', evicted_key, holder)
   return {CODE_TAKEN, ''}
 end
@@ -27,7 +30,9 @@ if mode == 'replace' then
   local oldest = redis.call('ZRANGE', limit_key, 0, 0)[1]
   redis.call('ZREM', limit_key, oldest)
   redis.call('ZADD', evicted_key, until_ms, oldest)
+  redis.call('PEXPIRE', evicted_key, lease_ms)
   redis.call('ZADD', limit_key, until_ms, holder)
+  redis.call('PEXPIRE', limit_key, lease_ms)
   redis.call('ZREM', evicted_key, holder)
   return {CODE_EVICTED, oldest}
 end

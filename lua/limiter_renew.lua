@@ -22,4 +22,7 @@ for i = 2, #ARGV do
     reply[#reply + 1] = CODE_LOST
   end
 end
+if redis.call('EXISTS', limit_key) == 1 then
+  redis.call('PEXPIRE', limit_key, lease_ms)  -- every holder lapses by until_ms
+end
 return reply

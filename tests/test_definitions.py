@@ -282,3 +282,22 @@ def test_the_documented_command_line_and_sync_constants() -> None:
     assert StoreSettings().events_maxlen == 10_000
     assert (producer.WAIT_SLICE, producer.ENQUEUE_CHUNK) == (2.0, 500)
     assert (demo.WORKERS, demo_workers.LEASE, demo_app.POISON_ATTEMPTS) == (3, 2.0, 3)
+
+
+def test_the_documented_constants_of_rate_limits() -> None:
+    """The constants the Rate limits section quotes: the key length cap, the
+    in-place wait, the gathering window, the reservation lifetime and the
+    late-start slack of lua/rate.lua, and the default burst (= the limit)."""
+    from pathlib import Path
+
+    from leasequeue import Rate
+    from leasequeue.limiter import RateCounter
+    from leasequeue.runtime import rates
+    from leasequeue.store.keys import MAX_LIMIT_KEY
+
+    lua = (Path(__file__).resolve().parent.parent / "lua" / "rate.lua").read_text()
+    assert "local SLACK_US = math.min(interval, 10000)" in lua
+    assert MAX_LIMIT_KEY == 128
+    assert (rates.WAIT_IN_PLACE, rates.GATHER) == (0.05, 0.001)
+    assert RateCounter.STALE_US == 600 * 1_000_000
+    assert Rate(100).effective_burst == 100 and Rate(100, per=60).interval_us == 600_000

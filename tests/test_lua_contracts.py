@@ -21,10 +21,12 @@ from leasequeue.store.keys import (
     BreakerKeys,
     LimiterKeys,
     QueueKeys,
+    RateKeys,
     ResourceKeys,
     SchedulesKeys,
     breaker_keys,
     limit_keys,
+    rate_keys,
     resource_keys,
     schedules_keys,
 )
@@ -97,6 +99,7 @@ def test_header_agrees_with_spec(name: str) -> None:
     assert [i for i, _ in head.keys] == list(range(1, len(head.keys) + 1))
     assert tuple(k for _, k in head.keys) == spec.keys
     assert all(isinstance(getattr(QueueKeys, k, None), property) or k in LimiterKeys.__slots__
+               or k in RateKeys.__slots__
                or isinstance(getattr(SchedulesKeys, k, None), property)
                or isinstance(getattr(BreakerKeys, k, None), property)
                or isinstance(getattr(ResourceKeys, k, None), property)
@@ -181,6 +184,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.breaker_force(bk, "open", 1000, "t"), s.breaker_state(bk, 1000),
             s.resource_open(rk, ("q", "a", 1), "w", "l", 1000),
             s.resource_claim(rk, ("q", "a", 1), "c", 1000), s.resource_clear(rk, ("q", "a", 1)),
+            s.rate(rate_keys("lq:limiter", "r", "k"), ["h", "i"], 1000, 0, "take"),
         ]
         seen = set()
         for call in calls:

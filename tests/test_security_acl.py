@@ -33,6 +33,7 @@ from leasequeue.store.keys import (
     breaker_keys,
     default_limiter_prefix,
     limit_keys,
+    rate_keys,
     resource_keys,
     schedules_keys,
 )
@@ -328,6 +329,8 @@ def _probe_keys(app: App, name: str, queue: str) -> Any:
         return breaker_keys(default_limiter_prefix(app.prefix), "probe")
     if "entry" in keys:  # the resource ledger's
         return resource_keys(app.prefix, "probe", "key", "w")
+    if "reserved" in keys:  # a rate limit's
+        return rate_keys(default_limiter_prefix(app.prefix), "probe", "k")
     if "limit" in keys:
         return limit_keys(default_limiter_prefix(app.prefix), "probe")
     if "specs" in keys or "state" in keys:

@@ -6,6 +6,7 @@ executor busy, so it keeps counting against ``concurrency``."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import anyio
 from .. import codec
 from ..backoff import delay_ms
 from ..context import Context
-from ..errors import MalformedJob, RedisUnavailable, ScriptError
+from ..errors import LimitKeyError, MalformedJob, RedisUnavailable, ScriptError
 from ..hooks import RETURNED_OK, HookSet, Returned, RunEnd, Settled
 from ..log import get_log
 from ..registry import JobDefinition, Registry
@@ -32,6 +33,7 @@ from .dispatch import Closed, Dispatch
 from .handler import Ending, Outcome, execute
 from .limits import Limits
 from .observe import failed, released_as
+from .rates import NotNow, Rates, RateUse, Wait
 from .runs import Phase, RunRecord, RunTable, StopReason
 from .runstate import RunStateStore
 from .slots import Slots
@@ -58,6 +60,7 @@ class ExecutorParams:
     acker: Acker
     starter: Starter
     limits: Limits
+    rates: Rates
     worker_id: str
     threads: anyio.CapacityLimiter
     lease_s: float
@@ -101,7 +104,8 @@ class Executor:
             await self._not_started(run, "shutdown before start")
             return
         gate = self._p.breakers if definition.breakers else None
-        if not await self._admit(run, definition, gate):
+        uses = await self._admit(run, definition, gate, kwargs)
+        if uses is None:
             return
         if not await self._start(run):
             if run.slots:
@@ -130,32 +134,60 @@ class Executor:
         kit = self._p.runstate
         if kit is not None and kit.used_by(run):  # dict lookups: free for runs that did not
             await kit.finish(run)  # its last progress lands before it settles
-        await self._settle(run, definition, outcome)
+        await self._settle(run, definition, outcome, uses)
+
+    async def _gate(self, run: RunRecord, definition: JobDefinition,
+                    kwargs: dict[str, Any]) -> list[RateUse] | None:
+        """Take the run's limiter slots and rate starts: the rates it drew
+        from when it may start, None when it was settled here (over a limit
+        or rate, bad limit key) and must not start."""
+        try:
+            key = (None if definition.concurrency_key is None
+                   else definition.concurrency_key.render(kwargs))
+            uses = (self._p.rates.uses(definition, run.job.queue, kwargs)
+                    if self._p.rates.applies(definition, run.job.queue) else [])
+        except LimitKeyError as exc:
+            await self._bury(run, "bad-limit-key", str(exc))
+            return None
+        if self._p.limits.applies(definition, run.job.queue):
+            # under `enqueue` a run first waits a little for a slot in place:
+            # sending it back at once would churn the queue while slots turn
+            # over. Not for a per-key slot: runs of one busy key waiting in
+            # place would hold this worker's executors from every other key
+            wait = (min(SLOT_WAIT, definition.slot_backoff)
+                    if definition.on_conflict == "enqueue" and key is None else 0.0)
+            if not await self._p.limits.acquire(run, definition, wait, key):
+                if run.stop_reason is not None:  # canceled or lost while it waited
+                    await self._not_started(run, "stopped before start")
+                else:
+                    await self._on_conflict(run, definition)
+                return None
+        if uses:  # after the slots: a start taken is spent, a slot can be given back
+            not_now = await self._p.rates.take(run, uses,
+                                               reserve=definition.on_conflict != "skip")
+            if not_now is not None:
+                if run.slots:
+                    await self._p.limits.release(run)
+                await self._over_rate(run, definition, not_now)
+                return None
+        return uses
 
     async def _admit(self, run: RunRecord, definition: JobDefinition,
-                     gate: BreakerGate | None) -> bool:
-        """Pass the run's circuit breakers, then take its limiter slots; False
+                     gate: BreakerGate | None,
+                     kwargs: dict[str, Any]) -> list[RateUse] | None:
+        """Pass the run's circuit breakers, then take its limiter slots and
+        rate starts (_gate): the rates it drew from when it may start, None
         when it must not start (it was put back, skipped or ended here)."""
         if gate is not None:
             # before any slot is taken: a run held back costs the limits nothing
             hold = await gate.admit(run, definition)
             if hold is not None:
                 await self._release(run, "breaker open", max(1, int(hold * 1000)))
-                return False
-        if self._p.limits.applies(definition, run.job.queue):
-            # under `enqueue` a run first waits a little for a slot in place:
-            # sending it back at once would churn the queue while slots turn over
-            wait = (min(SLOT_WAIT, definition.slot_backoff)
-                    if definition.on_conflict == "enqueue" else 0.0)
-            if not await self._p.limits.acquire(run, definition, wait):
-                if gate is not None:
-                    await gate.done(run, definition, "release")
-                if run.stop_reason is not None:  # canceled or lost while it waited
-                    await self._not_started(run, "stopped before start")
-                else:
-                    await self._on_conflict(run, definition)
-                return False
-        return True
+                return None
+        uses = await self._gate(run, definition, kwargs)
+        if uses is None and gate is not None:
+            await gate.done(run, definition, "release")  # its probe turn, if it had one
+        return uses
 
     async def _start(self, run: RunRecord) -> bool:
         """Whether the run may start now; marks it started in Redis."""
@@ -222,7 +254,8 @@ class Executor:
 
     # -- settling --------------------------------------------------------------
 
-    async def _settle(self, run: RunRecord, d: JobDefinition, outcome: Outcome) -> None:
+    async def _settle(self, run: RunRecord, d: JobDefinition, outcome: Outcome,
+                      uses: list[RateUse]) -> None:
         ending, stop = outcome.ending, outcome.stop
         if ending is Ending.LEFT:
             run.ctx.log.warning("still running at the end of shutdown: left behind; its lease "
@@ -242,6 +275,8 @@ class Executor:
             await self._release(run, "shutdown")
         elif ending is Ending.HELD:  # BreakerOpen from a breaker used in the handler
             await self._release(run, "breaker open", max(1, int((outcome.delay or 0) * 1000)))
+        elif ending is Ending.RATE_LIMITED:
+            await self._pushed_back(run, outcome, uses)
         elif ending is Ending.STOPPED:  # a limiter slot lost: an infrastructure failure
             await self._fail(run, d, Outcome(Ending.INFRA, error=f"stopped: {stop}"))
         else:
@@ -267,6 +302,34 @@ class Executor:
             self._ack(run, d, "skipped")
         else:
             await self._release(run, "slot busy", int(d.slot_backoff * 1000))
+
+    async def _over_rate(self, run: RunRecord, d: JobDefinition, not_now: NotNow) -> None:
+        """Over a rate: back to the queue, scheduled to the instant its start
+        was reserved for, no attempt spent (it never started); ``skip`` ends
+        it skipped; a limiter that did not answer: back after slot_backoff."""
+        if not_now.why is Wait.DENIED:
+            run.ctx.log.info("skipped: over its rate", limit=not_now.use.label)
+            self._ack(run, d, "skipped")
+            return
+        if not_now.why is Wait.UNAVAILABLE:
+            await self._release(run, "rate limiter unavailable", int(d.slot_backoff * 1000))
+            return
+        # rounded up, +1 ms: due no earlier than its reservation (a run that
+        # came back early would only be sent back again)
+        await self._release(run, f"rate limited: {not_now.use.label}",
+                            math.ceil(not_now.wait_s * 1000) + 1)
+
+    async def _pushed_back(self, run: RunRecord, outcome: Outcome, uses: list[RateUse]) -> None:
+        """The handler raised RateLimited: push its keys back for every worker,
+        and release the run to its reserved turn with its attempt refunded."""
+        retry_after = max(0.0, outcome.delay or 0.0)
+        wait = (await self._p.rates.push_back(run, uses, retry_after, outcome.reason or None)
+                if uses else None)
+        if not uses:
+            run.ctx.log.warning("RateLimited raised by a job without a rate limit: it is only "
+                                "retried after retry_after", retry_after=retry_after)
+        delay = wait if wait is not None else retry_after
+        await self._release(run, "rate limited by the handler", math.ceil(delay * 1000) + 1)
 
     async def _not_started(self, run: RunRecord, why: str) -> None:
         """A run that must not start: ended canceled when that was asked, gone
@@ -329,7 +392,9 @@ class Executor:
         if run.info is not None:
             self._ended(run, released_as(answers[0] if answers is not None else None, why))
         if released and run.ctx is not None:
-            run.ctx.log.info("returned to the queue", why=why, retry_in_ms=delay)
+            # a run waiting for its rate is routine (one per deferred job): debug
+            level = run.ctx.log.debug if why.startswith("rate limited:") else run.ctx.log.info
+            level("returned to the queue", why=why, retry_in_ms=delay)
 
     async def _bury(self, run: RunRecord, reason: str, error: str) -> None:
         job = run.job

@@ -18,6 +18,7 @@ from ..errors import (
     BreakerOpen,
     LeaseQueueError,
     PermanentError,
+    RateLimited,
     Retry,
     RunStopped,
     TransientError,
@@ -40,6 +41,7 @@ class Ending(StrEnum):
     STOPPED = "stopped"  # stopped by the worker: see Outcome.stop
     LEFT = "left"  # still running at the end of shutdown: left behind, nothing written
     HELD = "held"  # a circuit breaker was open (BreakerOpen): back in line, attempt refunded
+    RATE_LIMITED = "rate-limited"  # RateLimited: push the keys back, release (no attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +49,8 @@ class Outcome:
     ending: Ending
     result: bytes = b""
     error: str = ""
-    reason: str = ""  # dead reason (permanent, bad-payload)
-    delay: float | None = None  # explicit retry delay (Retry)
+    reason: str = ""  # dead reason (permanent, bad-payload); RateLimited: the limit named
+    delay: float | None = None  # explicit retry delay (Retry, RateLimited)
     stop: StopReason | None = None
     note: str = ""  # stored with a success (e.g. why the result was not stored)
     exception: BaseException | None = None  # what the handler raised (hooks report it)
@@ -135,6 +137,9 @@ def failed(run: RunRecord, exc: Exception) -> Outcome:
         return Outcome(Ending.DEAD, error=text, reason=exc.dead_reason, exception=exc)
     if isinstance(exc, Retry):
         return Outcome(Ending.WORK, error=text, delay=exc.delay, exception=exc)
+    if isinstance(exc, RateLimited):
+        return Outcome(Ending.RATE_LIMITED, error=text, delay=exc.retry_after,
+                       reason=exc.limit or "")
     if isinstance(exc, INFRA_ERRORS):
         return Outcome(Ending.INFRA, error=text, exception=exc)
     return Outcome(Ending.WORK, error=text, exception=exc)

@@ -91,8 +91,8 @@ class Heartbeater:
         table = self._p.table
         for run, answer in zip(runs, answers, strict=True):
             if answer is RenewReply.LOST:
-                # a run settling or settled since the renewal was sent: its
-                # settle reply decides (the ack won when it was accepted)
+                # a run settling or settled since the renewal was sent (acked, or
+                # released: a rate wait): its settle reply decides
                 if run.phase not in (Phase.SETTLING, Phase.SETTLED, Phase.LOST):
                     self._log.warning("lease lost; stopping the run, its result will be "
                                       "discarded", **run.fields())

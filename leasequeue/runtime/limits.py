@@ -19,6 +19,7 @@ import anyio
 from ..limiter import Limiter
 from ..log import get_log
 from ..registry import JobDefinition
+from ..store.keys import keyed_limit_name
 from ..store.shards import logical
 from .runs import RunRecord, SlotHold
 
@@ -39,6 +40,12 @@ def queue_limit_name(queue: str) -> str:
 
 def job_limit_name(job: str) -> str:
     return f"job.{job}"
+
+
+def own_limit_name(definition: JobDefinition, key: str | None) -> str:
+    """The job's max_concurrent limit: per rendered concurrency_key (shared
+    by every job type whose key renders the same), else per job name."""
+    return keyed_limit_name(key) if key is not None else job_limit_name(definition.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +80,14 @@ class Limits:
         return logical(queue) in self.queue_limits or any(
             d.max_concurrent is not None for d in definitions if d.queue == logical(queue))
 
-    def _needed(self, definition: JobDefinition, queue: str) -> list[tuple[str, int]]:
+    def _needed(self, definition: JobDefinition, queue: str,
+                key: str | None) -> list[tuple[str, int]]:
         needed = []
         queue = logical(queue)  # the logical queue: a limit covers all its shards
         if queue in self.queue_limits:
             needed.append((queue_limit_name(queue), self.queue_limits[queue]))
         if definition.max_concurrent is not None:
-            needed.append((job_limit_name(definition.name), definition.max_concurrent))
+            needed.append((own_limit_name(definition, key), definition.max_concurrent))
         return needed
 
     def holder(self, run: RunRecord) -> str:
@@ -89,13 +97,13 @@ class Limits:
         return json.dumps([self._prefix, job.queue, job.id, job.token, self._worker_id])
 
     async def acquire(self, run: RunRecord, definition: JobDefinition,
-                      wait: float = 0.0) -> bool:
+                      wait: float = 0.0, key: str | None = None) -> bool:
         """Take every slot the run needs (recorded on the run), or none (False)
         when one is not free. With ``wait``, wait that long in this process's
         line for the full limit: only the head of the line asks the limiter
         again (at once when a run of this process gives a slot back, else every
         SLOT_POLL seconds), so a crowd of waiting runs costs one request."""
-        full = await self._try(run, definition)
+        full = await self._try(run, definition, key)
         if not full:
             return True
         deadline = time.monotonic() + wait
@@ -113,20 +121,20 @@ class Limits:
                 with anyio.move_on_after(min(remaining, SLOT_POLL) if head else remaining):
                     await me.event.wait()
                 me.event = anyio.Event()
-                if not await self._try(run, definition):
+                if not await self._try(run, definition, key):
                     return True
         finally:
             line.remove(me)
             if line:
                 line[0].event.set()  # the next in line takes its turn (a slot may be free)
 
-    async def _try(self, run: RunRecord, definition: JobDefinition) -> str:
+    async def _try(self, run: RunRecord, definition: JobDefinition, key: str | None) -> str:
         """Take all slots (recorded on the run) and answer '', or take none and
         answer the name of the limit that was full."""
         holder = self.holder(run)
-        job_limit = job_limit_name(definition.name)
+        job_limit = own_limit_name(definition, key)
         lease_s = self.lease_s or float("inf")
-        for name, limit in self._needed(definition, run.job.queue):
+        for name, limit in self._needed(definition, run.job.queue, key):
             # `replace` evicts older runs of the same job only; a queue limit is
             # shared with other jobs, which a replace must never stop
             replace = definition.on_conflict == "replace" and name == job_limit

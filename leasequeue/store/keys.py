@@ -22,6 +22,19 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
 DEFAULT_PREFIX = "lq"
 
 
+MAX_LIMIT_KEY = 128  # most characters of a rendered limit key (rate or concurrency_key)
+_LIMIT_KEY = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_LIMIT_KEY}}}")
+
+
+def check_limit_key(key: str) -> str:
+    """A limit key rendered from a payload: 1-MAX_LIMIT_KEY characters from
+    A-Z a-z 0-9 _ . : - (it becomes part of a Redis key and its hash tag)."""
+    if not isinstance(key, str) or not _LIMIT_KEY.fullmatch(key):
+        raise ConfigError(f"invalid limit key {key!r}: use 1-{MAX_LIMIT_KEY} characters "
+                          "from A-Z a-z 0-9 _ . : - (map other values with a key function)")
+    return key
+
+
 def check_job_name(name: str) -> str:
     """Return ``name`` or raise ConfigError (job names are stored in the job record)."""
     if not isinstance(name, str) or not _TOKEN.fullmatch(name):
@@ -210,6 +223,30 @@ class LimiterKeys:
 def limit_keys(limiter_prefix: str, name: str) -> LimiterKeys:
     limit = limiter_key(limiter_prefix, name)
     return LimiterKeys(limit, f"{limit}:evicted")
+
+
+@dataclass(frozen=True, slots=True)
+class RateKeys:
+    """The keys of one rate limit key (lua/rate.lua), under one hash tag:
+    ``state`` (HASH tat, shift) and ``reserved`` (ZSET holder -> reserved
+    instant). Both expire when the key goes idle."""
+
+    state: str
+    reserved: str
+
+
+def rate_keys(limiter_prefix: str, name: str, key: str | None = None) -> RateKeys:
+    """``{limiter_prefix:rate.<name>}`` or, for a keyed limit,
+    ``{limiter_prefix:rate.<name>:<key>}``: services with the same limiter
+    prefix share the budget of each (name, key)."""
+    state = limiter_key(limiter_prefix, f"rate.{name}" if key is None else f"rate.{name}:{key}")
+    return RateKeys(state, f"{state}:reserved")
+
+
+def keyed_limit_name(key: str) -> str:
+    """The concurrency limit of one rendered ``concurrency_key`` (shared by
+    every job type whose key renders the same)."""
+    return f"key.{key}"
 
 
 def default_limiter_prefix(prefix: str) -> str:

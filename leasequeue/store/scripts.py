@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -22,7 +23,7 @@ from ..models import (
 )
 from .connection import is_cluster
 from .direct import Lane, run_and_wait
-from .keys import BreakerKeys, LimiterKeys, QueueKeys, ResourceKeys, SchedulesKeys
+from .keys import BreakerKeys, LimiterKeys, QueueKeys, RateKeys, ResourceKeys, SchedulesKeys
 from .loader import READ_ONLY, script_source
 from .record import error_text, text
 from .settings import StoreSettings
@@ -37,6 +38,7 @@ from .specs import (
     FailReply,
     LimiterAcquireReply,
     LimiterRenewReply,
+    RateReply,
     ReleaseReply,
     RenewReply,
     ReplayReply,
@@ -55,7 +57,17 @@ from .translate import translate_errors
 
 # an ack item: (id, token, result, note) or (id, token, result, note, logs)
 AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
-AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | BreakerKeys | ResourceKeys
+AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | BreakerKeys | ResourceKeys | RateKeys
+
+@dataclass(frozen=True, slots=True)
+class RateAnswer:
+    """lua/rate.lua's reply: per holder (code, wait in us), then the starts
+    allowed now and the reservations the key holds."""
+
+    answers: list[tuple[RateReply, int]]
+    tokens: int
+    reserved: int
+
 
 # a claim id goes into the claim key's text: no newline, nothing odd
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
@@ -85,6 +97,8 @@ class Scripts:
         # encode every key name on every call, a good part of a small call's cost
         if isinstance(qk, ResourceKeys):  # one per resource: not cached (unbounded)
             return [getattr(qk, key).encode() for key in SPECS[name].keys]
+        if isinstance(qk, RateKeys):  # one per tenant: not cached (the cache would grow)
+            return [qk.state.encode(), qk.reserved.encode()]
         cached = self._key_cache.get((name, qk))
         if cached is None:
             spec = SPECS[name]
@@ -304,6 +318,16 @@ class Scripts:
 
     async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
         return int(await self.run("limiter_release", lk, list(holders)))
+
+    async def rate(self, rk: RateKeys, holders: Sequence[str], interval_us: int,
+                   tolerance_us: int, mode: str, push_us: int = 0,
+                   stale_us: int = 0) -> RateAnswer:
+        """One call of lua/rate.lua for a batch of holders of one key; mode
+        take | try | refund | push | peek (no holders: one answer)."""
+        r = await self.run("rate", rk, [interval_us, tolerance_us, mode, push_us, stale_us,
+                                        *holders])
+        return RateAnswer([(RateReply(int(r[i])), int(r[i + 1])) for i in range(0, len(r) - 2, 2)],
+                          int(r[-2]), int(r[-1]))
 
     # -- schedules --------------------------------------------------------------
 

@@ -93,6 +93,8 @@ SPECS: dict[str, ScriptSpec] = {
                    ("holder", "limit", "lease_ms", "mode")),
         ScriptSpec("limiter_renew", ("limit", "evicted"), ("lease_ms",), ("holder",)),
         ScriptSpec("limiter_release", ("limit", "evicted"), (), ("holder",)),
+        ScriptSpec("rate", ("state", "reserved"),
+                   ("interval_us", "tolerance_us", "mode", "push_us", "stale_us"), ("holder",)),
         ScriptSpec(
             "stats",
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats", "paused"),
@@ -193,6 +195,14 @@ class LimiterRenewReply(IntEnum):
     EVICTED = 2
 
 
+class RateReply(IntEnum):
+    DENIED = 0
+    TAKEN = 1
+    WAIT = 2
+    REFUNDED = 3
+    STATE = 4
+
+
 class ScheduleUpsertReply(IntEnum):
     UNCHANGED = 0
     CREATED = 1
@@ -285,6 +295,7 @@ REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "cancel": CancelStatus,
     "limiter_acquire": LimiterAcquireReply,
     "limiter_renew": LimiterRenewReply,
+    "rate": RateReply,
     "schedule_upsert": ScheduleUpsertReply,
     "schedule_fire": ScheduleFireReply,
     "schedule_done": ScheduleDoneReply,

@@ -27,6 +27,7 @@ LIMITS = "tests/test_limits.py"
 KIT = "tests/test_kit.py"
 BREAKERS = "tests/test_breakers.py"
 RESOURCES = "tests/test_resources.py"
+RATES = "tests/test_rate_limits.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -415,5 +416,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n",
         "`dead replay ID` exits 0 for ids it did not replay",
         ("tests/test_cli_newuser.py::test_dead_replay_of_unknown_ids_exits_non_zero_and_names_them",),
+    ),
+    # -- rate limits ----------------------------------------------------------------
+    Mutation(
+        "rate-reservation-not-kept", "lua/rate.lua",
+        "  redis.call('ZADD', reserved_key, int(allowed_at), holder)\n",
+        "",
+        "rate.lua tells a run over the rate to wait but keeps no reservation: it competes "
+        "again when it comes back, and a backlog bounces through the queue",
+        (f"{RATES}::test_a_reservation_is_kept_until_due_then_redeemed_once",),
+    ),
+    Mutation(
+        "rate-push-ignores-reservations", "lua/rate.lua",
+        "  shift = shift + delta\n",
+        "",
+        "a RateLimited push back moves the next free start but not the runs already "
+        "reserved, which start during the provider's pause",
+        (f"{RATES}::test_push_back_moves_the_budget_and_every_reservation",),
     ),
 )

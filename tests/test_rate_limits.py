@@ -1,0 +1,529 @@
+"""Rate limits (issue 15): lua/rate.lua on its own (GCRA, reservations, push
+back, expiry), declarations and bad input, in-process workers (no spinning,
+O(1) calls per job, fairness between keys, RateLimited, keyed concurrency,
+on_conflict), and worker processes of two services sharing one budget."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import redis as redis_sync
+
+import leasequeue as lq
+from leasequeue import App, ConfigError, Context, RedisLimiter
+from leasequeue.limiter import RateCounter
+from leasequeue.store.keys import limit_keys, rate_keys
+from leasequeue.store.specs import LimiterRenewReply, RateReply
+from tests.conftest import wait_for
+from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import RedisProcess, env_with_path
+from tests.helpers import eventually, worker_running
+
+pytestmark = pytest.mark.anyio
+
+SECOND = 1_000_000
+
+
+def counter(app: App) -> RateCounter:
+    return app.limiter.rates
+
+
+@dataclass
+class One:
+    code: RateReply
+    wait_us: int
+    tokens: int
+    reserved: int
+
+
+async def take(app: App, rate: lq.Rate, holder: str, mode: str = "take",
+               key: str | None = None, push_s: float = 0.0) -> One:
+    answer = await counter(app).call("r", key, [holder], rate.interval_us, rate.tolerance_us,
+                                     mode, int(push_s * SECOND))
+    (code, wait_us), = answer.answers
+    return One(code, wait_us, answer.tokens, answer.reserved)
+
+
+# -- the script on its own -----------------------------------------------------
+
+
+async def test_a_burst_is_taken_then_each_start_is_reserved_one_interval_apart(app: App) -> None:
+    rate = lq.Rate(10, per=1.0, burst=3)  # one start per 100 ms, 3 at once
+    answers = [await take(app, rate, f"h{i}") for i in range(6)]
+    assert [a.code for a in answers[:3]] == [RateReply.TAKEN] * 3
+    assert [a.code for a in answers[3:]] == [RateReply.WAIT] * 3
+    waits = [a.wait_us for a in answers[3:]]
+    # reservations are spaced one interval apart (100 ms), the first within one interval
+    assert 0 < waits[0] <= 100_000
+    # (less the time between two calls: each wait is measured from its own call)
+    assert all(50_000 < b - a <= 100_000 for a, b in itertools.pairwise(waits))
+    assert answers[-1].reserved == 3
+
+
+async def test_a_reservation_is_kept_until_due_then_redeemed_once(app: App) -> None:
+    rate = lq.Rate(20, per=1.0, burst=1)  # 50 ms apart
+    assert (await take(app, rate, "a")).code is RateReply.TAKEN
+    first = await take(app, rate, "b")
+    assert first.code is RateReply.WAIT
+    again = await take(app, rate, "b")  # came back early: the same reservation, no new one
+    assert again.code is RateReply.WAIT and again.wait_us <= first.wait_us
+    assert again.reserved == 1
+    await anyio.sleep(first.wait_us / SECOND + 0.01)
+    redeemed = await take(app, rate, "b")
+    assert redeemed.code is RateReply.TAKEN and redeemed.reserved == 0
+
+
+async def test_try_reserves_nothing_and_refund_gives_a_start_back(app: App) -> None:
+    rate = lq.Rate(1, per=60.0, burst=1)
+    assert (await take(app, rate, "a")).code is RateReply.TAKEN
+    denied = await take(app, rate, "b", "try")
+    assert denied.code is RateReply.DENIED and denied.reserved == 0
+    assert 59 * SECOND < denied.wait_us <= 60 * SECOND
+    assert (await take(app, rate, "a", "refund")).code is RateReply.REFUNDED
+    assert (await take(app, rate, "b", "try")).code is RateReply.TAKEN
+
+
+async def test_push_back_moves_the_budget_and_every_reservation(app: App) -> None:
+    rate = lq.Rate(10, per=1.0, burst=1)  # 100 ms apart
+    assert (await take(app, rate, "a")).code is RateReply.TAKEN
+    before = await take(app, rate, "b")
+    assert before.code is RateReply.WAIT and before.wait_us <= 100_000
+    pushed = await take(app, rate, "c", "push", push_s=2.0)  # a 429 with Retry-After: 2
+    assert pushed.code is RateReply.WAIT
+    after = await take(app, rate, "b")  # b's reservation moved with the key
+    assert 1.9 * SECOND <= after.wait_us <= 2.0 * SECOND
+    assert pushed.wait_us > after.wait_us  # c queues behind b
+    fresh = await take(app, rate, "d", "try")  # nobody starts before the pause ends
+    assert fresh.code is RateReply.DENIED and fresh.wait_us >= 1.9 * SECOND
+
+
+async def test_push_back_from_several_runs_at_once_does_not_add_up(app: App) -> None:
+    rate = lq.Rate(100, per=1.0, burst=5)
+    for h in ("a", "b", "c"):  # three runs all hit the 429 of one provider
+        await take(app, rate, h, "push", push_s=1.0)
+    probe = await take(app, rate, "d", "try")
+    assert probe.code is RateReply.DENIED
+    assert probe.wait_us <= 1.1 * SECOND  # 1 s and a few intervals, not 3 s
+
+
+async def test_idle_keys_expire_and_keys_are_per_tenant_under_the_limiter_prefix(
+        real_app: App) -> None:
+    rate = lq.Rate(1000, per=1.0, burst=1)
+    await take(real_app, rate, "a", key="t1")
+    await take(real_app, rate, "b", key="t1")  # reserved: the ZSET exists too
+    rk = rate_keys(f"{real_app.prefix}:limiter", "r", "t1")
+    assert rk.state == "{" + f"{real_app.prefix}:limiter:rate.r:t1" + "}"
+    ttl = await real_app.redis.pttl(rk.state)
+    assert 0 < ttl <= RateCounter.STALE_US // 1000 + 2000
+    other = rate_keys(f"{real_app.prefix}:limiter", "r", "t2")
+    assert await real_app.redis.exists(other.state) == 0  # t2 has its own budget
+    assert (await take(real_app, rate, "c", key="t2")).code is RateReply.TAKEN
+    # a key whose starts need no reservation lapses about a second after its tat
+    await eventually(lambda: _gone(real_app, other.state), limit=5)
+
+
+async def _gone(app: App, key: str) -> bool:
+    return await app.redis.exists(key) == 0
+
+
+# -- declarations and bad input -------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: lq.Rate(0), lambda: lq.Rate(-5), lambda: lq.Rate(10, per=0),
+    lambda: lq.Rate(10, per=-1.0), lambda: lq.Rate(10, per=float("inf")),
+    lambda: lq.Rate(10, burst=0), lambda: lq.Rate(2_000_000, per=1.0),
+    lambda: lq.Rate(10, key="plain"), lambda: lq.Rate(10, key="{a!r}"),
+    lambda: lq.Rate(10, key="{0}"), lambda: lq.Rate(10, key=""),
+    lambda: lq.Rate(10, name="bad name"),
+], ids=["zero", "negative", "per-zero", "per-negative", "per-inf", "burst-zero", "too-fast",
+        "no-field", "conversion", "positional", "empty", "bad-name"])
+def test_bad_rates_are_config_errors(bad: Any) -> None:
+    with pytest.raises(ConfigError):
+        bad()
+
+
+async def test_bad_rate_options_fail_at_registration(prefix: str) -> None:
+    async with App(f"memory://{prefix}", prefix=prefix) as app:
+        with pytest.raises(ConfigError, match="account_id"):
+            @app.job(rate=lq.Rate(5, key="stripe:{account_id}"))
+            async def charge(ctx: Context, amount: int) -> None: ...
+        with pytest.raises(ConfigError, match="needs max_concurrent"):
+            @app.job(concurrency_key="order:{order_id}")
+            async def ship(ctx: Context, order_id: str) -> None: ...
+        with pytest.raises(ConfigError, match=r"lq\.Rate"):
+            @app.job(rate=5)  # type: ignore[call-overload]
+            async def five(ctx: Context) -> None: ...
+
+        @app.job(rate=lq.Rate(5, name="stripe"))
+        async def one(ctx: Context) -> None: ...
+        with pytest.raises(ConfigError, match="declared as"):
+            @app.job(rate=lq.Rate(6, name="stripe"))
+            async def two(ctx: Context) -> None: ...
+        with pytest.raises(ConfigError, match="queue rate"):
+            App(f"memory://{prefix}", prefix=prefix, queue_rates={"q": 5})  # type: ignore[dict-item]
+
+
+async def test_a_payload_without_the_key_field_is_refused_or_dies_naming_the_template(
+        real_app: App) -> None:
+    @real_app.job(rate=lq.Rate(100, key="tenant:{tenant}"))
+    async def work(ctx: Context, **payload: Any) -> None: ...
+
+    @real_app.job(rate=lq.Rate(100, key="x:{k}"))
+    async def long_key(ctx: Context, k: str) -> None: ...
+
+    # an App that knows the job refuses the payload at enqueue: nothing written
+    with pytest.raises(lq.LimitKeyError, match=r"tenant:\{tenant\}"):
+        await real_app.enqueue("work", {"other": 1}, job_id="refused")
+    with pytest.raises(lq.LimitKeyError, match=r"x:\{k\}"):
+        await real_app.enqueue_many([lq.JobRequest("long_key", {"k": "x" * 200})])
+    assert await real_app.redis.hexists(real_app.keys("default").jobs, "refused") == 0
+    # a producer that does not know it: the worker dead-letters it, the others run
+    async with App(real_app.url, prefix=real_app.prefix) as producer:
+        missing = await producer.enqueue("work", {"other": 1})
+        too_long = await producer.enqueue("long_key", {"k": "x" * 200})
+    ok = await real_app.enqueue("work", {"tenant": "t1"})
+    async with worker_running(real_app):
+        await real_app.wait(ok.id, timeout=10)
+        rec = await eventually(lambda: _dead(real_app, missing.id))
+        assert rec.reason == "bad-limit-key"
+        assert "tenant:{tenant}" in rec.errors[-1].text and "tenant" in rec.errors[-1].text
+        rec = await eventually(lambda: _dead(real_app, too_long.id))
+        assert rec.reason == "bad-limit-key" and "x:{k}" in rec.errors[-1].text
+
+
+async def _dead(app: App, job_id: str) -> Any:
+    rec = await app.get_job(job_id)
+    return rec if rec.state == "dead" else None
+
+
+# -- in-process workers ---------------------------------------------------------
+
+
+def client_calls(client: redis_sync.Redis) -> int:
+    """The calls clients made (INFO commandstats): script calls and blocking
+    waits; the commands scripts run inside are counted apart by Redis."""
+    stats = client.info("commandstats")
+    return sum(int(stats.get(k, {}).get("calls", 0))
+               for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_blpop"))
+
+
+async def test_over_the_rate_jobs_wait_scheduled_with_no_attempt_and_O1_calls(
+        real_app: App, redis_server: RedisProcess) -> None:
+    """60 jobs at 20/s, burst 1, on 8 executors: they start one interval
+    apart, none spends an attempt waiting, and each costs a bounded number of
+    Redis calls (it is deferred at most once: no bouncing through the queue)."""
+    starts: list[float] = []
+
+    @real_app.job(rate=lq.Rate(20, per=1.0, burst=1), max_attempts=1)
+    async def ping(ctx: Context, i: int) -> None:
+        starts.append(time.monotonic())
+
+    n = 60
+    jobs = await real_app.enqueue_many([lq.JobRequest("ping", {"i": i}) for i in range(n)])
+    client = redis_sync.Redis(port=redis_server.port)
+    try:
+        before = client_calls(client)
+        async with worker_running(real_app, concurrency=8):
+            await eventually(lambda: len(starts) == n, limit=30)
+        calls = client_calls(client) - before
+    finally:
+        client.close()
+    assert len(starts) == n
+    span = max(starts) - min(starts)
+    assert span >= (n - 1) / 20 * 0.9  # never faster than the rate
+    for j in jobs:
+        rec = await real_app.get_job(j.id)
+        assert rec.state == "succeeded" and rec.attempt == 1  # max_attempts=1 held
+    # per job: claim, rate take, release (deferred once), claim, rate take
+    # (redeem), start, ack; plus the worker's renewals, idle waits and empty
+    # claims over the 3 s: measured 8-11 a job
+    assert calls / n < 15, f"{calls} Redis calls for {n} jobs"
+
+
+async def test_one_busy_key_does_not_starve_the_others(real_app: App) -> None:
+    """Key A has 400 queued jobs, B..E 10 each, enqueued after A, all at 20/s
+    per key: B..E finish in about the time their own rate allows (0.5 s),
+    not after A (20 s)."""
+    done: dict[str, list[float]] = {}
+
+    @real_app.job(rate=lq.Rate(20, per=1.0, burst=1, key="tenant:{tenant}"))
+    async def call(ctx: Context, tenant: str, i: int) -> None:
+        done.setdefault(tenant, []).append(time.monotonic())
+
+    reqs = [lq.JobRequest("call", {"tenant": "A", "i": i}) for i in range(400)]
+    reqs += [lq.JobRequest("call", {"tenant": t, "i": i}) for t in "BCDE" for i in range(10)]
+    await real_app.enqueue_many(reqs)
+    t0 = time.monotonic()
+    async with worker_running(real_app, concurrency=8):
+        await eventually(lambda: all(len(done.get(t, [])) == 10 for t in "BCDE"), limit=30)
+        small = max(max(done[t]) for t in "BCDE") - t0
+        a_done = len(done.get("A", []))
+    # 10 jobs at 20/s take 0.45 s; the A backlog is deferred first (one call
+    # each); a busy machine gets 5 s. A needs 20 s: B..E were not behind it.
+    assert small < 5.0, small
+    assert a_done < 200  # A is still far from finished: it did not run first
+
+
+async def test_rate_limited_from_the_handler_pushes_the_key_back_for_everyone(
+        real_app: App) -> None:
+    starts: list[tuple[str, float]] = []
+    said_429 = anyio.Event()
+
+    @real_app.job(rate=lq.Rate(50, per=1.0, burst=5, name="provider"), max_attempts=1)
+    async def call(ctx: Context, i: int) -> None:
+        starts.append((f"{i}:{ctx.attempt}", time.monotonic()))
+        if i == 0 and not said_429.is_set():
+            said_429.set()
+            raise lq.RateLimited(retry_after=1.5)
+
+    first = await real_app.enqueue("call", {"i": 0})
+    async with worker_running(real_app, concurrency=4):
+        await said_429.wait()
+        pushed_at = time.monotonic()
+        others = [await real_app.enqueue("call", {"i": i}) for i in range(1, 6)]
+        for j in [first, *others]:
+            await real_app.wait(j.id, timeout=15)
+    later = [t for name, t in starts if not name.startswith("0:") or t > pushed_at]
+    # nobody started on the pushed key for ~1.5 s, the pushing job included
+    assert min(later) - pushed_at >= 1.3
+    rec = await real_app.get_job(first.id)
+    assert rec.state == "succeeded" and rec.attempt == 1  # the 429 run was refunded
+
+
+async def test_skip_ends_a_run_over_its_rate_skipped(real_app: App) -> None:
+    @real_app.job(rate=lq.Rate(1, per=60.0, burst=1), on_conflict="skip")
+    async def tick(ctx: Context) -> None: ...
+
+    a = await real_app.enqueue("tick")
+    b = await real_app.enqueue("tick")
+    async with worker_running(real_app, concurrency=1):
+        await real_app.wait(a.id, timeout=10)
+        await eventually(lambda: _state(real_app, b.id, "skipped"))
+
+
+async def _state(app: App, job_id: str, state: str) -> bool:
+    return (await app.get_job(job_id)).state == state
+
+
+async def test_keyed_concurrency_is_one_per_key_across_job_types(real_app: App) -> None:
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+
+    async def body(order_id: str) -> None:
+        running[order_id] += 1
+        peak[order_id] = max(peak[order_id], running[order_id])
+        await anyio.sleep(0.05)
+        running[order_id] -= 1
+
+    @real_app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=0.05,
+                  max_attempts=1)
+    async def pack(ctx: Context, order_id: str) -> None:
+        await body(order_id)
+
+    @real_app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=0.05,
+                  max_attempts=1)
+    async def ship(ctx: Context, order_id: str) -> None:
+        await body(order_id)
+
+    reqs = [lq.JobRequest(name, {"order_id": f"o{k}"}) for k in range(4)
+            for name in ("pack", "ship") for _ in range(3)]
+    jobs = await real_app.enqueue_many(reqs)
+    async with worker_running(real_app, concurrency=8):
+        for j in jobs:
+            await real_app.wait(j.id, timeout=30)
+    assert set(peak) == {f"o{k}" for k in range(4)}
+    assert max(peak.values()) == 1  # never two runs of one order at once
+    for j in jobs:
+        assert (await real_app.get_job(j.id)).attempt == 1  # waiting spent no attempt
+
+
+async def test_a_queue_rate_and_the_boot_log(real_app: App, caplog: pytest.LogCaptureFixture
+                                             ) -> None:
+    app = App(real_app.url, prefix=real_app.prefix, queue_rates={"mail": lq.Rate(10, burst=2)})
+    starts: list[float] = []
+
+    @app.job(queue="mail", rate=lq.Rate(1000, key="to:{to}"))
+    async def send(ctx: Context, to: str) -> None:
+        starts.append(time.monotonic())
+
+    async with app:
+        jobs = await app.enqueue_many([lq.JobRequest("send", {"to": f"u{i}"}) for i in range(6)])
+        with caplog.at_level("INFO", logger="leasequeue"):
+            async with worker_running(app, queues=["mail"], concurrency=4):
+                for j in jobs:
+                    await app.wait(j.id, timeout=15)
+    assert max(starts) - min(starts) >= 0.3  # 2 at once, then 10/s: 4 more take >= 0.4 s
+    boot = "\n".join(r.getMessage() + json.dumps(getattr(r, "fields", {}), default=str)
+                     for r in caplog.records)
+    assert "rate limits" in boot and "1000/1s burst 1000 per key to:{to}" in boot
+
+
+async def test_limiter_redis_down_means_no_start_and_nothing_lost(
+        real_app: App, prefix: str) -> None:
+    """Rates counted in a Redis that is gone: runs are not started (they go
+    back after slot_backoff, no attempt spent) and run once it is back."""
+    down = RedisProcess()
+    down.start()
+    limiter = RedisLimiter(down.url, prefix=f"{prefix}:lim")
+    app = App(real_app.url, prefix=real_app.prefix, limiter=limiter)
+    ran: list[int] = []
+
+    @app.job(rate=lq.Rate(100), slot_backoff=0.2, max_attempts=1)
+    async def job(ctx: Context, i: int) -> None:
+        ran.append(i)
+
+    async with app:
+        async with worker_running(app, concurrency=2) as worker:
+            await worker.ready.wait()
+            down.stop()
+            jobs = [await app.enqueue("job", {"i": i}) for i in range(3)]
+            await anyio.sleep(1.0)
+            assert ran == []
+            down.start()
+            for j in jobs:
+                await app.wait(j.id, timeout=20)
+        for j in jobs:
+            assert (await app.get_job(j.id)).attempt == 1
+    down.stop()
+
+
+# -- worker processes: two services share one budget ----------------------------
+
+
+def test_two_services_three_processes_share_one_rate(redis_server: RedisProcess, prefix: str,
+                                                     tmp_path: Path) -> None:
+    """100/s burst 10, shared by 3 worker processes of 2 services (two queue
+    prefixes, one limiter prefix), 300 jobs: no whole second after the first
+    has more than 110 starts (the limit, +10 % for where a second's edge
+    falls), none fewer than 60 (a loose floor: a starved CI machine may not
+    keep up; benchmarks/rate_bench.py measures the ±3 % at 500/s), and no
+    100 ms holds more than 29 (burst + 10, +1 slack, +8 for timing jitter)."""
+    client = redis_sync.Redis(port=redis_server.port)
+    shared = f"{prefix}:shared"
+    env = {"LQ_LIMITER_PREFIX": shared, "LQ_RATE": "100", "LQ_BURST": "10"}
+    with WorkerProcs(redis_server.url, f"{prefix}a", tmp_path) as a, \
+            WorkerProcs(redis_server.url, f"{prefix}b", tmp_path) as b:
+        app_a, app_b = (App(redis_server.url, prefix=p) for p in (f"{prefix}a", f"{prefix}b"))
+
+        async def enqueue() -> None:
+            for app in (app_a, app_b):
+                async with app:
+                    await app.enqueue_many([lq.JobRequest("hit", {"i": i}, queue="rated")
+                                            for i in range(150)])
+        anyio.run(enqueue)
+        app_mod = "tests.harness.apps.rate_app:app"
+        a.start("a1", "--concurrency", "20", app=app_mod, env=env)
+        a.start("a2", "--concurrency", "20", app=app_mod, env=env)
+        b.start("b1", "--concurrency", "20", app=app_mod, env=env)
+        runs_key = f"{shared}:test:starts"
+        wait_for(lambda: client.llen(runs_key) >= 300, timeout=60, what="300 starts")
+        starts = sorted(int(x) for x in client.lrange(runs_key, 0, -1))
+        assert len(starts) == 300  # each job once
+        t0 = starts[0]
+        per_second = Counter((s - t0) // SECOND for s in starts)
+        full = [per_second[s] for s in range(1, max(per_second))]  # whole windows after the first
+        assert full and all(60 <= n <= 110 for n in full), per_second
+        # never far above the burst: in any 100 ms, burst 10 + 10 for the time,
+        # +1 for the late-start slack (one interval), +8 for the handlers of a process that was
+        # starved and resumed (the starts are timed in the handler, after the grant)
+        for i, s in enumerate(starts):
+            window = [x for x in starts[i:i + 60] if x - s < 100_000]
+            assert len(window) <= 10 + 10 + 1 + 8
+        assert {"a", "b"} == {w[0] for w in a.procs} | {w[0] for w in b.procs}
+    client.close()
+
+
+async def test_limit_stats_and_the_cli_show_each_limit(real_app: App) -> None:
+    app = App(real_app.url, prefix=real_app.prefix, limiter=RedisLimiter(),
+              queue_limits={"q": 2}, queue_rates={"q": lq.Rate(10, burst=2)})
+
+    @app.job(queue="q", max_concurrent=1, concurrency_key="order:{order_id}",
+             rate=[lq.Rate(5, name="stripe", key="acct:{acct}")])
+    async def pay(ctx: Context, order_id: str, acct: str) -> None: ...
+
+    async with app:
+        rate = lq.Rate(10, burst=2)
+        for h in ("a", "b", "c"):  # 2 start now, 1 waits
+            await app.limiter.rates.call("queue.q", None, [h], rate.interval_us,
+                                         rate.tolerance_us, "take")
+        stats = {e["limit"]: e for e in await app.limit_stats()}
+        assert stats["queue.q"]["kind"] == "concurrency" and stats["queue.q"]["holding"] == 0
+        q = stats["rate.queue.q"]
+        assert q["starts_allowed_now"] == 0 and q["waiting"] == 1
+        assert 0 < q["next_start_in_ms"] <= 200
+        assert stats["rate.stripe"]["per_key"] == "acct:{acct}"
+        assert "waiting" not in stats["rate.stripe"]
+        keyed = {e["limit"]: e for e in await app.limit_stats(key="acct:1")}
+        assert keyed["rate.stripe"]["starts_allowed_now"] == 5  # an unused key: a full burst
+        assert keyed["job pay"]["per_key"] == "order:{order_id}"
+    env = env_with_path()
+    env.update(LQ_URL=real_app.url, LQ_PREFIX=real_app.prefix)
+    done = await anyio.run_process(
+        [sys.executable, "-m", "leasequeue.cli", "stats", "--limits", "--app",
+         "tests.harness.apps.rate_app:app"], env=env, check=True)
+    printed = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert {"rate.shared", "rate.job.tenant_hit", "rate.job.roomy"} <= {e["limit"]
+                                                                       for e in printed}
+
+
+async def test_a_per_key_concurrency_limit_whose_holder_died_expires(real_app: App) -> None:
+    """Per-key limits come and go: a key whose holder died (never released,
+    never renewed) is not kept for ever, it lapses with its holder's lease."""
+    lim = RedisLimiter(lease=10)
+    lim.bind(real_app.redis, real_app.url, real_app.prefix)
+    assert (await lim.acquire("key.order:1", 1, "dead-holder", False)).taken
+    key = limit_keys(f"{real_app.prefix}:limiter", "key.order:1").limit
+    assert 0 < await real_app.redis.pttl(key) <= 10_000
+    assert await lim.renew("key.order:1", ["dead-holder"]) == [LimiterRenewReply.RENEWED]
+    assert 0 < await real_app.redis.pttl(key) <= 10_000
+
+
+async def test_rates_combine_with_a_queue_limit_and_refund_each_other(real_app: App) -> None:
+    """A queue limit of 1, the job's own generous rate and a named strict one:
+    runs never overlap, start one interval of the strict rate apart, spend
+    one attempt each, and the generous rate gets back the starts taken by
+    runs the strict one sent away (refund), so it ends near full."""
+    app = App(real_app.url, prefix=real_app.prefix, limiter=RedisLimiter(),
+              queue_limits={"q": 1})
+    starts: list[float] = []
+    running = 0
+
+    own = lq.Rate(6, per=60.0, burst=6)
+
+    @app.job(queue="q", rate=[own, lq.Rate(10, per=1.0, burst=1, name="strict")],
+             max_attempts=1)
+    async def work(ctx: Context, i: int) -> None:
+        nonlocal running
+        running += 1
+        assert running == 1
+        starts.append(time.monotonic())
+        await anyio.sleep(0.01)
+        running -= 1
+
+    async with app:
+        jobs = await app.enqueue_many([lq.JobRequest("work", {"i": i}) for i in range(6)])
+        async with worker_running(app, queues=["q"], concurrency=6):
+            for j in jobs:
+                await app.wait(j.id, timeout=30)
+        gaps = [b - a for a, b in itertools.pairwise(sorted(starts))]
+        assert len(starts) == 6 and min(gaps) >= 0.08  # 10/s, burst 1
+        # without refunds the own rate would be spent by runs sent away and
+        # the last ones would wait 10 s each for it
+        assert max(starts) - min(starts) < 5
+        for j in jobs:
+            assert (await app.get_job(j.id)).attempt == 1
+        # 6 starts in a minute were allowed and 6 ran: every start the strict
+        # rate refused was given back (else the own rate would be spent early)
+        state = {e["limit"]: e for e in await app.limit_stats()}
+        assert state["rate.job.work"]["starts_allowed_now"] == 0
+        assert state["rate.job.work"]["waiting"] == 0
