@@ -62,7 +62,7 @@ ROLE_SCRIPTS: dict[Role, tuple[str, ...]] = {
 CONNECT = ("ping", "select")
 # the App's direct reads: get_job, jobs, dead_letters, locating a job, sizes
 READS = ("hget", "hmget", "hexists", "exists", "zscore", "zrank", "zcount", "zcard", "zrange",
-         "xrevrange", "smembers")
+         "xrevrange", "smembers", "sismember")
 # App.verify_queues records each queue a process uses in {P}:queues (the
 # dashboard's and the exporter's list of queues, never a keyspace scan)
 RECORD = ("sadd",)
