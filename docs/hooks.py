@@ -13,13 +13,15 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
 # repository files the README links to, relative to its root
-LINKED = ["docs/img", "benchmarks/results"]
-SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json"}
+LINKED = ["docs/img", "benchmarks/results", "examples/README.md", "SECURITY.md",
+          "deploy/prometheus/alerts.yml"]
+SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
 
 def on_files(files: Files, config: Any) -> Files:
-    for folder in LINKED:
-        for path in sorted((ROOT / folder).iterdir()):
+    for linked in LINKED:
+        where = ROOT / linked
+        for path in sorted(where.iterdir()) if where.is_dir() else [where]:
             if path.suffix in SUFFIXES:
                 # a linked report (.md) becomes a page outside the nav (mkdocs.yml not_in_nav)
                 files.append(File.generated(config, path.relative_to(ROOT).as_posix(),

@@ -212,6 +212,8 @@ class App:
         return self.add_breaker(Breaker(name, **options))
 
     def add_breaker(self, breaker: Breaker) -> Breaker:
+        """Bind ``breaker`` to this App's Redis and limiter prefix and know it by
+        name (two different breakers under one name: ConfigError); returns it."""
         known = self.breakers.get(breaker.name)
         if known is not None and known is not breaker:
             raise ConfigError(f"two different breakers are named {breaker.name!r}")
@@ -225,6 +227,8 @@ class App:
         return self.breakers.get(name) or self.add_breaker(Breaker(name))
 
     async def breaker_state(self, name: str) -> BreakerState:
+        """One breaker's state as Redis holds it (a breaker this App does not
+        declare is read with default settings)."""
         return await self._breaker_named(name).state()
 
     async def breaker_states(self) -> list[BreakerState]:
@@ -264,6 +268,7 @@ class App:
         return self.shards.keys(queue)
 
     def known_queues(self) -> list[str]:
+        """The default queue and every queue this App's handlers use, sorted."""
         return self.producer.queues_to_search(None)
 
     # -- enqueue --------------------------------------------------------------

@@ -110,6 +110,7 @@ class Breaker:
                 f"cooldown={self.cooldown}, max_cooldown={self.max_cooldown})")
 
     def describe(self) -> dict[str, Any]:
+        """The breaker's settings, as the worker's boot log shows them."""
         return {"breaker": self.name, "failures": self.failures, "window": self.window,
                 "cooldown": self.cooldown, "max_cooldown": self.max_cooldown,
                 "probe_lease": self.probe_lease,
@@ -127,6 +128,7 @@ class Breaker:
 
     @property
     def bound(self) -> bool:
+        """Whether the breaker knows its Redis (App.breaker / add_breaker, or a worker)."""
         return self._scripts is not None
 
     def _ready(self) -> tuple[Scripts, BreakerKeys]:
@@ -176,6 +178,7 @@ class Breaker:
         return code is BreakerForceReply.CHANGED
 
     async def state(self) -> BreakerState:
+        """The breaker's state as Redis holds it, read on the server clock."""
         scripts, keys = self._ready()
         now, failures, h = await scripts.breaker_state(keys, int(self.window * 1000))
         return state_from(self.name, now, failures, h)

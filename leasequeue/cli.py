@@ -85,8 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     except LeaseQueueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BaseExceptionGroup as group:  # a task group's (the demo's): its first error
+        matched, _ = group.split(LeaseQueueError)
+        if matched is None:
+            raise
+        print(f"error: {_first(matched)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _first(group: BaseExceptionGroup[LeaseQueueError]) -> BaseException:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 async def _demo(args: argparse.Namespace) -> int:

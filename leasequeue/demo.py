@@ -327,17 +327,17 @@ async def _run(url: str, prefix: str, jobs: int, real: bool, sink: IO[bytes],
         finally:
             await workers.stop()
     try:
-        code = await _summary(stage, scenes, path)
         # then a circuit breaker trips and recovers (a worker in this process)
-        breaker_ok = await breaker_phase(app)
-        return code or (0 if breaker_ok else 1)
+        breaker = await breaker_phase(app)
+        return await _summary(stage, scenes, path, [breaker])
     finally:
         await workers.close()
         await app.close()
 
 
-async def _summary(stage: Stage, scenes: list[Scene], path: str) -> int:
-    results = [await scene.summary(stage) for scene in scenes]
+async def _summary(stage: Stage, scenes: list[Scene], path: str,
+                   more: list[tuple[bool, str]]) -> int:
+    results = [*[await scene.summary(stage) for scene in scenes], *more]
     stage.say("")
     stage.say("Summary")
     for ok, line in results:

@@ -20,8 +20,8 @@ from .worker import Worker
 JOBS = 40
 
 
-async def breaker_phase(app: App) -> bool:
-    """Run the phase on ``app``; True when every job succeeded on attempt 1."""
+async def breaker_phase(app: App) -> tuple[bool, str]:
+    """Run the phase on ``app``: (every job succeeded on attempt 1, a summary line)."""
     api = app.breaker("flaky-api", failures=5, window=10, cooldown=0.5, max_cooldown=1.0)
     down = {"now": True}
     calls = {"down": 0}
@@ -61,7 +61,7 @@ async def breaker_phase(app: App) -> bool:
         worker.stop()
     records = [await app.get_job(f"api-{i}", "demo-api") for i in range(JOBS)]
     first_try = sum(1 for r in records if r.state == "succeeded" and r.attempt == 1)
-    print(f"{first_try}/{JOBS} succeeded on their first attempt; flaky-api was called "
-          f"{calls['down']} times while it was down (5 to trip it, then one probe per "
-          "half-open period and the runs already under way)")
-    return first_try == JOBS
+    return first_try == JOBS, (
+        f"circuit breaker: flaky-api tripped after 5 infrastructure failures and closed "
+        f"after {failed_probes} failed probe(s); {first_try}/{JOBS} jobs succeeded on their "
+        f"first attempt, flaky-api called {calls['down']} times while down")

@@ -98,6 +98,7 @@ class LocalLimiter:
 
     @property
     def rates(self) -> RateCounter:
+        """The rate counter of this limiter (rates are always counted in Redis)."""
         if self._rates is None:
             raise RuntimeError("LocalLimiter used before bind(): pass it to a Worker or App")
         return self._rates
@@ -191,6 +192,7 @@ class RedisLimiter:
 
     @property
     def rates(self) -> RateCounter:
+        """The rate counter of this limiter (rates are always counted in Redis)."""
         scripts, prefix = self._ready()
         if self._rates is None or self._rates.scripts is not scripts:
             self._rates = RateCounter(scripts, prefix)

@@ -120,17 +120,21 @@ class Rate:
 
     @property
     def tolerance_us(self) -> int:
+        """How far ahead of its interval a start may come: (burst - 1) intervals, in us."""
         return (self.effective_burst - 1) * self.interval_us
 
     @property
     def effective_burst(self) -> int:
+        """The burst: as declared, else the limit (one period's starts at once)."""
         return self.burst if self.burst is not None else self.limit
 
     def same_numbers(self, other: Rate) -> bool:
+        """Whether ``other`` declares the same limit, period and burst."""
         return (self.limit, self.per, self.effective_burst) == (
             other.limit, other.per, other.effective_burst)
 
     def describe(self) -> str:
+        """A one-line description for logs and stats (e.g. '100/1s burst 10')."""
         text = f"{self.limit}/{self.per:g}s burst {self.effective_burst}"
         if self.name is not None:
             text = f"{self.name}: {text}"

@@ -221,6 +221,7 @@ class SyncApp:
             self.redis.ping()
 
     def close(self) -> None:
+        """Close this SyncApp's connections."""
         self.redis.close()
 
     def __enter__(self) -> SyncApp:

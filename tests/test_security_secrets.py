@@ -153,7 +153,8 @@ def test_cli_output_and_errors_have_no_password(secret_server: RedisProcess, tmp
     good = secret_server.url.replace(SECRET, SECRET_IN_URL)
     bad_host = url_with_secret(free_port())
     runs = {
-        "stats": _cli(["stats", "--url", good, "--prefix", prefix], tmp_path, good, prefix),
+        "stats": _cli(["stats", "--queue", "default", "--url", good, "--prefix", prefix],
+                      tmp_path, good, prefix),
         "unreachable": _cli(["stats", "--url", bad_host, "--prefix", prefix], tmp_path,
                             bad_host, prefix),
         "worker boot": _cli(["worker", "secret_app:app", "--shutdown-timeout", "1"], tmp_path,

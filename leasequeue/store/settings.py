@@ -24,6 +24,7 @@ class StoreSettings:
 
     @property
     def audit_flag(self) -> str:
+        """'1' when every transition goes to the audit stream, else '0' (a script argument)."""
         return "1" if self.audit_all else "0"
 
 
