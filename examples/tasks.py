@@ -36,3 +36,36 @@ app.schedule("nightly-cleanup", "cleanup", cron="30 3 * * *", tz="Europe/Berlin"
 # an interval: every hour on the hour, on every worker alike
 app.schedule("hourly-cleanup", "cleanup", every=timedelta(hours=1),
              payload={"older_than_days": 1})
+
+
+# a rate per tenant, shared by every worker and service with this prefix: at
+# most 5 calls a second to the partner's API per account, no burst above that;
+# a job over its rate waits, scheduled to its turn, with no attempt spent
+@app.job(queue="partner", rate=lq.Rate(5, per=1.0, burst=1, key="account:{account}"))
+async def sync_account(ctx: lq.Context, account: str, page: int) -> int:
+    return page
+
+
+# a saga: charge first (the step that is hard to undo), then reserve stock,
+# then book the carrier; a refused step compensates the done ones in reverse.
+# Effects go to a Redis hash keyed by job and step, so a step run twice does
+# one thing (do and undo must be idempotent)
+async def _effect(ctx: lq.Context, what: str, value: str) -> str:
+    await app.redis.hset(f"{app.prefix}:examples:shop:{ctx.job_id}", what, value)
+    return value
+
+
+@app.job(queue="orders", max_attempts=3)
+async def place_order(ctx: lq.Context, order: str, carrier_up: bool) -> dict[str, str]:
+    async def book(done: dict[str, str]) -> str:
+        if not carrier_up:
+            raise RuntimeError("the carrier refuses (503)")
+        return await _effect(ctx, "carrier", "booked")
+
+    return await lq.run_saga(ctx, [
+        lq.Step("charge", lambda done: _effect(ctx, "charge", "charged"),
+                lambda charge: _effect(ctx, "charge", "refunded")),
+        lq.Step("reserve", lambda done: _effect(ctx, "stock", "reserved"),
+                lambda reservation: _effect(ctx, "stock", "released")),
+        lq.Step("ship", book, lambda booking: _effect(ctx, "carrier", "cancelled")),
+    ])

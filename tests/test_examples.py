@@ -48,3 +48,25 @@ def test_the_cron_example(redis_server: RedisProcess, prefix: str) -> None:
 def test_the_fastapi_example(redis_server: RedisProcess, prefix: str) -> None:
     signup, waited = smoke("fastapi_app.py", redis_server, prefix)
     assert "welcome:bob" in signup and "sent_to" in waited
+
+
+def test_the_rate_limit_example(redis_server: RedisProcess, prefix: str) -> None:
+    acme, _ = smoke("rate_limit.py", redis_server, prefix)
+    spread = float(acme.split("over ")[1].split("s")[0])
+    assert spread >= 1.7, acme  # 10 starts at 5 a second, no burst: 1.8 s, less timing slack
+    assert acme.endswith("each on attempt 1"), acme
+
+
+def test_the_saga_example(redis_server: RedisProcess, prefix: str) -> None:
+    done, compensated = (json.loads(x) for x in smoke("saga.py", redis_server, prefix))
+    assert done == {"order": "o-1", "state": "succeeded", "reason": None,
+                    "effects": {"carrier": "booked", "charge": "charged", "stock": "reserved"}}
+    assert compensated == {"order": "o-2", "state": "dead", "reason": "saga-compensated",
+                           "effects": {"charge": "refunded", "stock": "released"}}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("starlette") is None,
+                    reason="the dashboard extra is not installed")
+def test_the_dashboard_example(redis_server: RedisProcess, prefix: str) -> None:
+    (line,) = smoke("dashboard.py", redis_server, prefix)
+    assert line.startswith("GET /queues: ") and line.endswith("emails listed: True"), line
