@@ -8,8 +8,11 @@
 -- counter is lost.
 -- A claim is idempotent by `claim_id`: the worker's claim key remembers the
 -- last claim's jobs; a retry with the same claim_id (a reply lost on the wire
--- and the call sent again) returns those still leased with their tokens and
--- leases nothing new.
+-- and the call sent again) returns those still leased with their tokens,
+-- renews their leases from now (the worker counts its lease from the retry's
+-- send: returned with the first call's expiry, a run could outlive its lease
+-- by the time between the two calls — found by model/lease.pml,
+-- BUG_RETRY_OLD_LEASE) and leases nothing new.
 -- A paused queue (its paused key exists) leases nothing: the check is in
 -- this script, so no claim that runs after the pause was written leases a
 -- job. Due scheduled jobs are still promoted, and a retried claim still gets
@@ -102,6 +105,7 @@ if last then
       pos = at + tonumber(len)
       local meta = load_meta(jobs_key, id)
       if meta and meta.state == 'leased' and meta.token == token then
+        redis.call('ZADD', leases_key, lease_until, id)
         add_job(id, meta, redis.call('HGET', payloads_key, id))
       end
     end

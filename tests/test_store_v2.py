@@ -285,8 +285,11 @@ async def test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new(app:
     again = await claim(app, 2, start_now=1, claim_id="claim-1")
     assert [(j.id, j.token, j.attempt, j.started, j.payload) for j in again.jobs] == [
         (j.id, j.token, j.attempt, j.started, j.payload) for j in first.jobs]
-    # nothing changed: no new lease, no new token, no attempt counted twice
-    assert await app.redis.zrange(qk.leases, 0, -1, withscores=True) == leases_before
+    # nothing changed but the leases' expiry (renewed): no new lease, no new
+    # token, no attempt counted twice
+    leases_after = await app.redis.zrange(qk.leases, 0, -1, withscores=True)
+    assert [m for m, _ in leases_after] == [m for m, _ in leases_before]
+    assert all(a >= b for (_, a), (_, b) in zip(leases_after, leases_before, strict=True))
     assert await app.redis.hgetall(qk.jobs) == records_before
     assert await app.redis.get(qk.token) == b"2"
     assert await sets(app) == {"ready": ["c"], "scheduled": [], "leases": ["a", "b"],
@@ -304,6 +307,22 @@ async def test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new(app:
                                "done": ["a"]}
     with pytest.raises(ValueError):
         await claim(app, 1, claim_id="bad\nid")
+
+
+async def test_a_retried_claim_renews_the_leases_it_returns(app: App) -> None:
+    """The worker counts a run's lease from the send of the call whose reply
+    it got: a retry must not hand back a lease that runs out sooner than
+    that (model/lease.pml, BUG_RETRY_OLD_LEASE: two runs at once)."""
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a")
+    await claim(app, 1, start_now=1, claim_id="claim-1", lease_ms=30_000)
+    # the first call's lease has nearly run out when the retry lands
+    await app.redis.zadd(qk.leases, {"a": await server_ms(app) + 50}, xx=True)
+    sent = await server_ms(app)
+    again = await claim(app, 1, start_now=1, claim_id="claim-1", lease_ms=30_000)
+    assert [(j.id, j.token) for j in again.jobs] == [("a", 1)]
+    score = await app.redis.zscore(qk.leases, "a")
+    assert score is not None and score >= sent + 30_000
 
 
 # -- 3. the token counter ------------------------------------------------------

@@ -93,6 +93,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{STORE}::test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new",),
     ),
     Mutation(
+        "claim-retry-keeps-old-lease", "lua/claim.lua",
+        "        redis.call('ZADD', leases_key, lease_until, id)\n",
+        "",
+        "claim.lua returns a retried claim's jobs without renewing their leases "
+        "(found by model/lease.pml)",
+        (f"{STORE}::test_a_retried_claim_renews_the_leases_it_returns",),
+    ),
+    Mutation(
         "enqueue-no-dedup", "lua/enqueue.lua",
         "  if state then\n",
         "  if false then\n",
