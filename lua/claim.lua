@@ -8,8 +8,11 @@
 -- counter is lost.
 -- A claim is idempotent by `claim_id`: the worker's claim key remembers the
 -- last claim's jobs; a retry with the same claim_id (a reply lost on the wire
--- and the call sent again) returns those still leased with their tokens and
--- leases nothing new.
+-- and the call sent again) returns those still leased with their tokens,
+-- renews their leases from now (the worker counts its lease from the retry's
+-- send: returned with the first call's expiry, a run could outlive its lease
+-- by the time between the two calls — found by model/lease.pml,
+-- BUG_RETRY_OLD_LEASE) and leases nothing new.
 -- A paused queue (its paused key exists) leases nothing: the check is in
 -- this script, so no claim that runs after the pause was written leases a
 -- job. Due scheduled jobs are still promoted, and a retried claim still gets
@@ -111,9 +114,18 @@ if last then
       end
     end
     table.sort(mine, function(a, b) return a[1] < b[1] end)  -- the first call's order
+    -- renewed from now: the worker counts each lease from this call's send
+    -- (model/lease.pml, BUG_RETRY_OLD_LEASE: the first call's expiry would
+    -- let a run outlive its lease), and the claim key follows the new expiry
+    local renewed = {}
     for _, m in ipairs(mine) do
+      renewed[#renewed + 1] = lease_until
+      renewed[#renewed + 1] = m[2]
       add_job(m[2], m[3], redis.call('HGET', payloads_key, m[2]))
     end
+    bulk('ZADD', leases_key, renewed)
+    redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(lo) .. '\n' ..
+               int(hi), 'PX', lease_ms)
     return reply_with_jobs()
   end
 end

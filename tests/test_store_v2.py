@@ -27,7 +27,7 @@ from leasequeue.store.specs import (
     RenewReply,
     StartReply,
 )
-from tests.helpers import DEFAULT_BUDGET, expire_lease, server_ms
+from tests.helpers import DEFAULT_BUDGET, eventually, expire_lease, server_ms
 
 pytestmark = pytest.mark.anyio
 
@@ -285,8 +285,11 @@ async def test_a_retried_claim_returns_the_same_jobs_and_leases_nothing_new(app:
     again = await claim(app, 2, start_now=1, claim_id="claim-1")
     assert [(j.id, j.token, j.attempt, j.started, j.payload) for j in again.jobs] == [
         (j.id, j.token, j.attempt, j.started, j.payload) for j in first.jobs]
-    # nothing changed: no new lease, no new token, no attempt counted twice
-    assert await app.redis.zrange(qk.leases, 0, -1, withscores=True) == leases_before
+    # nothing changed but the leases' expiry (renewed): no new lease, no new
+    # token, no attempt counted twice
+    leases_after = await app.redis.zrange(qk.leases, 0, -1, withscores=True)
+    assert [m for m, _ in leases_after] == [m for m, _ in leases_before]
+    assert all(a >= b for (_, a), (_, b) in zip(leases_after, leases_before, strict=True))
     assert await app.redis.hgetall(qk.jobs) == records_before
     assert await app.redis.get(qk.token) == b"2"
     assert await sets(app) == {"ready": ["c"], "scheduled": [], "leases": ["a", "b"],
@@ -327,6 +330,30 @@ async def test_a_retried_claim_returns_only_the_jobs_of_its_own_token_range(app:
     # and the range [a, c] returns them in the first calls' order
     await app.redis.set(qk.claim("w1"), f"claim-2\n{until}\n1\n{b_token + 1}")
     assert [j.id for j in (await claim(app, 3, claim_id="claim-2")).jobs] == ["a", "b", "c"]
+
+
+async def test_a_retried_claim_renews_the_leases_it_returns(app: App) -> None:
+    """The worker counts a run's lease from the send of the call whose reply
+    it got: a retry must not hand back a lease that runs out sooner than
+    that (model/lease.pml, BUG_RETRY_OLD_LEASE: two runs at once)."""
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id="a")
+    first = await claim(app, 1, start_now=1, claim_id="claim-1", lease_ms=300)
+    # the first call's lease has nearly run out when the retry lands
+    await eventually(lambda: _after(app, first.now_ms + 250))
+    sent = await server_ms(app)
+    again = await claim(app, 1, start_now=1, claim_id="claim-1", lease_ms=30_000)
+    assert [(j.id, j.token) for j in again.jobs] == [("a", 1)]
+    score = await app.redis.zscore(qk.leases, "a")
+    assert score is not None and score >= sent + 30_000
+    # and a retry of the retry still finds it (the claim key follows the lease)
+    third = await claim(app, 1, start_now=1, claim_id="claim-1", lease_ms=30_000)
+    assert [(j.id, j.token) for j in third.jobs] == [("a", 1)]
+
+
+async def _after(app: App, ms: int) -> bool:
+    return await server_ms(app) >= ms
+
 
 # -- 3. the token counter ------------------------------------------------------
 

@@ -105,6 +105,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{STORE}::test_a_retried_claim_returns_only_the_jobs_of_its_own_token_range",),
     ),
     Mutation(
+        "claim-retry-keeps-old-lease", "lua/claim.lua",
+        "    bulk('ZADD', leases_key, renewed)\n",
+        "",
+        "claim.lua returns a retried claim's jobs without renewing their leases "
+        "(found by model/lease.pml)",
+        (f"{STORE}::test_a_retried_claim_renews_the_leases_it_returns",),
+    ),
+    Mutation(
         "enqueue-no-dedup", "lua/enqueue.lua",
         "  if state then\n",
         "  if false then\n",
