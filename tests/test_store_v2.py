@@ -327,7 +327,9 @@ async def test_a_retried_claim_returns_only_the_jobs_of_its_own_token_range(app:
     await app.redis.set(qk.claim("w1"), f"claim-2\n{until}\n{b_token}\n{b_token}")
     again = await claim(app, 2, claim_id="claim-2")
     assert [(j.id, j.token) for j in again.jobs] == [("b", b_token)]
-    # and the range [a, c] returns them in the first calls' order
+    # and the range [a, c] returns them in the first calls' order (the retry
+    # renewed b's lease: back to the shared instant first)
+    await app.redis.zadd(qk.leases, {"a": until, "b": until, "c": until})
     await app.redis.set(qk.claim("w1"), f"claim-2\n{until}\n1\n{b_token + 1}")
     assert [j.id for j in (await claim(app, 3, claim_id="claim-2")).jobs] == ["a", "b", "c"]
 
