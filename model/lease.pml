@@ -473,15 +473,13 @@ proctype worker(byte w) {
   /* heartbeater.py: renew every lease it holds (claimed, running, settling);
      the answer is read, or lost (then only the server's lease moved) */
   :: d_step { HOLDS(w) -> renew_one(w, 0); renew_one(w, 1); renewed(w, 0); renewed(w, 1) }
+#ifndef LIMIT   /* (a lost answer only makes the worker stop sooner: left out of the limit check) */
   :: d_step { HOLDS(w) -> renew_one(w, 0); renew_one(w, 1); rr[I(w, 0)] = 0; rr[I(w, 1)] = 0 }
+#endif
 #ifdef LIMIT
   :: d_step {
        hs[I(w, 0)] || hs[I(w, 1)] ->
        lrenew_one(w, 0); lrenew_one(w, 1); lrenewed(w, 0); lrenewed(w, 1)
-     }
-  :: d_step {
-       hs[I(w, 0)] || hs[I(w, 1)] ->
-       lrenew_one(w, 0); lrenew_one(w, 1); lr[I(w, 0)] = 0; lr[I(w, 1)] = 0
      }
 #endif
   :: d_step {
@@ -596,8 +594,11 @@ proctype runner(byte w; byte j) {
   :: d_step { tq[i] == 1 -> settle_write(j, i) }
 #ifdef LIMIT
   /* limits.py acquire, limiter_acquire.lua (max_concurrent = 1, mode take):
-     the slot, valid from the send; or none (a lost reply counts as none; a
-     slot taken then lapses), and on_conflict=enqueue releases the job */
+     the slot, valid from the send; or none, and on_conflict=enqueue releases
+     the job. Limiter replies are not lost in the model: a lost one only
+     leaves a slot held longer at the server (an acquire's or a release's),
+     or stops a run sooner (a renewal's), never the reverse; a slot lapses
+     when its worker stalls (does not renew) */
   :: d_step {
        ph[i] == CL && !hs[i] ->
        n = 0;
@@ -615,30 +616,13 @@ proctype runner(byte w; byte j) {
        fi;
        n = 0
      }
-  :: d_step {   /* the same call, its reply lost */
-       ph[i] == CL && !hs[i] ->
-       n = 0;
-       for (k : 0 .. NW * NJ - 1) {
-         if :: lh[k] && lh_exp[k] == 0 -> lh[k] = 0; lh_tok[k] = 0; lh_exp[k] = 0
-            :: else -> skip fi;
-         if :: lh[k] -> n++ :: else -> skip fi
-       };
-       k = 0;
-       if
-       :: lh[i] && lh_tok[i] == wt[i] || n < 1 ->
-          lh[i] = 1; lh_tok[i] = wt[i]; lh_exp[i] = LLEASE
-       :: else -> skip
-       fi;
-       n = 0; settle(i, O_RELEASE)
-     }
-  /* limiter_release.lua (fire and forget: may be lost, then the slot lapses) */
+  /* limiter_release.lua (fire and forget) */
   :: d_step {
        xq[i] != 0 ->
        if :: lh[i] && lh_tok[i] == xq_tok[i] -> lh[i] = 0; lh_tok[i] = 0; lh_exp[i] = 0
           :: else -> skip fi;
        xq[i] = 0; xq_tok[i] = 0
      }
-  :: d_step { xq[i] != 0 -> xq[i] = 0; xq_tok[i] = 0 }
 #endif
   od
 }

@@ -21,13 +21,15 @@ DEPTH = 100_000  # pan's search depth limit; the model's deepest path is far sho
 CHECKS: dict[str, tuple[list[str], list[str]]] = {
     "lease": ([], []),
     "lease-batch": (["-DBATCHW=0"], []),
-    "limit": (["-DLIMIT", "-DMAXCRASH=0", "-DMAXCANCEL=0"], []),
+    # ~20 M states: stored compressed (COLLAPSE, lossless: still every state)
+    "limit": (["-DLIMIT", "-DMAXCRASH=0", "-DMAXCANCEL=0"], ["-DCOLLAPSE"]),
 }
 
 # planted bugs: (flags, the property pan must report violated)
 PLANTED = {
     "ack-ignores-token": (["-DBUG_ACK_NO_TOKEN"], "stale_write_accepted"),
-    "claim-keeps-token": (["-DBUG_CLAIM_KEEPS_TOKEN"], "stale_write_accepted"),
+    # with one token for two claims, the stale run's renewal keeps it running
+    "claim-keeps-token": (["-DBUG_CLAIM_KEEPS_TOKEN"], "two_running_holders_of_a_job"),
     "deadline-from-reply": (["-DBUG_DEADLINE_AT_REPLY"], "two_running_holders_of_a_job"),
     "retried-claim-keeps-old-lease": (["-DBUG_RETRY_OLD_LEASE"], "two_running_holders_of_a_job"),
     "slot-lapse-does-not-stop": (["-DLIMIT", "-DBUG_SLOT_NO_STOP"],
@@ -64,7 +66,7 @@ def pan(tmp_path: Path, flags: list[str], cc_flags: list[str]) -> str:
                               text=True, timeout=180)
     assert compiled.returncode == 0, compiled.stderr
     out = subprocess.run(["./pan", f"-m{DEPTH}"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=280)
+                         text=True, timeout=540)
     return out.stdout + out.stderr
 
 
@@ -74,6 +76,7 @@ def errors(report: str) -> int:
     return int(found.group(1))
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_the_model_holds_exhaustively(tmp_path: Path, name: str) -> None:
     report = pan(tmp_path, *CHECKS[name])
