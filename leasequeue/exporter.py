@@ -38,16 +38,19 @@ EXPORTER_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
     "leasequeue_queue_events_total": ("counter", ("queue", "event")),
     "leasequeue_limiter_holders": ("gauge", ("limit",)),
     "leasequeue_limiter_limit": ("gauge", ("limit",)),
+    "leasequeue_breaker_state": ("gauge", ("breaker",)),
     "leasequeue_exporter_up": ("gauge", ()),
     "leasequeue_exporter_last_refresh_timestamp_seconds": ("gauge", ()),
 }
 _GAUGES = ("ready", "scheduled", "leased", "dead", "retained")
+BREAKER_STATES = {"closed": 0, "half-open": 1, "open": 2}  # leasequeue_breaker_state
 
 
 @dataclass(slots=True)
 class Snapshot:
     queues: list[QueueStats] = field(default_factory=list)
     limits: list[tuple[str, int, int]] = field(default_factory=list)  # (name, holders, limit)
+    breakers: list[tuple[str, str]] = field(default_factory=list)  # (name, state)
     up: bool = False
     at: float = 0.0  # time.time() of the last good refresh
 
@@ -92,6 +95,12 @@ class QueueCollector:
             limit.add_metric([name], size)
         yield holders
         yield limit
+        breaker = gauge("leasequeue_breaker_state",
+                        "A circuit breaker's state: 0 closed, 1 half-open, 2 open",
+                        labels=["breaker"])
+        for name, state in snap.breakers:
+            breaker.add_metric([name], BREAKER_STATES.get(state, 2))
+        yield breaker
         yield gauge("leasequeue_exporter_up", "1 when the last refresh read Redis",
                     value=1 if snap.up else 0)
         yield gauge("leasequeue_exporter_last_refresh_timestamp_seconds",
@@ -123,11 +132,13 @@ class Exporter:
             if isinstance(self.app.limiter, RedisLimiter):
                 for name, size in limits_of(self.app):
                     limits.append((name, await self.app.limiter.holders(name), size))
+            # every breaker of the limiter prefix, declared here or recorded by any service
+            breakers = [(b.name, b.state) for b in await self.app.breaker_states()]
         except (RedisUnavailable, ScriptError) as exc:
             self._log.warning("refresh failed; serving the last values", error=str(exc))
             snap.up = False
             return
-        self.collector.snapshot = Snapshot(queues, limits, True, time.time())
+        self.collector.snapshot = Snapshot(queues, limits, breakers, True, time.time())
 
     async def run(self) -> None:
         while True:

@@ -539,3 +539,30 @@ def test_command_line_credentials_come_from_the_environment(
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     assert guard_from(options("--token-file", str(token_file))).token == TOKEN
+
+
+
+async def test_job_page_shows_progress_checkpoints_and_the_limits_page_breakers(
+        real_app: App) -> None:
+    """The resilience kit on the dashboard: a job's progress, checkpoints and
+    saga record on its page (escaped like the rest), breakers on the limits page."""
+    app = real_app
+    job = await app.enqueue("work", {}, queue="q", job_id="kit-job")
+    qk = app.keys("q")
+    from leasequeue import codec
+    await app.redis.hset(qk.runstate, mapping={
+        "c:kit-job": codec.encode_state({"transcoded": {"sha": "<b>abc</b>"}}, "checkpoints"),
+        "p:kit-job": "1764412801532\x1f0.4\x1fhalfway <i>there</i>",
+    })
+    app.breaker("payments-api")
+    await app.force_breaker("payments-api", "open")
+    async with dashboard(app) as client:
+        page = await client.get("/job", params={"queue": "q", "id": job.id})
+        limits = await client.get("/limits")
+    assert page.status_code == 200
+    assert "Checkpoints" in page.text and "transcoded" in page.text
+    assert "&lt;b&gt;abc&lt;/b&gt;" in page.text and "<b>abc</b>" not in page.text
+    assert "Progress" in page.text and "40%" in page.text
+    assert "halfway &lt;i&gt;there&lt;/i&gt;" in page.text
+    assert limits.status_code == 200
+    assert "payments-api" in limits.text and "open (forced)" in limits.text

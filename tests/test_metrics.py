@@ -144,6 +144,9 @@ async def test_exporter_reads_the_queue_gauges_from_redis(real_app: App) -> None
     await app.enqueue("work", job_id="later", delay=3600)
     await app.pause("default")
     assert (await app.limiter.acquire("job.work", 2, "h1", False)).taken
+    app.breaker("payments-api")
+    await app.force_breaker("payments-api", "open")
+    app.breaker("search-api")
     exporter = Exporter(app, ["default"])
     registry = CollectorRegistry()
     registry.register(exporter.collector)
@@ -158,6 +161,8 @@ async def test_exporter_reads_the_queue_gauges_from_redis(real_app: App) -> None
     assert sample(registry, "leasequeue_limiter_holders", limit="job.work") == 1
     assert sample(registry, "leasequeue_limiter_limit", limit="job.work") == 2
     assert sample(registry, "leasequeue_limiter_limit", limit="queue.default") == 3
+    assert sample(registry, "leasequeue_breaker_state", breaker="payments-api") == 2
+    assert sample(registry, "leasequeue_breaker_state", breaker="search-api") == 0
     assert sample(registry, "leasequeue_exporter_up") == 1
     assert sample(registry, "leasequeue_exporter_last_refresh_timestamp_seconds") > 0
     exposed = {m.name for m in registry.collect()}

@@ -162,6 +162,11 @@ JOB_SECTIONS: list[Section] = [
     Section("errors", "Error history", "sections/errors.html",
             lambda r: bool(r.errors or r.error)),
     Section("logs", "Run logs", "sections/logs.html", lambda r: bool(r.logs)),
+    # the resilience kit: what the job's runs left for the next attempt
+    Section("progress", "Progress", "sections/progress.html", lambda r: r.progress is not None),
+    Section("checkpoints", "Checkpoints", "sections/checkpoints.html",
+            lambda r: bool(r.checkpoints)),
+    Section("saga", "Saga", "sections/saga.html", lambda r: bool(r.saga)),
     Section("payload", "Payload", "sections/payload.html"),
     Section("result", "Result", "sections/result.html",
             lambda r: r.state == JobState.SUCCEEDED),

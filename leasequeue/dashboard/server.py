@@ -307,7 +307,9 @@ class Dashboard:
         names = await queue_names(self.app, self.config.queues)
         wanted = limit_names(self.app, names, self.config.limits)
         prefix, rows = await limiter_state(self.app, self.config.limiter_prefix, wanted)
-        return self.render(request, "limits.html", limiter_prefix=prefix, rows=rows)
+        breakers = await self.app.breaker_states()  # bounded: one read per named breaker
+        return self.render(request, "limits.html", limiter_prefix=prefix, rows=rows,
+                           breakers=breakers)
 
     async def login_page(self, request: Request) -> Response:
         target = safe_next(request.query_params.get("next"))
