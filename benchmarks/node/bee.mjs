@@ -7,70 +7,33 @@
 import { createRequire } from "node:module";
 import Queue from "bee-queue";
 import IORedis from "ioredis";
-import { CONCURRENCY, QUEUE, STAMPS, emit, emitError, flush, measureDrain, measureE2s, nowNs,
-  parseArgs, rate, spawnWorker, stopWorker } from "./common.mjs";
+import { CONCURRENCY, QUEUE, STAMPS, emit, flush, nowNs, parseArgs, runSequence }
+  from "./common.mjs";
 
 const redisOf = (a) => ({ host: a.connection.host, port: a.connection.port });
 
 async function bench(a) {
   await flush(a);
-  const sections = new Set(a.sections.split(","));
   const queue = new Queue(QUEUE, { redis: redisOf(a), isWorker: false, getEvents: false });
   await queue.ready();
   const pkg = createRequire(import.meta.url)("bee-queue/package.json");
   emit("info", { version: `${pkg.version} (node ${process.version})`,
     config: `1 worker process, queue.process(${CONCURRENCY}, fn), succeeded jobs kept (default)`,
     bulk_api: "Queue.saveAll", concurrency: CONCURRENCY });
-  const left = async () => {
-    const h = await queue.checkHealth();
-    return h.waiting + h.active;
-  };
-  if (sections.has("enqueue")) {
-    try {
-      let n = 0;
-      const started = performance.now();
-      const deadline = started + a.oneBudget * 1000;
-      while (n < a.oneN && performance.now() < deadline) { await queue.createJob({}).save(); n++; }
-      emit("enqueue_one", rate(n, (performance.now() - started) / 1000));
-    } catch (e) { emitError("enqueue_one", e); }
-    await flush(a);
-  }
-  try {
-    const started = performance.now();
-    for (let s = 0; s < a.n; s += 1000) {
-      const k = Math.min(1000, a.n - s);
+  await runSequence(a, {
+    addOne: () => queue.createJob({}).save(),
+    addBulk: async (k) => {
       const errors = await queue.saveAll(Array.from({ length: k }, () => queue.createJob({})));
       if (errors.size) throw new Error(`saveAll: ${errors.size} jobs failed`);
-    }
-    emit("enqueue_bulk", { api: "Queue.saveAll", ...rate(a.n, (performance.now() - started) / 1000) });
-  } catch (e) { emitError("enqueue_bulk", e); }
-  let child = spawnWorker(a);
-  const probe = () => queue.createJob({ probe: true }).save();
-  try {
-    let drained = true;
-    if (sections.has("drain")) {
-      try {
-        const res = await measureDrain(left, a);
-        emit("drain", res);
-        drained = res.complete;
-      } catch (e) { emitError("drain", e); drained = false; }
-    }
-    if (sections.has("e2s")) {
-      if (!drained) {
-        await stopWorker(child);
-        await flush(a);
-        child = spawnWorker(a);
-      }
-      try {
-        await measureE2s(probe, a, 1, 30);
-        emit("e2s", await measureE2s(probe, a, a.e2sN, a.e2sBudget, a.e2sMin));
-      } catch (e) { emitError("e2s", e); }
-    }
-  } finally {
-    await stopWorker(child);
-    await queue.close();
-    await flush(a);
-  }
+    },
+    bulkApi: "Queue.saveAll",
+    left: async () => {
+      const h = await queue.checkHealth();
+      return h.waiting + h.active;
+    },
+    probe: () => queue.createJob({ probe: true }).save(),
+    close: () => queue.close(),
+  });
 }
 
 async function worker(a) {

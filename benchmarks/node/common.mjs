@@ -124,3 +124,52 @@ export async function stopWorker(child) {
   clearTimeout(t);
 }
 
+
+// The sequence every Node peer goes through, as peers/driver.py: enqueue one
+// per call, bulk enqueue, then a worker process drains and serves the
+// enqueue-to-start probes. peer: { addOne, addBulk(k), bulkApi, left, probe, close }.
+export async function runSequence(a, peer) {
+  const sections = new Set(a.sections.split(","));
+  if (sections.has("enqueue")) {
+    try {
+      let n = 0;
+      const started = performance.now();
+      const deadline = started + a.oneBudget * 1000;
+      while (n < a.oneN && performance.now() < deadline) { await peer.addOne(); n++; }
+      emit("enqueue_one", rate(n, (performance.now() - started) / 1000));
+    } catch (e) { emitError("enqueue_one", e); }
+    await flush(a);
+  }
+  try {
+    const started = performance.now();
+    for (let s = 0; s < a.n; s += 1000) await peer.addBulk(Math.min(1000, a.n - s));
+    emit("enqueue_bulk", { api: peer.bulkApi, ...rate(a.n, (performance.now() - started) / 1000) });
+  } catch (e) { emitError("enqueue_bulk", e); }
+  let child = spawnWorker(a);
+  try {
+    let drained = true;
+    if (sections.has("drain")) {
+      try {
+        const res = await measureDrain(peer.left, a);
+        emit("drain", res);
+        drained = res.complete;
+      } catch (e) { emitError("drain", e); drained = false; }
+    }
+    if (sections.has("e2s")) {
+      if (!drained) {
+        // as in peers/driver.py: a fresh worker on an empty Redis, not a backlog
+        await stopWorker(child);
+        await flush(a);
+        child = spawnWorker(a);
+      }
+      try {
+        await measureE2s(peer.probe, a, 1, 30);
+        emit("e2s", await measureE2s(peer.probe, a, a.e2sN, a.e2sBudget, a.e2sMin));
+      } catch (e) { emitError("e2s", e); }
+    }
+  } finally {
+    await stopWorker(child);
+    await peer.close();
+    await flush(a);
+  }
+}
