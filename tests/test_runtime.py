@@ -20,7 +20,14 @@ from leasequeue.errors import LeaseQueueError, RedisUnavailable
 from leasequeue.models import ClaimedJob
 from leasequeue.runtime.acker import Acker, AckerParams
 from leasequeue.runtime.heartbeater import Heartbeater, HeartbeaterParams
-from leasequeue.runtime.runs import InvalidTransition, Phase, RunTable, SlotHold, StopReason
+from leasequeue.runtime.runs import (
+    InvalidTransition,
+    Phase,
+    RunRecord,
+    RunTable,
+    SlotHold,
+    StopReason,
+)
 from leasequeue.store.specs import AckReply, RenewReply
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tcp_proxy import TcpProxy
@@ -107,6 +114,39 @@ def _heartbeater(table: RunTable, replies: list[RenewReply]) -> Heartbeater:
     return Heartbeater(HeartbeaterParams(
         scripts=_RenewScripts(replies), keys=lambda q: q,  # type: ignore[arg-type,return-value]
         table=table, lease_s=30, limiter=LocalLimiter(), limiter_lease_s=None))
+
+
+async def test_a_run_stops_at_its_own_deadline_while_renewals_hang() -> None:
+    """Renewal calls that hang (a silent Redis: each gives up after a quarter
+    lease) must not delay the stop: the run is lost within 50 ms of the
+    instant its lease could lapse by our clock, never before it."""
+    lease_s = 1.2
+    table = RunTable(lease_s=lease_s)
+    (run,) = table.claimed([_job("a")], time.monotonic())
+    assert table.start(run, 0.3)
+
+    class Hanging(_RenewScripts):
+        async def renew(self, qk: Any, held: Sequence[tuple[str, int]],
+                        lease_ms: int) -> list[RenewReply]:
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+    lost_at: list[float] = []
+    lose = table.lose
+
+    def recording_lose(r: RunRecord, reason: StopReason = StopReason.LEASE_LOST) -> None:
+        lost_at.append(time.monotonic())
+        lose(r, reason)
+
+    table.lose = recording_lose  # type: ignore[method-assign]
+    heartbeater = Heartbeater(HeartbeaterParams(
+        scripts=Hanging([]), keys=lambda q: q,  # type: ignore[arg-type,return-value]
+        table=table, lease_s=lease_s, limiter=LocalLimiter(), limiter_lease_s=None))
+    with anyio.move_on_after(lease_s + 1.0):
+        await heartbeater.run()
+    assert run.phase is Phase.LOST and len(lost_at) == 1
+    late = lost_at[0] - run.lease_valid_until
+    assert 0 <= late < 0.05, f"stopped {late:+.3f} s after its deadline"
 
 
 async def test_a_lost_renewal_stops_the_run() -> None:

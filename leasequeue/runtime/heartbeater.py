@@ -3,7 +3,9 @@ script call per queue) and the limiter slots (one call per limit), all at
 once, each call with a deadline well under its lease, so that a silent
 limiter or one master failing over cannot delay the renewal of anything
 else. What renewal reports lost, or what could not be renewed in time by
-our own clock, stops its run through the run table."""
+our own clock, stops its run through the run table, at its deadline: a
+watcher sleeps until the earliest instant a lease or slot could lapse, so
+renewal calls that hang delay no stop."""
 
 from __future__ import annotations
 
@@ -49,11 +51,27 @@ class Heartbeater:
         return lease / 3
 
     async def run(self) -> None:
-        next_beat = time.monotonic() + self.interval
-        while True:
-            await anyio.sleep(max(0.0, next_beat - time.monotonic()))
+        """Beat about every interval, and watch the deadlines in between."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.watch)
             next_beat = time.monotonic() + self.interval
-            await self.beat()
+            while True:
+                await anyio.sleep(max(0.0, next_beat - time.monotonic()))
+                next_beat = time.monotonic() + self.interval
+                await self.beat()
+
+    async def watch(self) -> None:
+        """Stop each run at its own deadline: sleep until the earliest instant
+        at which a lease or a slot could lapse (at most an interval, so runs
+        claimed meanwhile are seen), then stop what did lapse. A beat whose
+        renewals hang (each up to a quarter lease) delays nothing here."""
+        while True:
+            now = time.monotonic()
+            deadline = self._p.table.next_deadline()
+            wake = now + self.interval if deadline is None else \
+                min(deadline, now + self.interval)
+            await anyio.sleep(max(0.0, wake - now))
+            self.stop_lapsed()
 
     async def beat(self) -> None:
         sent_at = time.monotonic()
@@ -65,7 +83,11 @@ class Heartbeater:
                     tg.start_soon(self._renew_leases, queue, runs[start:start + CHUNK], sent_at)
             for name, holds in table.slots_by_limit().items():
                 tg.start_soon(self._renew_slots, name, holds, sent_at)
-        for run, reason in table.lapses(time.monotonic()):
+        self.stop_lapsed()
+
+    def stop_lapsed(self) -> None:
+        """Stop (through the run table) what can no longer be confirmed by our clock."""
+        for run, reason in self._p.table.lapses(time.monotonic()):
             if not run.running:  # claimed, not started: there is no run to stop
                 self._log.warning("lease lapsed before the run started; it will not start",
                                   **run.fields())

@@ -274,6 +274,20 @@ class RunTable:
     def slot_renewed(hold: SlotHold, sent_at: float) -> None:
         hold.confirmed_at = max(hold.confirmed_at, sent_at)
 
+    def next_deadline(self) -> float | None:
+        """The earliest instant (monotonic) at which `lapses` would stop a run
+        if nothing is renewed before it; None when nothing can lapse."""
+        earliest: float | None = None
+        for run in self._runs.values():
+            if run.phase in (Phase.CLAIMED, Phase.STARTED, Phase.ABANDONED, Phase.FINISHED):
+                if earliest is None or run.lease_valid_until < earliest:
+                    earliest = run.lease_valid_until
+            if run.running and run.stop_reason is None:
+                for hold in run.slots:
+                    if earliest is None or hold.valid_until < earliest:
+                        earliest = hold.valid_until
+        return earliest
+
     def lapses(self, now: float) -> list[tuple[RunRecord, StopReason]]:
         """Stop what can no longer be trusted by our own (monotonic) clock:
         runs whose job lease must have run out (renewals failed for longer

@@ -256,6 +256,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{RUNTIME}::test_lapses_lose_leases_and_stop_runs_whose_slot_lapsed",),
     ),
     Mutation(
+        "stop-waits-for-renewals", "leasequeue/runtime/heartbeater.py",
+        "            wake = now + self.interval if deadline is None else \\\n"
+        "                min(deadline, now + self.interval)\n",
+        "            wake = now + self.interval + self._p.lease_s\n",
+        "the heartbeater checks deadlines only after each beat's renewals, not at the deadline",
+        (f"{RUNTIME}::test_a_run_stops_at_its_own_deadline_while_renewals_hang",),
+    ),
+    Mutation(
         "timeout-not-enforced", "leasequeue/runtime/timeouts.py",
         "if run.stop_reason is None and run.timeout_at <= now:",
         "if False:",
