@@ -40,6 +40,8 @@ from .slots import Slots
 from .starter import Starter
 
 WRITE_TRIES = 5
+# what a run passes through when no breaker, limit, rate or key applies to it
+_PLAIN: tuple[BreakerGate | None, list[RateUse]] = (None, [])
 SLOT_WAIT = 1.0  # most a run waits in place for a slot before going back to the queue
 # a run that waited longer than this since its claim asks Redis before its
 # handler runs (a cancel may have reached it); one that starts sooner is
@@ -71,18 +73,38 @@ class ExecutorParams:
     resources: Callable[[RunRecord], RunResources] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a definition and a physical queue decide for every run of them,
+    worked out once: most runs pass no breaker, limit, rate or key, and skip
+    the admission path whole."""
+
+    definition: JobDefinition
+    queue: str  # the logical queue (the context's)
+    gated: bool  # a breaker, a concurrency limit or key, or a rate applies
+    capture: tuple[int, int] | None  # run-log caps, None: run_logs="none"
+
+
 class Executor:
     def __init__(self, params: ExecutorParams) -> None:
         self._p = params
         self.draining = False  # set at shutdown: runs not started yet go back at once
         self._log = get_log("executor", worker_id=params.worker_id)
-        self._logical_names: dict[str, str] = {}
+        # (id of the definition, physical queue) -> plan; the plan holds the
+        # definition, so its id is not reused while the entry lives
+        self._plans: dict[tuple[int, str], _Plan] = {}
 
-    def _logical(self, queue: str) -> str:
-        name = self._logical_names.get(queue)
-        if name is None:
-            name = self._logical_names[queue] = logical(queue)
-        return name
+    def _plan(self, definition: JobDefinition, queue: str) -> _Plan:
+        plan = self._plans.get((id(definition), queue))
+        if plan is None:
+            gated = (bool(definition.breakers) or definition.concurrency_key is not None
+                     or self._p.limits.applies(definition, queue)
+                     or self._p.rates.applies(definition, queue))
+            capture = (None if definition.run_logs == RunLogs.NONE
+                       else (definition.run_log_lines, definition.run_log_bytes))
+            plan = self._plans[(id(definition), queue)] = _Plan(
+                definition, logical(queue), gated, capture)
+        return plan
 
     async def serve(self, dispatch: Dispatch) -> None:
         while True:
@@ -99,14 +121,15 @@ class Executor:
         prepared = await self._prepare(run)
         if prepared is None:
             return
-        definition, kwargs = prepared
+        plan, kwargs = prepared
+        definition = plan.definition
         if self.draining:
             await self._not_started(run, "shutdown before start")
             return
-        gate = self._p.breakers if definition.breakers else None
-        uses = await self._admit(run, definition, gate, kwargs)
-        if uses is None:
+        admitted = await self._admit(run, definition, kwargs) if plan.gated else _PLAIN
+        if admitted is None:
             return
+        gate, uses = admitted
         if not await self._start(run):
             if run.slots:
                 await self._p.limits.release(run)
@@ -172,12 +195,13 @@ class Executor:
                 return None
         return uses
 
-    async def _admit(self, run: RunRecord, definition: JobDefinition,
-                     gate: BreakerGate | None,
-                     kwargs: dict[str, Any]) -> list[RateUse] | None:
+    async def _admit(self, run: RunRecord, definition: JobDefinition, kwargs: dict[str, Any],
+                     ) -> tuple[BreakerGate | None, list[RateUse]] | None:
         """Pass the run's circuit breakers, then take its limiter slots and
-        rate starts (_gate): the rates it drew from when it may start, None
-        when it must not start (it was put back, skipped or ended here)."""
+        rate starts (_gate): its breaker gate (if it has breakers) and the
+        rates it drew from when it may start, None when it must not start
+        (it was put back, skipped or ended here)."""
+        gate = self._p.breakers if definition.breakers else None
         if gate is not None:
             # before any slot is taken: a run held back costs the limits nothing
             hold = await gate.admit(run, definition)
@@ -185,9 +209,11 @@ class Executor:
                 await self._release(run, "breaker open", max(1, int(hold * 1000)))
                 return None
         uses = await self._gate(run, definition, kwargs)
-        if uses is None and gate is not None:
-            await gate.done(run, definition, "release")  # its probe turn, if it had one
-        return uses
+        if uses is None:
+            if gate is not None:
+                await gate.done(run, definition, "release")  # its probe turn, if it had one
+            return None
+        return gate, uses
 
     async def _start(self, run: RunRecord) -> bool:
         """Whether the run may start now; marks it started in Redis."""
@@ -218,7 +244,7 @@ class Executor:
             self._p.starter.mark(run)
         return True
 
-    async def _prepare(self, run: RunRecord) -> tuple[JobDefinition, dict[str, Any]] | None:
+    async def _prepare(self, run: RunRecord) -> tuple[_Plan, dict[str, Any]] | None:
         """The definition and keyword arguments of a claimed run, or None when
         it cannot run (unknown name and bad payload are dead-lettered here)."""
         job = run.job
@@ -232,25 +258,24 @@ class Executor:
         except MalformedJob as exc:
             await self._bury(run, "bad-payload", str(exc))
             return None
+        plan = self._plan(definition, job.queue)
         run.is_sync = not definition.is_async
         run.stop_grace = definition.stop_grace
         run.timeout = definition.timeout
+        p = self._p
         run.ctx = Context(
-            job_id=job.id, name=job.name, queue=self._logical(job.queue), attempt=run.attempt,
-            token=job.token, worker_id=self._p.worker_id,
+            job_id=job.id, name=job.name, queue=plan.queue, attempt=run.attempt,
+            token=job.token, worker_id=p.worker_id,
             correlation_id=envelope.correlation_id, request_id=envelope.request_id,
             run=run, work_failures=job.work_failures,
-            infra_failures=job.infra_failures,
-            capture=(None if definition.run_logs == RunLogs.NONE
-                     else (definition.run_log_lines, definition.run_log_bytes)),
-            kit=self._p.runstate,
-            resources=self._p.resources(run) if self._p.resources is not None else None,
+            infra_failures=job.infra_failures, capture=plan.capture, kit=p.runstate,
+            resources=p.resources(run) if p.resources is not None else None,
         )
         if self._p.hooks.active:
             run.info = HookSet.run_info(run, self._p.worker_id, run.ctx.queue,
                                         envelope.correlation_id, envelope.request_id,
                                         envelope.headers or {})
-        return definition, envelope.kwargs
+        return plan, envelope.kwargs
 
     # -- settling --------------------------------------------------------------
 

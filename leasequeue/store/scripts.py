@@ -52,6 +52,7 @@ from .specs import (
     ScheduleTriggerReply,
     ScheduleUpsertReply,
     StartReply,
+    replies,
 )
 from .translate import translate_errors
 
@@ -176,14 +177,14 @@ class Scripts:
         args: list[Any] = []
         for job_id, token in held:
             args += [job_id, token]
-        return [StartReply(int(x)) for x in await self.run("start", qk, args)]
+        return replies(StartReply, await self.run("start", qk, args))
 
     async def renew(self, qk: QueueKeys, held: Sequence[tuple[str, int]],
                     lease_ms: int) -> list[RenewReply]:
         args: list[Any] = [lease_ms, self.settings.events_maxlen]
         for job_id, token in held:
             args += [job_id, token]
-        return [RenewReply(int(x)) for x in await self.run("renew", qk, args)]
+        return replies(RenewReply, await self.run("renew", qk, args))
 
     async def ack(self, qk: QueueKeys, outcome: str, retention_ms: int,
                   items: Sequence[AckItem]) -> list[AckReply]:
@@ -205,7 +206,7 @@ class Scripts:
             reply = exc.reply  # the acks are written; a failover now may undo them
             get_log("scripts").warning("acks not confirmed by a replica in time",
                                        acked=exc.acked, wanted=exc.wanted, jobs=len(items))
-        return [AckReply(int(x)) for x in reply]
+        return replies(AckReply, reply)
 
     async def fail(self, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
                    error: str, delay_ms: int, max_attempts: int, max_infra: int,
@@ -231,7 +232,7 @@ class Scripts:
         args: list[Any] = [delay_ms, s.retention_ms, s.events_maxlen, why]
         for job_id, token in held:
             args += [job_id, token]
-        return [ReleaseReply(int(x)) for x in await self.run("release", qk, args)]
+        return replies(ReleaseReply, await self.run("release", qk, args))
 
     async def reap(self, qk: QueueKeys, batch: int, backoff_base_ms: int, backoff_cap_ms: int,
                    budgets: Mapping[str, tuple[int, int]],
