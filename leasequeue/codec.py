@@ -150,14 +150,13 @@ def decode_result(data: bytes | None, job_id: str = "?") -> Any:
 
 
 def _unpack(data: bytes, job_id: str) -> Any:
-    # every length is bounded by the bytes that carry it (msgpack's defaults
-    # since 1.0, written out so an older msgpack cannot loosen them): a header
-    # claiming 4 billion items in 5 bytes is refused before any allocation
-    n = len(data)
+    # every length is bounded by the bytes that carry it: msgpack >= 1.0 (our
+    # floor, pyproject.toml) sets max_str/bin/array/map/ext_len from
+    # len(data) in unpackb, so a header claiming 4 billion items in 5 bytes is
+    # refused before any allocation (tested in test_security_payloads.py);
+    # passing the five limits ourselves cost as much as the decoding
     try:
-        value = msgpack.unpackb(data, raw=False, strict_map_key=False, max_str_len=n,
-                                max_bin_len=n, max_array_len=n, max_map_len=n // 2,
-                                max_ext_len=n)
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several unrelated types
         detail = str(exc) or type(exc).__name__  # a StackError (too deep) says nothing
         raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {detail}") from exc

@@ -30,16 +30,17 @@ from ..store.specs import FailReply, ReleaseReply
 from .acker import Acker
 from .breakers import BreakerGate, verdict
 from .dispatch import Closed, Dispatch
-from .handler import Ending, Outcome, execute
+from .handler import SUCCEEDED_, Ending, Outcome, execute
 from .limits import Limits
 from .observe import failed, released_as
 from .rates import NotNow, Rates, RateUse, Wait
-from .runs import Phase, RunRecord, RunTable, StopReason
+from .runs import CLAIMED, LOST, RunRecord, RunTable, StopReason
 from .runstate import RunStateStore
 from .slots import Slots
 from .starter import Starter
 
 WRITE_TRIES = 5
+RUN_LOGS_ALL = RunLogs.ALL  # a global: Enum class attributes are slow on Python 3.11
 # what a run passes through when no breaker, limit, rate or key applies to it
 _PLAIN: tuple[BreakerGate | None, list[RateUse]] = (None, [])
 SLOT_WAIT = 1.0  # most a run waits in place for a slot before going back to the queue
@@ -152,7 +153,7 @@ class Executor:
                                     verdict(outcome) if outcome is not None else "release")
         if run.info is not None:
             self._p.hooks.after_run(run.info, run, RETURNED_OK
-                                    if outcome.ending is Ending.SUCCEEDED
+                                    if outcome.ending is SUCCEEDED_
                                     else Returned(False, outcome.error, outcome.exception))
         kit = self._p.runstate
         if kit is not None and kit.used_by(run):  # dict lookups: free for runs that did not
@@ -217,7 +218,7 @@ class Executor:
 
     async def _start(self, run: RunRecord) -> bool:
         """Whether the run may start now; marks it started in Redis."""
-        if self.draining or run.stop_reason is not None or run.phase is not Phase.CLAIMED:
+        if self.draining or run.stop_reason is not None or run.phase is not CLAIMED:
             return False
         if run.start_known:  # marked started by the claim: the hot path
             if not self._p.table.start(run, MIN_LEASE_SHARE):
@@ -234,7 +235,7 @@ class Executor:
         if confirm and not await self._p.starter.confirm(run, self._p.lease_s * MIN_LEASE_SHARE):
             return False
         if not self._p.table.start(run, MIN_LEASE_SHARE):
-            if run.phase is Phase.CLAIMED and run.stop_reason is None:
+            if run.phase is CLAIMED and run.stop_reason is None:
                 run.ctx.log.warning("not started: its lease may have lapsed (stall or failed "
                                     "renewals); it goes back to the queue")
             return False
@@ -288,11 +289,11 @@ class Executor:
             self._p.table.lose(run, StopReason.SHUTDOWN)
             self._ended(run, Settled(RunEnd.LOST, error="left behind at shutdown"))
             return
-        if run.phase is Phase.LOST:
+        if run.phase is LOST:
             run.ctx.log.warning("lease lost; result discarded")
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return
-        if ending is Ending.SUCCEEDED:
+        if ending is SUCCEEDED_:
             self._ack(run, d, "succeeded", outcome.result, outcome.note)
         elif ending is Ending.STOPPED and stop in (StopReason.CANCELED, StopReason.REPLACED):
             self._ack(run, d, "canceled")
@@ -312,8 +313,10 @@ class Executor:
         if self._p.table.settling(run):
             if run.info is not None:
                 run.info.pending = outcome  # reported once the acker's write lands
+            # a success keeps its run's log lines only under run_logs="all"
             self._p.acker.submit(run, outcome, d.retention_ms, result, note,
-                                 _run_logs(run, d, failed=False))
+                                 _run_logs(run, d, failed=False)
+                                 if d.run_logs == RUN_LOGS_ALL else "")
         else:
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
 
@@ -359,7 +362,7 @@ class Executor:
     async def _not_started(self, run: RunRecord, why: str) -> None:
         """A run that must not start: ended canceled when that was asked, gone
         when its lease was lost, else back to the queue (no attempt spent)."""
-        if run.phase is not Phase.CLAIMED:
+        if run.phase is not CLAIMED:
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return  # lost: nothing to write
         if run.stop_reason is StopReason.CANCELED:

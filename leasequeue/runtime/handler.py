@@ -44,6 +44,10 @@ class Ending(StrEnum):
     RATE_LIMITED = "rate-limited"  # RateLimited: push the keys back, release (no attempt)
 
 
+# module constants for the hot path (see runs.py: Enum attributes are slow on 3.11)
+SUCCEEDED_, WORK_, INFRA_ = Ending.SUCCEEDED, Ending.WORK, Ending.INFRA
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     ending: Ending

@@ -197,9 +197,9 @@ class Scripts:
         args: list[Any] = [s.events_maxlen, s.audit_flag, outcome, retention_ms,
                            max(s.expire_on_ack, 2 * len(items))]
         for item in items:
-            job_id, token, result, note = item[0], item[1], item[2], item[3]
-            logs = item[4] if len(item) > 4 else ""
-            args += [job_id, token, result, error_text(note) if note else "", logs]
+            note = item[3]
+            args += (item[0], item[1], item[2], error_text(note) if note else "",
+                     item[4] if len(item) > 4 else "")
         try:
             reply = await self.run_durable("ack", qk, args)
         except NotDurable as exc:
