@@ -248,7 +248,10 @@ class RunTable:
         """The settling write landed: accepted, or refused by fencing (lost)."""
         if run.phase is SETTLING:  # settling may end either way
             run.phase = SETTLED if accepted else LOST
-        self._forget_if_done(run)
+            if not run.running:
+                self._runs.pop(run.key, None)
+        else:
+            self._forget_if_done(run)
 
     def lose(self, run: RunRecord, reason: StopReason = StopReason.LEASE_LOST) -> None:
         """The job lease is gone (renew said so, or it lapsed by our clock, or

@@ -4,7 +4,7 @@ headers and bodies of the .lua files."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, TypeVar, cast
@@ -316,13 +316,12 @@ REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
 R = TypeVar("R", bound=IntEnum)
 
 
-def replies(kind: type[R], values: Iterable[Any]) -> list[R]:
+def replies(kind: type[R], values: Sequence[Any]) -> list[R]:
     """One reply code per item, by a dict lookup (calling the enum costs about
     a microsecond an item on the hot path); an unknown code raises ValueError
     naming it, as ``kind(code)`` does."""
     members = kind._value2member_map_
-    out = []
-    for value in values:
-        member = members.get(value)
-        out.append(cast(R, member) if member is not None else kind(int(value)))
-    return out
+    try:
+        return [cast(R, members[value]) for value in values]
+    except (KeyError, TypeError):  # an unknown or unhashable code: say which
+        return [kind(int(value)) for value in values]
