@@ -116,6 +116,10 @@ class Executor:
             try:
                 await self._process(run)
             finally:
+                # the run and its context point at each other: cut the cycle so
+                # that refcounting frees both now, not a GC pass later (the
+                # acker needs only the job; a handler's ctx keeps working)
+                run.ctx = None
                 self._p.slots.give()
 
     async def _process(self, run: RunRecord) -> None:
