@@ -48,23 +48,23 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
     re-run (App.rerun) or hook headers (a trace context); a reader ignores
     entries of it that it does not know. The size limit counts the encoded
     kwargs. Raises a PayloadError before anything is stored."""
-    head = [ENVELOPE_VERSION, correlation_id, request_id]
-    body: list[Any] = [*head, _kwargs(payload)]
-    extra: dict[str, Any] = {}
-    if rerun_of:
-        extra["rerun_of"] = rerun_of
-    if headers:
-        extra["headers"] = headers
-    if extra:
+    kwargs = _kwargs(payload)
+    body: list[Any] = [ENVELOPE_VERSION, correlation_id, request_id, kwargs]
+    if rerun_of or headers:
+        extra: dict[str, Any] = {}
+        if rerun_of:
+            extra["rerun_of"] = rerun_of
+        if headers:
+            extra["headers"] = headers
         body.append(extra)
     data = _pack(body, "payload")
-    if len(data) > MAX_DEPTH and not within_depth(body[3]):
+    if len(data) > MAX_DEPTH and not within_depth(kwargs):
         raise PayloadNotSerializable(f"payload is nested deeper than {MAX_DEPTH} levels "
                                      "(a worker would refuse to decode it)")
-    # both arrays have a one-byte header, so the difference is the kwargs alone
-    size = len(data) - len(_pack(head, "payload"))
-    if size > limit:
-        raise PayloadTooLarge(size, limit)
+    if len(data) > limit:  # the kwargs alone may still fit: measure them
+        size = len(_pack(kwargs, "payload"))
+        if size > limit:
+            raise PayloadTooLarge(size, limit)
     return data
 
 
