@@ -46,9 +46,10 @@ class RateCounter:
         self.prefix = prefix
 
     async def call(self, name: str, key: str | None, holders: list[str], interval_us: int,
-                   tolerance_us: int, mode: str, push_us: int = 0) -> RateAnswer:
+                   tolerance_us: int, mode: str, push_us: int = 0,
+                   ahead: int = 0) -> RateAnswer:
         return await self.scripts.rate(rate_keys(self.prefix, name, key), holders, interval_us,
-                                       tolerance_us, mode, push_us, self.STALE_US)
+                                       tolerance_us, mode, push_us, self.STALE_US, ahead)
 
 
 class Limiter(Protocol):

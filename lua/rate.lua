@@ -9,6 +9,11 @@
 -- jobs cannot start in a clump above the burst; they wait a little more.
 -- Its tolerance has SLACK_US more, so the jitter of claims (a few ms) does
 -- not send on-time jobs round again: at most burst + SLACK_US worth at once.
+-- Starts ahead: a take or try may also ask for up to `ahead` starts with no
+-- holder, which the worker spends on its next runs of this key within a few
+-- ms (or gives back). They are granted only while at least half of the burst
+-- stays free after them, so a key near its limit (and any key of burst 1)
+-- never grants any: it is counted start by start, exactly as without them.
 -- Instants are kept in "virtual" time v = now - shift: a push back
 -- (RateLimited) adds to `shift`, which moves tat and every reservation later
 -- at once, in O(1). Idle keys expire (PEXPIRE): a key nobody uses costs nothing.
@@ -19,17 +24,20 @@
 -- ARGV[3] mode             str   take | try (no reservation) | refund | push | peek
 -- ARGV[4] push_us          int   push: nothing starts on this key before now + push_us
 -- ARGV[5] stale_us         int   a reservation unclaimed this long after its instant is dropped
--- ARGV[6..] holder ids (who starts: a job, prefix/queue/id; in order; none for peek)
--- Returns: {code, wait_us} per holder, then {tokens, reserved}; code CODE_TAKEN
+-- ARGV[6] ahead            int   take | try: most starts to grant ahead, with no holder (0 = none)
+-- ARGV[7..] holder ids (who starts: a job, prefix/queue/id; in order; none for peek)
+-- Returns: {code, wait_us} per holder, then {tokens, reserved, ahead}; code CODE_TAKEN
 --          (start now; a reservation that came due is redeemed), CODE_WAIT
 --          (reserved: start after wait_us), CODE_DENIED (try: over the rate,
 --          nothing reserved; wait_us = when a start is due), CODE_REFUNDED;
 --          peek answers CODE_STATE with the wait for a start and no holder;
---          tokens: starts allowed now; reserved: reservations held
+--          tokens: starts allowed now; reserved: reservations held; ahead:
+--          the starts granted ahead
 local CODE_DENIED, CODE_TAKEN, CODE_WAIT, CODE_REFUNDED, CODE_STATE = 0, 1, 2, 3, 4
 local state_key, reserved_key = KEYS[1], KEYS[2]
 local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mode, push, stale = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local ahead = tonumber(ARGV[6])
 local PRUNE_BATCH = 100
 local SLACK_US = math.min(interval, 10000)
 
@@ -112,7 +120,7 @@ if mode == 'peek' then
   reply[#reply + 1] = CODE_STATE
   reply[#reply + 1] = int(math.max(0, math.max(tat, real) - tolerance - v))
 end
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local code, wait = CODE_REFUNDED, 0
   if mode == 'refund' then
     -- give back a start this holder took but did not use (another limit made it wait)
@@ -124,9 +132,19 @@ for i = 6, #ARGV do
   reply[#reply + 1] = code
   reply[#reply + 1] = int(math.max(0, wait))
 end
+local granted = 0
+if mode == 'take' or mode == 'try' then
+  -- bounded by ahead; each one only while half of the burst stays free after it
+  while granted < ahead and math.max(tat, real) + interval - v <= tolerance / 2 do
+    tat = tat + interval
+    real = real + interval
+    granted = granted + 1
+  end
+end
 if mode ~= 'peek' then
   save()
 end
 reply[#reply + 1] = math.max(0, math.floor((tolerance - (math.max(tat, real) - v)) / interval) + 1)
 reply[#reply + 1] = redis.call('ZCARD', reserved_key)
+reply[#reply + 1] = granted
 return reply

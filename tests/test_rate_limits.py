@@ -92,6 +92,59 @@ async def test_try_reserves_nothing_and_refund_gives_a_start_back(app: App) -> N
     assert (await take(app, rate, "b", "try")).code is RateReply.TAKEN
 
 
+async def test_starts_ahead_only_while_half_the_burst_stays_free(app: App) -> None:
+    """A take may ask for starts with no holder: granted only while half the
+    burst stays free after them; none near the limit, none for a burst of 1."""
+    rc = counter(app)
+    roomy = lq.Rate(1000, per=1.0, burst=100)  # 1 ms apart, 100 at once
+    first = await rc.call("r", "a", ["h"], roomy.interval_us, roomy.tolerance_us, "take",
+                          ahead=200)
+    assert first.answers[0][0] is RateReply.TAKEN
+    # h took 1; ahead stops once the next would use more than half (49.5) of the burst
+    assert 45 <= first.ahead <= 49, first.ahead
+    again = await rc.call("r", "a", ["h2"], roomy.interval_us, roomy.tolerance_us, "take",
+                          ahead=200)
+    assert again.answers[0][0] is RateReply.TAKEN and again.ahead <= 1  # half is used
+    strict = lq.Rate(1000, per=1.0, burst=1)
+    one = await rc.call("r", "b", ["h"], strict.interval_us, strict.tolerance_us, "take",
+                        ahead=200)
+    assert one.answers[0][0] is RateReply.TAKEN and one.ahead == 0
+    peek = await rc.call("r", "c", [], roomy.interval_us, roomy.tolerance_us, "peek", ahead=9)
+    assert peek.ahead == 0
+
+
+async def test_a_never_reached_rate_costs_few_calls_per_job(real_app: App) -> None:
+    """Under a rate it never reaches, a worker spends starts granted ahead:
+    most runs start with no call and no wait, and calls stay far below one
+    per job."""
+    calls: list[int] = []
+    original = RateCounter.call
+
+    async def counting(self: RateCounter, *args: Any, **kwargs: Any) -> Any:
+        if args[5] in ("take", "try"):
+            calls.append(len(args[2]))  # the runs this call answers (they waited for it)
+        return await original(self, *args, **kwargs)
+
+    done: list[int] = []
+
+    @real_app.job(rate=lq.Rate(100_000, per=1.0))
+    async def quick(ctx: Context, i: int) -> None:
+        done.append(i)
+
+    n = 2000
+    await real_app.enqueue_many([lq.JobRequest("quick", {"i": i}) for i in range(n)])
+    RateCounter.call = counting  # type: ignore[method-assign]
+    try:
+        async with worker_running(real_app, concurrency=50):
+            await eventually(lambda: len(done) == n, limit=30)
+    finally:
+        RateCounter.call = original  # type: ignore[method-assign]
+    # without starts ahead every run waits for a call (batched: about 40
+    # calls); with them most runs start at once (measured: the first batch of 50 waited, then none)
+    assert sum(calls) < n / 4, f"{sum(calls)} of {n} runs waited for a rate call"
+    assert len(calls) < n / 20, f"{len(calls)} rate calls for {n} jobs"
+
+
 async def test_push_back_moves_the_budget_and_every_reservation(app: App) -> None:
     rate = lq.Rate(10, per=1.0, burst=1)  # 100 ms apart
     assert (await take(app, rate, "a")).code is RateReply.TAKEN

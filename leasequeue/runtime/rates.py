@@ -34,6 +34,17 @@ WAIT_IN_PLACE = 0.05
 # runs asking the same key within this window share one script call
 # (measured: one call per run made a drain under a rate it never reached 4-5x slower)
 GATHER = 0.001
+# starts granted ahead (rate.lua grants them only while half the burst stays
+# free): spent on this worker's next runs of the key within POOL_TTL, with
+# no call; what is left then is given back. A grant running low is topped
+# up by the run that finds it half spent (its leftovers ride on the new
+# grant's time: a start is spent within 2 * POOL_TTL of its grant at most).
+# At most POOL_MAX at once, sized at twice what the key used from its last
+# grant plus the batch asking now (never over half the burst: rate.lua's rule)
+POOL_TTL = 0.05
+POOL_MAX = 256
+POOL_MIN_BURST = 16  # a smaller burst is counted start by start, never ahead
+MAX_POOLS = 1024  # keys with a grant held at once; past it, expired grants lapse
 
 
 class _Batch:
@@ -46,6 +57,21 @@ class _Batch:
         self.answers: list[tuple[RateReply, int]] = []
         self.error: Exception | None = None
         self.done = anyio.Event()
+
+class _Pool:
+    """Starts of one key granted ahead to this worker."""
+
+    __slots__ = ("left", "refilling", "size", "until")
+
+    def __init__(self, size: int, until: float) -> None:
+        self.left = size
+        self.size = size
+        self.until = until  # monotonic: spend by then (counted from the call's send)
+        self.refilling = False
+
+
+_TAKEN_NOW = (RateReply.TAKEN, 0)
+
 
 def queue_rate_name(queue: str) -> str:
     return f"queue.{queue}"
@@ -97,6 +123,8 @@ class Rates:
         self._log = get_log("rates")
         self._warned_at = 0.0
         self._batches: dict[tuple[str, str | None, str], _Batch] = {}
+        self._pools: dict[tuple[str, str | None], _Pool] = {}
+        self._static: dict[tuple[int, str], list[RateUse]] = {}
 
     def applies(self, definition: JobDefinition, queue: str) -> bool:
         return bool(definition.rate) or logical(queue) in self.queue_rates
@@ -107,15 +135,23 @@ class Rates:
 
     def uses(self, definition: JobDefinition, queue: str,
              payload: Mapping[str, Any]) -> list[RateUse]:
-        """The budgets of one run; LimitKeyError when a key cannot be rendered."""
+        """The budgets of one run; LimitKeyError when a key cannot be rendered.
+        Budgets with no key are the same for every run: made once."""
+        static = self._static.get((id(definition), queue))
+        if static is not None:
+            return static
         rates = []
-        queue = logical(queue)
+        physical, queue = queue, logical(queue)
         if queue in self.queue_rates:
             rates.append((queue_rate_name(queue), self.queue_rates[queue]))
         for rate in definition.rate:
             rates.append((rate.name or job_rate_name(definition.name), rate))
-        return [RateUse(name, None if r.limit_key is None else r.limit_key.render(payload), r)
+        uses = [RateUse(name, None if r.limit_key is None else r.limit_key.render(payload), r)
                 for name, r in rates]
+        if all(r.limit_key is None for _, r in rates):
+            # (the definition is kept alive by the registry, so its id stays its own)
+            self._static[(id(definition), physical)] = uses
+        return uses
 
     def holder(self, run: RunRecord) -> str:
         """Who holds a reservation: the job, wherever and whenever it is claimed."""
@@ -125,29 +161,42 @@ class Rates:
         """A start from every budget (None: start now), or the first budget
         over its rate (the starts taken from the others are given back).
         ``reserve``: reserve the next free instant (else only look)."""
-        holder = self.holder(run)
+        holder = ""  # made on the first call: a start granted ahead needs none
         taken: list[RateUse] = []
         for use in uses:
             try:
+                pool = self._pools.get((use.name, use.key))
+                if pool is not None and pool.left > 0 and time.monotonic() < pool.until:
+                    pool.left -= 1  # a start granted ahead: no call, no wait
+                    taken.append(use)
+                    if pool.left < pool.size // 2 and not pool.refilling:
+                        await self._refill(use, pool)  # this run waits; the others go on
+                    continue
+                holder = holder or self.holder(run)
                 code, wait_us = await self._call(use, holder, "take" if reserve else "try")
                 if code is RateReply.WAIT and wait_us <= WAIT_IN_PLACE * 1e6:
                     await anyio.sleep(wait_us / 1_000_000)
                     code, wait_us = await self._call(use, holder, "take")
             except (RedisUnavailable, ScriptError) as exc:
                 self._warn(use, exc)
-                await self._refund(holder, taken)
+                await self._refund(holder or self.holder(run), taken)
                 return NotNow(Wait.UNAVAILABLE, 0.0, use)
             if code is RateReply.TAKEN:
                 taken.append(use)
                 continue
-            await self._refund(holder, taken)
+            await self._refund(holder or self.holder(run), taken)
             why = Wait.RESERVED if code is RateReply.WAIT else Wait.DENIED
             return NotNow(why, wait_us / 1_000_000, use)
         return None
 
     async def _call(self, use: RateUse, holder: str, mode: str) -> tuple[RateReply, int]:
-        """This holder's answer, from a call shared with the runs that ask the
+        """This holder's answer: a start granted ahead, if this worker holds
+        one for the key, else from a call shared with the runs that ask the
         same key in the same GATHER window (the first one sends it)."""
+        pool = self._pools.get((use.name, use.key)) if mode != "refund" else None
+        if pool is not None and pool.left > 0 and time.monotonic() < pool.until:
+            pool.left -= 1
+            return _TAKEN_NOW
         slot = (use.name, use.key, mode)
         batch = self._batches.get(slot)
         if batch is not None:
@@ -162,10 +211,7 @@ class Rates:
                 await anyio.sleep(GATHER)
                 del self._batches[slot]
                 try:
-                    answer = await self._limiter.rates.call(
-                        use.name, use.key, batch.holders, use.rate.interval_us,
-                        use.rate.tolerance_us, mode)
-                    batch.answers = answer.answers
+                    await self._lead(use, mode, batch)
                 except (RedisUnavailable, ScriptError) as exc:
                     batch.error = exc
                 finally:
@@ -173,6 +219,53 @@ class Rates:
         if batch.error is not None:
             raise batch.error
         return batch.answers[index]
+
+    async def _lead(self, use: RateUse, mode: str, batch: _Batch) -> None:
+        """Send a batch's call; a take or try also asks for starts ahead, and
+        gives back the unspent ones of an expired grant."""
+        ahead = 0
+        live = self._pools.get((use.name, use.key))
+        if live is not None and (live.refilling or (live.left > 0
+                                                    and time.monotonic() < live.until)):
+            pass  # a top-up is on its way or has landed meanwhile: answer the batch only
+        elif mode != "refund" and use.rate.effective_burst >= POOL_MIN_BURST:
+            old = self._pools.pop((use.name, use.key), None)
+            used = 0
+            if old is not None:
+                used = old.size - old.left
+                if old.left > 0:  # expired unspent: the key gets them back
+                    await self._limiter.rates.call(
+                        use.name, use.key, ["ahead"] * old.left, use.rate.interval_us,
+                        use.rate.tolerance_us, "refund")
+            ahead = min(POOL_MAX, 2 * (used + len(batch.holders)))
+        sent_at = time.monotonic()
+        answer = await self._limiter.rates.call(
+            use.name, use.key, batch.holders, use.rate.interval_us,
+            use.rate.tolerance_us, mode, ahead=ahead)
+        batch.answers = answer.answers
+        if answer.ahead > 0:
+            if len(self._pools) >= MAX_POOLS:  # keys gone idle: their few starts lapse
+                now = time.monotonic()
+                self._pools = {k: p for k, p in self._pools.items() if p.until > now}
+            self._pools[(use.name, use.key)] = _Pool(answer.ahead, sent_at + POOL_TTL)
+
+    async def _refill(self, use: RateUse, pool: _Pool) -> None:
+        """More starts ahead for a key whose grant runs low (demand is high):
+        one call with no holder; the leftovers ride on the new grant's time."""
+        pool.refilling = True
+        sent_at = time.monotonic()
+        try:
+            answer = await self._limiter.rates.call(
+                use.name, use.key, [], use.rate.interval_us, use.rate.tolerance_us, "take",
+                ahead=min(POOL_MAX, 2 * pool.size))
+        except (RedisUnavailable, ScriptError):
+            return  # the grant in hand is spent as it is; then calls as usual
+        finally:
+            pool.refilling = False
+        if answer.ahead > 0:
+            pool.left += answer.ahead
+            pool.size = pool.left
+            pool.until = sent_at + POOL_TTL
 
     async def push_back(self, run: RunRecord, uses: list[RateUse], retry_after: float,
                         limit: str | None) -> float | None:
@@ -185,6 +278,9 @@ class Rates:
         for use in uses:
             if limit is not None and limit not in (use.name, use.rate.name):
                 continue
+            # this worker's starts granted ahead are dropped: none starts
+            # before retry_after (another worker's lapse within POOL_TTL)
+            self._pools.pop((use.name, use.key), None)
             try:
                 answer = await self._limiter.rates.call(
                     use.name, use.key, [holder], use.rate.interval_us, use.rate.tolerance_us,

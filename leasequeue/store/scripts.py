@@ -68,6 +68,7 @@ class RateAnswer:
     answers: list[tuple[RateReply, int]]
     tokens: int
     reserved: int
+    ahead: int = 0  # starts granted ahead, with no holder (take | try with ahead > 0)
 
 
 # a claim id goes into the claim key's text: no newline, nothing odd
@@ -322,13 +323,14 @@ class Scripts:
 
     async def rate(self, rk: RateKeys, holders: Sequence[str], interval_us: int,
                    tolerance_us: int, mode: str, push_us: int = 0,
-                   stale_us: int = 0) -> RateAnswer:
+                   stale_us: int = 0, ahead: int = 0) -> RateAnswer:
         """One call of lua/rate.lua for a batch of holders of one key; mode
-        take | try | refund | push | peek (no holders: one answer)."""
+        take | try | refund | push | peek (no holders: one answer); ``ahead``:
+        take | try may also grant up to this many starts with no holder."""
         r = await self.run("rate", rk, [interval_us, tolerance_us, mode, push_us, stale_us,
-                                        *holders])
-        return RateAnswer([(RateReply(int(r[i])), int(r[i + 1])) for i in range(0, len(r) - 2, 2)],
-                          int(r[-2]), int(r[-1]))
+                                        ahead, *holders])
+        return RateAnswer([(RateReply(int(r[i])), int(r[i + 1])) for i in range(0, len(r) - 3, 2)],
+                          int(r[-3]), int(r[-2]), int(r[-1]))
 
     # -- schedules --------------------------------------------------------------
 

@@ -96,7 +96,8 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec("limiter_renew", ("limit", "evicted"), ("lease_ms",), ("holder",)),
         ScriptSpec("limiter_release", ("limit", "evicted"), (), ("holder",)),
         ScriptSpec("rate", ("state", "reserved"),
-                   ("interval_us", "tolerance_us", "mode", "push_us", "stale_us"), ("holder",)),
+                   ("interval_us", "tolerance_us", "mode", "push_us", "stale_us", "ahead"),
+                   ("holder",)),
         ScriptSpec(
             "stats",
             ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats", "paused"),

@@ -264,6 +264,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{RUNTIME}::test_a_run_stops_at_its_own_deadline_while_renewals_hang",),
     ),
     Mutation(
+        "rate-ahead-past-half-burst", "lua/rate.lua",
+        "  while granted < ahead and math.max(tat, real) + interval - v <= tolerance / 2 do\n",
+        "  while granted < ahead do\n",
+        "rate.lua grants starts ahead past half the burst (a key near its limit would be "
+        "spent ahead, in clumps)",
+        ("tests/test_rate_limits.py::test_starts_ahead_only_while_half_the_burst_stays_free",),
+    ),
+    Mutation(
         "timeout-not-enforced", "leasequeue/runtime/timeouts.py",
         "if run.stop_reason is None and run.timeout_at <= now:",
         "if False:",
