@@ -202,7 +202,7 @@ def main() -> None:
     ap.add_argument("--key-rate", type=int, default=50)
     ap.add_argument("--big", type=int, default=10_000)
     ap.add_argument("--small", type=int, default=100)
-    ap.add_argument("--drain-n", type=int, default=5_000)
+    ap.add_argument("--drain-n", type=int, default=20_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sections", default="accuracy,fairness,overhead,bullmq")
     args = ap.parse_args()
