@@ -1,0 +1,130 @@
+"""Instructions per drained job, counted by valgrind's callgrind: a figure
+that a busy machine does not move (rates and CPU times do). For each source
+tree, the bench worker (benchmarks/lq_bench.py worker, concurrency 100)
+drains a small and a large backlog under callgrind; the difference over the
+difference in jobs is what one more job costs, start-up and shutdown cancel
+out. With --redis, redis-server runs under callgrind instead (the worker
+runs normally): what one job costs Redis.
+
+  git worktree add /tmp/lq-old <commit>
+  python benchmarks/instructions.py --tree /tmp/lq-old --tree . [--redis]
+
+Needs valgrind (apt-get install valgrind). A run of one tree takes about a
+minute. Under callgrind the measured process runs some 50x slower, so its
+batches are as full as they get; the figure is the cost of the code at
+full load, not a prediction of a rate."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis as redis_sync
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import free_port
+
+STATS_KEY = "{bench:default}:stats"  # lq_bench's prefix and queue
+
+FILL = """
+import anyio, sys
+sys.path.insert(0, {bench!r})
+import lq_bench
+async def main():
+    app = lq_bench._app({url!r})
+    await lq_bench.fill(app, {n})
+    await app.close()
+anyio.run(main)
+"""
+
+
+def _callgrind(out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+
+
+def _total(out: Path) -> int:
+    for line in out.read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {out}")
+
+
+def one_drain(tree: Path, n: int, on_redis: bool) -> int:
+    """Total instructions of the worker (or Redis) draining n jobs."""
+    work = Path(tempfile.mkdtemp(prefix="lq-instr-"))
+    out = work / "callgrind.out"
+    port = free_port()
+    server = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+              "--appendonly", "no", "--dir", str(work)]
+    redis_proc = subprocess.Popen((_callgrind(out) if on_redis else []) + server,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis_sync.Redis(port=port)
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.ping()
+                break
+            except redis_sync.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        url = f"redis://127.0.0.1:{port}/0"
+        bench = tree / "benchmarks"
+        env = {**os.environ, "PYTHONPATH": f"{bench}{os.pathsep}{tree}"}
+        subprocess.run([sys.executable, "-c", FILL.format(bench=str(bench), url=url, n=n)],
+                       env=env, cwd=tree, check=True)
+        argv = [sys.executable, str(bench / "lq_bench.py"), "worker", "--url", url,
+                "--concurrency", "100"]
+        worker = subprocess.Popen((_callgrind(out) if not on_redis else []) + argv, env=env,
+                                  cwd=tree, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        while int(client.hget(STATS_KEY, "succeeded") or 0) < n:
+            if worker.poll() is not None:
+                raise RuntimeError(f"the worker of {tree} exited")
+            time.sleep(0.05)
+    finally:
+        if worker is not None:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(300)
+        client.close()
+        redis_proc.send_signal(signal.SIGTERM)
+        redis_proc.wait(300)
+    total = _total(out)
+    shutil.rmtree(work, ignore_errors=True)
+    return total
+
+
+def per_job(tree: Path, small: int, large: int, on_redis: bool) -> float:
+    return (one_drain(tree, large, on_redis) - one_drain(tree, small, on_redis)) / (large - small)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
+    ap.add_argument("--redis", action="store_true", help="count redis-server, not the worker")
+    ap.add_argument("--small", type=int, default=1000)
+    ap.add_argument("--large", type=int, default=4000)
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    side = "redis" if args.redis else "worker"
+    rows = [(t, per_job(Path(t).resolve(), args.small, args.large, args.redis))
+            for t in args.tree]
+    base = rows[0][1]
+    print(f"| tree | {side} instructions per job | ratio to the first |")
+    print("|---|---:|---:|")
+    for tree, value in rows:
+        print(f"| {tree} | {value:,.0f} | {value / base:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
