@@ -70,8 +70,6 @@ class _Pool:
         self.refilling = False
 
 
-_TAKEN_NOW = (RateReply.TAKEN, 0)
-
 
 def queue_rate_name(queue: str) -> str:
     return f"queue.{queue}"
@@ -165,8 +163,8 @@ class Rates:
         taken: list[RateUse] = []
         for use in uses:
             try:
-                pool = self._pools.get((use.name, use.key))
-                if pool is not None and pool.left > 0 and time.monotonic() < pool.until:
+                pool = self._ahead(use)
+                if pool is not None:
                     pool.left -= 1  # a start granted ahead: no call, no wait
                     taken.append(use)
                     if pool.left < pool.size // 2 and not pool.refilling:
@@ -190,13 +188,8 @@ class Rates:
         return None
 
     async def _call(self, use: RateUse, holder: str, mode: str) -> tuple[RateReply, int]:
-        """This holder's answer: a start granted ahead, if this worker holds
-        one for the key, else from a call shared with the runs that ask the
+        """This holder's answer, from a call shared with the runs that ask the
         same key in the same GATHER window (the first one sends it)."""
-        pool = self._pools.get((use.name, use.key)) if mode != "refund" else None
-        if pool is not None and pool.left > 0 and time.monotonic() < pool.until:
-            pool.left -= 1
-            return _TAKEN_NOW
         slot = (use.name, use.key, mode)
         batch = self._batches.get(slot)
         if batch is not None:
@@ -225,8 +218,7 @@ class Rates:
         gives back the unspent ones of an expired grant."""
         ahead = 0
         live = self._pools.get((use.name, use.key))
-        if live is not None and (live.refilling or (live.left > 0
-                                                    and time.monotonic() < live.until)):
+        if live is not None and (live.refilling or self._ahead(use) is not None):
             pass  # a top-up is on its way or has landed meanwhile: answer the batch only
         elif mode != "refund" and use.rate.effective_burst >= POOL_MIN_BURST:
             old = self._pools.pop((use.name, use.key), None)
@@ -248,6 +240,15 @@ class Rates:
                 now = time.monotonic()
                 self._pools = {k: p for k, p in self._pools.items() if p.until > now}
             self._pools[(use.name, use.key)] = _Pool(answer.ahead, sent_at + POOL_TTL)
+
+    def _ahead(self, use: RateUse) -> _Pool | None:
+        """This worker's grant of starts ahead for the key, if it has one to
+        spend now. (A run back for its reservation may spend one too; its
+        reservation then lapses unused: the key errs on the safe side.)"""
+        pool = self._pools.get((use.name, use.key))
+        if pool is not None and pool.left > 0 and time.monotonic() < pool.until:
+            return pool
+        return None
 
     async def _refill(self, use: RateUse, pool: _Pool) -> None:
         """More starts ahead for a key whose grant runs low (demand is high):
