@@ -58,6 +58,7 @@ class _Batch:
         self.error: Exception | None = None
         self.done = anyio.Event()
 
+
 class _Pool:
     """Starts of one key granted ahead to this worker."""
 
@@ -68,7 +69,6 @@ class _Pool:
         self.size = size
         self.until = until  # monotonic: spend by then (counted from the call's send)
         self.refilling = False
-
 
 
 def queue_rate_name(queue: str) -> str:
