@@ -562,6 +562,29 @@ async def test_the_limiter_registers_a_waiter_with_its_refusal_and_a_release_wak
     assert not grants[-1].waiting and not grants[-1].taken
 
 
+
+def test_the_fallback_delay_is_the_limiter_lease_and_never_below_slot_backoff(
+        prefix: str) -> None:
+    """How long a run waiting for its key stays away if no wake comes:
+    max(slot_backoff, the limiter's lease), 30 s with the in-process limiter
+    (no lease); its waiter entry is kept exactly that long."""
+    app = App(f"memory://{prefix}", prefix=prefix)
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}")
+    async def pack(ctx: Context, order_id: str) -> None: ...
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=45.0)
+    async def ship(ctx: Context, order_id: str) -> None: ...
+
+    pack_d, ship_d = app.registry.find("pack"), app.registry.find("ship")
+    assert pack_d is not None and ship_d is not None
+    local = Limits(LimitsParams(LocalLimiter(), {}, "w", prefix))
+    redis_default = Limits(LimitsParams(RedisLimiter(), {}, "w", prefix))
+    short = Limits(LimitsParams(RedisLimiter(lease=2.0), {}, "w", prefix))
+    assert local.fallback_s(pack_d) == 30.0 == redis_default.fallback_s(pack_d)
+    assert short.fallback_s(pack_d) == 2.0  # slot_backoff 2 s (the default) and lease 2 s
+    assert local.fallback_s(ship_d) == 45.0 == short.fallback_s(ship_d)
+
 async def test_a_wake_goes_to_the_waiters_queue_of_this_prefix_only(
         real_app: App, prefix: str) -> None:
     """Limits.wake calls wake.lua on each entry's queue through the App's
