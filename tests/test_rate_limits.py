@@ -416,16 +416,18 @@ async def test_a_waiting_job_is_claimed_at_most_twice_however_long_the_holder_ru
     (a poll would claim B 30 times): B is claimed at most twice (refused
     once, run once) and released once, its attempt refunded."""
     app = _keyed_app(real_app, limiter)
+    started: set[str] = set()
 
     @app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=0.05,
              max_attempts=1)
     async def pack(ctx: Context, order_id: str, hold: float) -> None:
+        started.add(ctx.job_id)  # it holds the slot
         await anyio.sleep(hold)
 
     async with app:
         async with worker_running(app, concurrency=4):
             await app.enqueue("pack", {"order_id": "k", "hold": 1.5}, job_id="a")
-            await eventually(lambda: _state(app, "a", "leased"))
+            await eventually(lambda: "a" in started)
             await app.enqueue("pack", {"order_id": "k", "hold": 0.0}, job_id="b")
             await app.wait("a", timeout=10)
             await app.wait("b", timeout=10)

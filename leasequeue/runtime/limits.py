@@ -167,10 +167,9 @@ class Limits:
                 with anyio.move_on_after(min(remaining, SLOT_POLL) if head else remaining):
                     await me.event.wait()
                 me.event = anyio.Event()
-                again = await self._try(run, definition, key)
-                if again is None:
-                    return None
-                refused = again
+                refused = await self._try(run, definition, key)
+                if refused is None or refused.waiting_s > 0:
+                    return refused
         finally:
             line.remove(me)
             if line:
