@@ -28,7 +28,7 @@ MAX_DEPTH = 100
 ENVELOPE_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per run, and a frozen __init__ costs ~1 us
 class Envelope:
     """What a job carries that Lua never reads: its ids and keyword arguments."""
 
@@ -69,17 +69,24 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
 
 
 def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
-    if len(data) > DECODE_MAX_BYTES:
-        raise MalformedJob(f"job {job_id}: stored payload is {len(data)} bytes, over the "
+    size = len(data)
+    if size > DECODE_MAX_BYTES:
+        raise MalformedJob(f"job {job_id}: stored payload is {size} bytes, over the "
                            f"decoding limit of {DECODE_MAX_BYTES} bytes")
     value = _unpack(data, job_id)
+    # the common shape first (no headers, no re-run): exact types, as msgpack makes them
+    if (type(value) is list and len(value) == 4 and value[0] == ENVELOPE_VERSION
+            and type(value[1]) is str and type(value[2]) is str and type(value[3]) is dict):
+        if size > MAX_DEPTH:
+            _check_depth(value[3], size, job_id, "payload")
+        return Envelope(value[1], value[2], value[3])
     if (not isinstance(value, list) or len(value) not in (4, 5)
             or value[0] != ENVELOPE_VERSION or not isinstance(value[3], dict)
             or not isinstance(value[1], str) or not isinstance(value[2], str)
             or (len(value) == 5 and not isinstance(value[4], dict))):
         raise MalformedJob(f"job {job_id}: payload is not a leasequeue envelope")
-    _check_depth(value[3], len(data), job_id, "payload")
-    extra = _check_depth(value[4], len(data), job_id, "envelope") if len(value) == 5 else {}
+    _check_depth(value[3], size, job_id, "payload")
+    extra = _check_depth(value[4], size, job_id, "envelope") if len(value) == 5 else {}
     headers = extra.get("headers")
     return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")),
                     {str(k): str(v) for k, v in headers.items()}
@@ -143,14 +150,13 @@ def decode_result(data: bytes | None, job_id: str = "?") -> Any:
 
 
 def _unpack(data: bytes, job_id: str) -> Any:
-    # every length is bounded by the bytes that carry it (msgpack's defaults
-    # since 1.0, written out so an older msgpack cannot loosen them): a header
-    # claiming 4 billion items in 5 bytes is refused before any allocation
-    n = len(data)
+    # every length is bounded by the bytes that carry it: msgpack >= 1.0 (our
+    # floor, pyproject.toml) sets max_str/bin/array/map/ext_len from
+    # len(data) in unpackb, so a header claiming 4 billion items in 5 bytes is
+    # refused before any allocation (tested in test_security_payloads.py);
+    # passing the five limits ourselves cost as much as the decoding
     try:
-        value = msgpack.unpackb(data, raw=False, strict_map_key=False, max_str_len=n,
-                                max_bin_len=n, max_array_len=n, max_map_len=n // 2,
-                                max_ext_len=n)
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several unrelated types
         detail = str(exc) or type(exc).__name__  # a StackError (too deep) says nothing
         raise MalformedJob(f"job {job_id}: stored bytes are not valid msgpack: {detail}") from exc

@@ -30,16 +30,19 @@ from ..store.specs import FailReply, ReleaseReply
 from .acker import Acker
 from .breakers import BreakerGate, verdict
 from .dispatch import Closed, Dispatch
-from .handler import Ending, Outcome, execute
+from .handler import SUCCEEDED_, Ending, Outcome, execute
 from .limits import Full, Limits
 from .observe import failed, released_as
 from .rates import NotNow, Rates, RateUse, Wait
-from .runs import Phase, RunRecord, RunTable, StopReason
+from .runs import CLAIMED, LOST, RunRecord, RunTable, StopReason
 from .runstate import RunStateStore
 from .slots import Slots
 from .starter import Starter
 
 WRITE_TRIES = 5
+RUN_LOGS_ALL = RunLogs.ALL  # a global: Enum class attributes are slow on Python 3.11
+# what a run passes through when no breaker, limit, rate or key applies to it
+_PLAIN: tuple[BreakerGate | None, list[RateUse]] = (None, [])
 SLOT_WAIT = 1.0  # most a run waits in place for a slot before going back to the queue
 # a run that waited longer than this since its claim asks Redis before its
 # handler runs (a cancel may have reached it); one that starts sooner is
@@ -71,18 +74,38 @@ class ExecutorParams:
     resources: Callable[[RunRecord], RunResources] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a definition and a physical queue decide for every run of them,
+    worked out once: most runs pass no breaker, limit, rate or key, and skip
+    the admission path whole."""
+
+    definition: JobDefinition
+    queue: str  # the logical queue (the context's)
+    gated: bool  # a breaker, a concurrency limit or key, or a rate applies
+    capture: tuple[int, int] | None  # run-log caps, None: run_logs="none"
+
+
 class Executor:
     def __init__(self, params: ExecutorParams) -> None:
         self._p = params
         self.draining = False  # set at shutdown: runs not started yet go back at once
         self._log = get_log("executor", worker_id=params.worker_id)
-        self._logical_names: dict[str, str] = {}
+        # (id of the definition, physical queue) -> plan; the plan holds the
+        # definition, so its id is not reused while the entry lives
+        self._plans: dict[tuple[int, str], _Plan] = {}
 
-    def _logical(self, queue: str) -> str:
-        name = self._logical_names.get(queue)
-        if name is None:
-            name = self._logical_names[queue] = logical(queue)
-        return name
+    def _plan(self, definition: JobDefinition, queue: str) -> _Plan:
+        plan = self._plans.get((id(definition), queue))
+        if plan is None:
+            gated = (bool(definition.breakers) or definition.concurrency_key is not None
+                     or self._p.limits.applies(definition, queue)
+                     or self._p.rates.applies(definition, queue))
+            capture = (None if definition.run_logs == RunLogs.NONE
+                       else (definition.run_log_lines, definition.run_log_bytes))
+            plan = self._plans[(id(definition), queue)] = _Plan(
+                definition, logical(queue), gated, capture)
+        return plan
 
     async def serve(self, dispatch: Dispatch) -> None:
         while True:
@@ -93,20 +116,25 @@ class Executor:
             try:
                 await self._process(run)
             finally:
+                # the run and its context point at each other: cut the cycle so
+                # that refcounting frees both now, not a GC pass later (the
+                # acker needs only the job; a handler's ctx keeps working)
+                run.ctx = None
                 self._p.slots.give()
 
     async def _process(self, run: RunRecord) -> None:
         prepared = await self._prepare(run)
         if prepared is None:
             return
-        definition, kwargs = prepared
+        plan, kwargs = prepared
+        definition = plan.definition
         if self.draining:
             await self._not_started(run, "shutdown before start")
             return
-        gate = self._p.breakers if definition.breakers else None
-        uses = await self._admit(run, definition, gate, kwargs)
-        if uses is None:
+        admitted = await self._admit(run, definition, kwargs) if plan.gated else _PLAIN
+        if admitted is None:
             return
+        gate, uses = admitted
         if not await self._start(run):
             if run.slots:
                 await self._p.limits.release(run)
@@ -129,7 +157,7 @@ class Executor:
                                     verdict(outcome) if outcome is not None else "release")
         if run.info is not None:
             self._p.hooks.after_run(run.info, run, RETURNED_OK
-                                    if outcome.ending is Ending.SUCCEEDED
+                                    if outcome.ending is SUCCEEDED_
                                     else Returned(False, outcome.error, outcome.exception))
         kit = self._p.runstate
         if kit is not None and kit.used_by(run):  # dict lookups: free for runs that did not
@@ -173,12 +201,13 @@ class Executor:
                 return None
         return uses
 
-    async def _admit(self, run: RunRecord, definition: JobDefinition,
-                     gate: BreakerGate | None,
-                     kwargs: dict[str, Any]) -> list[RateUse] | None:
+    async def _admit(self, run: RunRecord, definition: JobDefinition, kwargs: dict[str, Any],
+                     ) -> tuple[BreakerGate | None, list[RateUse]] | None:
         """Pass the run's circuit breakers, then take its limiter slots and
-        rate starts (_gate): the rates it drew from when it may start, None
-        when it must not start (it was put back, skipped or ended here)."""
+        rate starts (_gate): its breaker gate (if it has breakers) and the
+        rates it drew from when it may start, None when it must not start
+        (it was put back, skipped or ended here)."""
+        gate = self._p.breakers if definition.breakers else None
         if gate is not None:
             # before any slot is taken: a run held back costs the limits nothing
             hold = await gate.admit(run, definition)
@@ -186,13 +215,15 @@ class Executor:
                 await self._release(run, "breaker open", max(1, int(hold * 1000)))
                 return None
         uses = await self._gate(run, definition, kwargs)
-        if uses is None and gate is not None:
-            await gate.done(run, definition, "release")  # its probe turn, if it had one
-        return uses
+        if uses is None:
+            if gate is not None:
+                await gate.done(run, definition, "release")  # its probe turn, if it had one
+            return None
+        return gate, uses
 
     async def _start(self, run: RunRecord) -> bool:
         """Whether the run may start now; marks it started in Redis."""
-        if self.draining or run.stop_reason is not None or run.phase is not Phase.CLAIMED:
+        if self.draining or run.stop_reason is not None or run.phase is not CLAIMED:
             return False
         if run.start_known:  # marked started by the claim: the hot path
             if not self._p.table.start(run, MIN_LEASE_SHARE):
@@ -209,7 +240,7 @@ class Executor:
         if confirm and not await self._p.starter.confirm(run, self._p.lease_s * MIN_LEASE_SHARE):
             return False
         if not self._p.table.start(run, MIN_LEASE_SHARE):
-            if run.phase is Phase.CLAIMED and run.stop_reason is None:
+            if run.phase is CLAIMED and run.stop_reason is None:
                 run.ctx.log.warning("not started: its lease may have lapsed (stall or failed "
                                     "renewals); it goes back to the queue")
             return False
@@ -219,7 +250,7 @@ class Executor:
             self._p.starter.mark(run)
         return True
 
-    async def _prepare(self, run: RunRecord) -> tuple[JobDefinition, dict[str, Any]] | None:
+    async def _prepare(self, run: RunRecord) -> tuple[_Plan, dict[str, Any]] | None:
         """The definition and keyword arguments of a claimed run, or None when
         it cannot run (unknown name and bad payload are dead-lettered here)."""
         job = run.job
@@ -233,25 +264,24 @@ class Executor:
         except MalformedJob as exc:
             await self._bury(run, "bad-payload", str(exc))
             return None
+        plan = self._plan(definition, job.queue)
         run.is_sync = not definition.is_async
         run.stop_grace = definition.stop_grace
         run.timeout = definition.timeout
+        p = self._p
         run.ctx = Context(
-            job_id=job.id, name=job.name, queue=self._logical(job.queue), attempt=run.attempt,
-            token=job.token, worker_id=self._p.worker_id,
+            job_id=job.id, name=job.name, queue=plan.queue, attempt=run.attempt,
+            token=job.token, worker_id=p.worker_id,
             correlation_id=envelope.correlation_id, request_id=envelope.request_id,
             run=run, work_failures=job.work_failures,
-            infra_failures=job.infra_failures,
-            capture=(None if definition.run_logs == RunLogs.NONE
-                     else (definition.run_log_lines, definition.run_log_bytes)),
-            kit=self._p.runstate,
-            resources=self._p.resources(run) if self._p.resources is not None else None,
+            infra_failures=job.infra_failures, capture=plan.capture, kit=p.runstate,
+            resources=p.resources(run) if p.resources is not None else None,
         )
         if self._p.hooks.active:
             run.info = HookSet.run_info(run, self._p.worker_id, run.ctx.queue,
                                         envelope.correlation_id, envelope.request_id,
                                         envelope.headers or {})
-        return definition, envelope.kwargs
+        return plan, envelope.kwargs
 
     # -- settling --------------------------------------------------------------
 
@@ -264,11 +294,11 @@ class Executor:
             self._p.table.lose(run, StopReason.SHUTDOWN)
             self._ended(run, Settled(RunEnd.LOST, error="left behind at shutdown"))
             return
-        if run.phase is Phase.LOST:
+        if run.phase is LOST:
             run.ctx.log.warning("lease lost; result discarded")
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return
-        if ending is Ending.SUCCEEDED:
+        if ending is SUCCEEDED_:
             self._ack(run, d, "succeeded", outcome.result, outcome.note)
         elif ending is Ending.STOPPED and stop in (StopReason.CANCELED, StopReason.REPLACED):
             self._ack(run, d, "canceled")
@@ -288,8 +318,10 @@ class Executor:
         if self._p.table.settling(run):
             if run.info is not None:
                 run.info.pending = outcome  # reported once the acker's write lands
+            # a success keeps its run's log lines only under run_logs="all"
             self._p.acker.submit(run, outcome, d.retention_ms, result, note,
-                                 _run_logs(run, d, failed=False))
+                                 _run_logs(run, d, failed=False)
+                                 if d.run_logs == RUN_LOGS_ALL else "")
         else:
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
 
@@ -340,7 +372,7 @@ class Executor:
     async def _not_started(self, run: RunRecord, why: str) -> None:
         """A run that must not start: ended canceled when that was asked, gone
         when its lease was lost, else back to the queue (no attempt spent)."""
-        if run.phase is not Phase.CLAIMED:
+        if run.phase is not CLAIMED:
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
             return  # lost: nothing to write
         if run.stop_reason is StopReason.CANCELED:

@@ -50,6 +50,13 @@ class StopReason(StrEnum):
     SHUTDOWN = "shutdown"
 
 
+# the phases as module constants, for the hot paths: on Python 3.11 every
+# attribute of an Enum class goes through EnumType.__getattr__'s slot
+# (about 0.09 us against 0.01 us for a global; a run reads ~30 of them)
+CLAIMED, STARTED, ABANDONED, FINISHED = (Phase.CLAIMED, Phase.STARTED, Phase.ABANDONED,
+                                         Phase.FINISHED)
+SETTLING, SETTLED, LOST = Phase.SETTLING, Phase.SETTLED, Phase.LOST
+
 TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.CLAIMED: frozenset({Phase.STARTED, Phase.SETTLING, Phase.LOST}),
     Phase.STARTED: frozenset({Phase.FINISHED, Phase.ABANDONED, Phase.LOST}),
@@ -108,10 +115,8 @@ class RunRecord:
     ctx: Any = None  # the handler's Context, once prepared
     info: Any = None  # the hooks' RunInfo (the executor's), when the App has run hooks
     log: Log | None = None
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.job.queue, self.job.id, self.job.token)
+    # (queue, job id, token): the run table's key, made once
+    key: tuple[str, str, int] = ("", "", 0)
 
     @property
     def attempt(self) -> int:
@@ -171,7 +176,7 @@ class RunTable:
     def abandoned(self) -> int:
         """Handlers past their stop grace that have not returned."""
         return sum(1 for r in self._runs.values()
-                   if r.running and r.phase in (Phase.ABANDONED, Phase.LOST)
+                   if r.running and r.phase in (ABANDONED, LOST)
                    and r.stop_deadline <= time.monotonic())
 
     # -- phase changes -----------------------------------------------------------
@@ -184,9 +189,10 @@ class RunTable:
     def claimed(self, jobs: Iterable[ClaimedJob], sent_at: float) -> list[RunRecord]:
         runs = []
         for job in jobs:
+            key = (job.queue, job.id, job.token)
             run = RunRecord(job, self.lease_s, sent_at, lease_confirmed_at=sent_at,
-                            start_known=job.started)
-            self._runs[run.key] = run
+                            start_known=job.started, key=key)
+            self._runs[key] = run
             runs.append(run)
         return runs
 
@@ -195,14 +201,14 @@ class RunTable:
         (cancel, lease lost, shutdown) or its lease, or one of its slots, may
         not stay valid for ``min_share`` of its length (the process stalled or
         renewals failed: starting now could overlap another holder)."""
-        if run.phase is not Phase.CLAIMED or run.stop_reason is not None:
+        if run.phase is not CLAIMED or run.stop_reason is not None:
             return False
         now = time.monotonic()
         if run.lease_confirmed_at + run.lease_s - now < min_share * run.lease_s:
             return False
         if run.slots and any(h.valid_until - now < min_share * h.lease_s for h in run.slots):
             return False
-        self._move(run, Phase.STARTED)
+        run.phase = STARTED  # claimed -> started: checked above
         run.running = True
         run.started_at = now
         return True
@@ -215,41 +221,50 @@ class RunTable:
     def returned(self, run: RunRecord) -> None:
         """The handler returned (or was left behind at shutdown)."""
         run.running = False
-        if run.phase in (Phase.STARTED, Phase.ABANDONED):
-            self._move(run, Phase.FINISHED)
-        self._forget_if_done(run)
+        phase = run.phase
+        if phase is STARTED or phase is ABANDONED:
+            run.phase = FINISHED  # both may finish
+        elif phase is SETTLED or phase is LOST:
+            self._runs.pop(run.key, None)
 
     def abandon(self, run: RunRecord) -> None:
         """A sync handler is past its stop grace and has not returned."""
-        if run.phase is Phase.STARTED:
-            self._move(run, Phase.ABANDONED)
+        if run.phase is STARTED:
+            self._move(run, ABANDONED)
 
     def settling(self, run: RunRecord) -> bool:
         """claimed/finished -> settling; False when the run was lost meanwhile
         (nothing may be written for it then)."""
-        if run.phase is Phase.LOST:
+        phase = run.phase
+        if phase is LOST:
             return False
-        self._move(run, Phase.SETTLING)
+        if phase is not FINISHED:  # the common case, valid: no table lookup
+            self._move(run, SETTLING)
+        else:
+            run.phase = SETTLING
         return True
 
     def settled(self, run: RunRecord, accepted: bool) -> None:
         """The settling write landed: accepted, or refused by fencing (lost)."""
-        if run.phase is Phase.SETTLING:
-            self._move(run, Phase.SETTLED if accepted else Phase.LOST)
-        self._forget_if_done(run)
+        if run.phase is SETTLING:  # settling may end either way
+            run.phase = SETTLED if accepted else LOST
+            if not run.running:
+                self._runs.pop(run.key, None)
+        else:
+            self._forget_if_done(run)
 
     def lose(self, run: RunRecord, reason: StopReason = StopReason.LEASE_LOST) -> None:
         """The job lease is gone (renew said so, or it lapsed by our clock, or
         Redis refused the start): no more renewals or writes; a running
         handler is stopped."""
-        if run.phase in (Phase.LOST, Phase.SETTLED):
+        if run.phase in (LOST, SETTLED):
             return
-        self._move(run, Phase.LOST)
+        self._move(run, LOST)
         self.stop(run, reason)  # a running handler stops; one not started never starts
         self._forget_if_done(run)
 
     def _forget_if_done(self, run: RunRecord) -> None:
-        if run.phase in (Phase.SETTLED, Phase.LOST) and not run.running:
+        if run.phase in (SETTLED, LOST) and not run.running:
             self._runs.pop(run.key, None)
 
     # -- stopping ------------------------------------------------------------------
@@ -279,7 +294,7 @@ class RunTable:
         if nothing is renewed before it; None when nothing can lapse."""
         earliest: float | None = None
         for run in self._runs.values():
-            if run.phase in (Phase.CLAIMED, Phase.STARTED, Phase.ABANDONED, Phase.FINISHED):
+            if run.phase in (CLAIMED, STARTED, ABANDONED, FINISHED):
                 if earliest is None or run.lease_valid_until < earliest:
                     earliest = run.lease_valid_until
             if run.running and run.stop_reason is None:
@@ -295,7 +310,7 @@ class RunTable:
         run out are stopped (the slot may be someone else's by now)."""
         stopped: list[tuple[RunRecord, StopReason]] = []
         for run in list(self._runs.values()):
-            if run.phase in (Phase.CLAIMED, Phase.STARTED, Phase.ABANDONED, Phase.FINISHED):
+            if run.phase in (CLAIMED, STARTED, ABANDONED, FINISHED):
                 if run.lease_valid_until <= now:
                     self.lose(run, StopReason.LEASE_LOST)
                     stopped.append((run, StopReason.LEASE_LOST))

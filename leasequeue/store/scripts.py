@@ -53,6 +53,7 @@ from .specs import (
     ScheduleUpsertReply,
     StartReply,
     WakeReply,
+    replies,
 )
 from .translate import translate_errors
 
@@ -190,14 +191,14 @@ class Scripts:
         args: list[Any] = []
         for job_id, token in held:
             args += [job_id, token]
-        return [StartReply(int(x)) for x in await self.run("start", qk, args)]
+        return replies(StartReply, await self.run("start", qk, args))
 
     async def renew(self, qk: QueueKeys, held: Sequence[tuple[str, int]],
                     lease_ms: int) -> list[RenewReply]:
         args: list[Any] = [lease_ms, self.settings.events_maxlen]
         for job_id, token in held:
             args += [job_id, token]
-        return [RenewReply(int(x)) for x in await self.run("renew", qk, args)]
+        return replies(RenewReply, await self.run("renew", qk, args))
 
     async def ack(self, qk: QueueKeys, outcome: str, retention_ms: int,
                   items: Sequence[AckItem]) -> list[AckReply]:
@@ -210,16 +211,16 @@ class Scripts:
         args: list[Any] = [s.events_maxlen, s.audit_flag, outcome, retention_ms,
                            max(s.expire_on_ack, 2 * len(items))]
         for item in items:
-            job_id, token, result, note = item[0], item[1], item[2], item[3]
-            logs = item[4] if len(item) > 4 else ""
-            args += [job_id, token, result, error_text(note) if note else "", logs]
+            note = item[3]
+            args += (item[0], item[1], item[2], error_text(note) if note else "",
+                     item[4] if len(item) > 4 else "")
         try:
             reply = await self.run_durable("ack", qk, args)
         except NotDurable as exc:
             reply = exc.reply  # the acks are written; a failover now may undo them
             get_log("scripts").warning("acks not confirmed by a replica in time",
                                        acked=exc.acked, wanted=exc.wanted, jobs=len(items))
-        return [AckReply(int(x)) for x in reply]
+        return replies(AckReply, reply)
 
     async def fail(self, qk: QueueKeys, job_id: str, token: int, kind: str, reason: str,
                    error: str, delay_ms: int, max_attempts: int, max_infra: int,
@@ -245,7 +246,7 @@ class Scripts:
         args: list[Any] = [delay_ms, s.retention_ms, s.events_maxlen, why]
         for job_id, token in held:
             args += [job_id, token]
-        return [ReleaseReply(int(x)) for x in await self.run("release", qk, args)]
+        return replies(ReleaseReply, await self.run("release", qk, args))
 
     async def reap(self, qk: QueueKeys, batch: int, backoff_base_ms: int, backoff_cap_ms: int,
                    budgets: Mapping[str, tuple[int, int]],
@@ -282,7 +283,7 @@ class Scripts:
         args: list[Any] = [s.events_maxlen, s.wake_cap]
         for job_id, token in held:
             args += [job_id, token]
-        return [WakeReply(int(x)) for x in await self.run("wake", qk, args)]
+        return replies(WakeReply, await self.run("wake", qk, args))
 
     async def replay(self, qk: QueueKeys, job_ids: Sequence[str]) -> list[ReplayReply]:
         return [ReplayReply(int(x)) for x in await self.run(

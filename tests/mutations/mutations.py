@@ -378,7 +378,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "payload-depth-unchecked", "leasequeue/codec.py",
-        '    _check_depth(value[3], len(data), job_id, "payload")\n',
+        '        if size > MAX_DEPTH:\n'
+        '            _check_depth(value[3], size, job_id, "payload")\n',
         "",
         "a stored payload nested deeper than 100 levels (within msgpack's own limit of "
         "1024) is decoded and handed to the handler",
