@@ -44,7 +44,7 @@ from .producer import (
 )
 from .rate import Rate
 from .redact import redact_url
-from .registry import Defaults, JobDefinition, JobOptions, Registry
+from .registry import Defaults, JobOptions, Registry
 from .resources import DEFAULT_TTL, CloseFn, Ledger, ResourceKind, ResourceKinds
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
@@ -124,6 +124,7 @@ class App:
         #: a rate per queue (every job of the queue draws from it), counted in Redis
         self.queue_rates = {check_queue_name(q): _rate(q, r)
                             for q, r in (queue_rates or {}).items()}
+        self.producer.queue_rates = self.queue_rates  # their keys are checked at enqueue
         #: declared schedules, and pause / resume / trigger / list of recorded ones
         self.schedules = Schedules(self.scripts, schedules_keys(self.prefix), self.registry,
                                    self._enqueue_fire)
@@ -296,7 +297,7 @@ class App:
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:
-            logical_queue, job = self._prepare(request, infos)
+            logical_queue, job = self.producer.prepare(request, infos)
             if logical(logical_queue) not in self._verified:
                 await self.verify_queues([logical_queue])
             qk = self.producer.keys_for(logical_queue, job.id)
@@ -321,7 +322,7 @@ class App:
 
     async def _enqueue_many(self, requests: Iterable[JobRequest],
                             infos: list[EnqueueInfo] | None) -> list[EnqueuedJob | None]:
-        prepared = [self._prepare(r, infos) for r in requests]
+        prepared = [self.producer.prepare(r, infos) for r in requests]
         await self.verify_queues({queue for queue, _ in prepared})
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
         for physical, indexes in self.producer.group(prepared).items():
@@ -330,16 +331,6 @@ class App:
                 replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
                 self.producer.answer(answers, prepared, physical, chunk, replies)
         return answers
-
-    def _prepare(self, r: JobRequest,
-                 infos: list[EnqueueInfo] | None = None) -> tuple[str, NewJob]:
-        definition = self.registry.find(r.name)
-        if definition is not None and (definition.rate or self.queue_rates
-                                       or definition.concurrency_key is not None):
-            # a limit key the payload cannot render: refused here, nothing written
-            queue = self.producer.queue_for(r.name, r.queue, definition.queue)
-            _check_limit_keys(definition, queue, self.queue_rates, r.payload or {})
-        return self.producer.prepare(r, infos)
 
     # -- shard counts recorded in Redis ---------------------------------------
 
@@ -832,20 +823,6 @@ def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, st
     except ValueError:
         raise ConfigError(
             f"invalid cursor {cursor!r}: pass back the one App.jobs returned") from None
-
-
-def _check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],
-                      payload: dict[str, Any]) -> None:
-    """A payload its limit keys cannot be rendered from is refused at enqueue
-    (LimitKeyError naming the template, nothing written), when this App
-    knows the job; a worker dead-letters it (bad-limit-key) otherwise."""
-    keys = [r.limit_key for r in d.rate] + [d.concurrency_key]
-    queue_rate = queue_rates.get(logical(queue))
-    if queue_rate is not None:
-        keys.append(queue_rate.limit_key)
-    for key in keys:
-        if key is not None:
-            key.render(payload)
 
 
 def _rate(queue: str, rate: Rate) -> Rate:

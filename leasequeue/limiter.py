@@ -26,10 +26,28 @@ from .store.translate import redis_errors
 class Grant:
     taken: bool
     evicted: str | None = None  # the holder `replace` pushed out
+    # refused, and registered as a waiter: a release of the limit will hand
+    # the waiter's entry back (to wake its job)
+    waiting: bool = False
+    # waiter entries to wake: slots this call found held by lapsed holders
+    woken: tuple[str, ...] = ()
 
 
 NO_SLOT = Grant(False)
 TAKEN = Grant(True)
+WAITING = Grant(False, waiting=True)
+
+WAITERS_CAP = 1000  # most waiters per limit; more are refused plainly (slot_backoff)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiter:
+    """A run that waits for a slot of a keyed limit: ``entry`` says where its
+    job lives (handed back by a release, to wake it), ``wait_ms`` how long
+    it is kept (the job's fallback delay: it comes back on its own then)."""
+
+    entry: str
+    wait_ms: int
 
 
 class RateCounter:
@@ -66,13 +84,16 @@ class Limiter(Protocol):
     async def check(self) -> None:
         """Raise at boot when the limiter cannot work."""
 
-    async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant: ...
+    async def acquire(self, name: str, limit: int, holder: str, replace: bool,
+                      waiter: Waiter | None = None) -> Grant:
+        """Take a slot; refused with a ``waiter``, register it (Grant.waiting)."""
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
         """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
         or LOST (its slot lapsed)."""
 
-    async def release(self, name: str, holders: list[str]) -> None: ...
+    async def release(self, name: str, holders: list[str]) -> list[str]:
+        """Give slots back; the waiter entries to wake (one per slot freed)."""
 
     async def close(self) -> None:
         """Close what the limiter opened itself (not a client it was given)."""
@@ -89,6 +110,8 @@ class LocalLimiter:
         # holders pushed out by `replace`, until their renew has been told once
         # (bounded: a holder is a run this process started and then releases)
         self._evicted: dict[str, set[str]] = {}
+        # waiters per limit: entry -> until when it is kept (monotonic), oldest first
+        self._waiters: dict[str, dict[str, float]] = {}
         self._rates: RateCounter | None = None
 
     def bind(self, redis: Redis, url: str, prefix: str) -> None:
@@ -108,12 +131,15 @@ class LocalLimiter:
         """Raise at boot when the limiter cannot work."""
         return None
 
-    async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
+    async def acquire(self, name: str, limit: int, holder: str, replace: bool,
+                      waiter: Waiter | None = None) -> Grant:
         """Take a slot of ``name`` (at most ``limit`` holders) for ``holder``; with
-        ``replace``, push the oldest holder out when it is full."""
+        ``replace``, push the oldest holder out when it is full; refused with
+        a ``waiter``, register it (a release hands its entry back)."""
         holders = self._holders.setdefault(name, {})
         if holder in holders or len(holders) < limit:
             holders[holder] = None
+            self._prune_waiters(name)
             return TAKEN
         if replace:
             oldest = next(iter(holders))
@@ -121,7 +147,27 @@ class LocalLimiter:
             self._evicted.setdefault(name, set()).add(oldest)
             holders[holder] = None
             return Grant(True, oldest)
+        if waiter is not None and waiter.wait_ms > 0:
+            self._prune_waiters(name)
+            waiters = self._waiters.setdefault(name, {})
+            if waiter.entry in waiters or len(waiters) < WAITERS_CAP:
+                waiters.pop(waiter.entry, None)  # registered again: to the back
+                waiters[waiter.entry] = time.monotonic() + waiter.wait_ms / 1000
+                return WAITING
+            # (a full line: refused plainly, the run falls back to slot_backoff)
         return NO_SLOT
+
+    def _prune_waiters(self, name: str) -> None:
+        """Drop the waiters of ``name`` past their fallback instant (their jobs
+        came back on their own); an empty set is forgotten."""
+        waiters = self._waiters.get(name)
+        if waiters is None:
+            return
+        now = time.monotonic()
+        for entry in [e for e, until in waiters.items() if until <= now]:
+            del waiters[entry]
+        if not waiters:
+            del self._waiters[name]
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
         """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
@@ -143,18 +189,33 @@ class LocalLimiter:
         """Close what the limiter opened itself (not a client it was given)."""
         return None
 
-    async def release(self, name: str, holders: list[str]) -> None:
-        """Give these holders' slots back."""
+    async def release(self, name: str, holders: list[str]) -> list[str]:
+        """Give these holders' slots back; the waiter entries to wake, one per
+        slot freed, oldest first."""
         held = self._holders.get(name, {})
         evicted = self._evicted.get(name, set())
+        removed = 0
         for holder in holders:
-            held.pop(holder, None)
+            if holder in held:
+                del held[holder]
+                removed += 1
             evicted.discard(holder)
         # per-key limits come and go: an empty one is forgotten
         if not held:
             self._holders.pop(name, None)
         if not evicted:
             self._evicted.pop(name, None)
+        woken: list[str] = []
+        if removed and name in self._waiters:
+            self._prune_waiters(name)
+            waiters = self._waiters.get(name, {})
+            while waiters and len(woken) < removed:
+                entry = next(iter(waiters))
+                del waiters[entry]
+                woken.append(entry)
+            if not waiters:
+                self._waiters.pop(name, None)
+        return woken
 
 
 class RedisLimiter:
@@ -212,22 +273,28 @@ class RedisLimiter:
         with redis_errors(self._url or "(limiter)", "ping"):
             await self._redis.ping()
 
-    async def acquire(self, name: str, limit: int, holder: str, replace: bool) -> Grant:
+    async def acquire(self, name: str, limit: int, holder: str, replace: bool,
+                      waiter: Waiter | None = None) -> Grant:
         """Take a slot of ``name`` (at most ``limit`` holders) for ``holder``; with
-        ``replace``, push the oldest holder out when it is full."""
+        ``replace``, push the oldest holder out when it is full; refused with
+        a ``waiter``, register it in the same call (a release hands it back)."""
         scripts, prefix = self._ready()
         try:
-            code, evicted = await scripts.limiter_acquire(
-                limit_keys(prefix, name), holder, limit, self.lease_ms, replace)
+            answer = await scripts.limiter_admit(
+                limit_keys(prefix, name), holder, limit, self.lease_ms, replace,
+                waiter.entry if waiter is not None else "",
+                waiter.wait_ms if waiter is not None else 0, WAITERS_CAP)
         except (RedisUnavailable, ScriptError) as exc:
             if time.monotonic() - self._warned_at > 5:  # a line every 5 s at most
                 self._warned_at = time.monotonic()
                 self._log.warning("limiter unavailable: counted as no slot free", limit=name,
                                   error=str(exc))
             return NO_SLOT
-        if code == LimiterAcquireReply.NO_SLOT:
+        if answer.code == LimiterAcquireReply.NO_SLOT:
             return NO_SLOT
-        return Grant(True, evicted or None)
+        if answer.code == LimiterAcquireReply.WAITING:
+            return WAITING
+        return Grant(True, answer.evicted or None, woken=tuple(answer.woken))
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
         """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
@@ -235,15 +302,19 @@ class RedisLimiter:
         scripts, prefix = self._ready()
         return await scripts.limiter_renew(limit_keys(prefix, name), holders, self.lease_ms)
 
-    async def release(self, name: str, holders: list[str]) -> None:
-        """Give these holders' slots back."""
+    async def release(self, name: str, holders: list[str]) -> list[str]:
+        """Give these holders' slots back; the waiter entries to wake, one per
+        slot freed (popped in the same call)."""
         scripts, prefix = self._ready()
         try:
-            await scripts.limiter_release(limit_keys(prefix, name), holders)
+            _, woken = await scripts.limiter_free(limit_keys(prefix, name), holders)
         except (RedisUnavailable, ScriptError) as exc:
-            # the slot frees itself when its lease lapses
+            # the slot frees itself when its lease lapses; its waiters come
+            # back after their fallback delay
             self._log.warning("limiter release failed; the slot lapses on its own", limit=name,
                               error=str(exc))
+            return []
+        return woken
 
     async def holders(self, name: str) -> int:
         """How many holders a limit has now (leases not lapsed by the server

@@ -25,7 +25,8 @@ from .errors import (
 )
 from .hooks import EnqueueInfo, HookSet
 from .models import EnqueuedJob, JobRecord, JobState, NewJob
-from .registry import Registry
+from .rate import Rate
+from .registry import JobDefinition, Registry
 from .store.keys import QueueKeys, check_job_name
 from .store.record import decode_record, parse_logs, parse_progress
 from .store.shards import Shards, logical
@@ -68,6 +69,8 @@ class Producer:
         self.shards = shards
         self.max_payload_bytes = max_payload_bytes
         self.hooks = hooks if hooks is not None else HookSet()
+        #: a rate per logical queue (App(queue_rates=...)): its key is checked too
+        self.queue_rates: dict[str, Rate] = {}
         self._names_ok: set[str] = set()  # job names already checked
 
     def prepare(self, r: JobRequest,
@@ -75,9 +78,13 @@ class Producer:
         """(logical queue, the job ready for the enqueue script); raises a
         typed error (ConfigError, UnknownJob, PayloadError) before anything
         is written. With ``infos`` (the hooks want enqueues), each job's
-        EnqueueInfo is appended after before_enqueue saw it."""
+        EnqueueInfo is appended after before_enqueue saw it. A payload
+        whose limit keys cannot be rendered is refused here (LimitKeyError)
+        when the job is known, for App, SyncApp and enqueue_many alike."""
         definition = self.registry.find(r.name)
         queue = self.queue_for(r.name, r.queue, definition.queue if definition else None)
+        if definition is not None:
+            check_limit_keys(definition, queue, self.queue_rates, r.payload or {})
         if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
             raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
                               f"got {r.priority!r}")
@@ -149,6 +156,22 @@ class Producer:
         if queue is not None:
             return [queue]
         return sorted({self.registry.defaults.queue, *self.registry.queues()})
+
+
+def check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],
+                     payload: dict[str, Any]) -> None:
+    """A payload its limit keys cannot be rendered from is refused at enqueue
+    (LimitKeyError naming the template, nothing written), when the producer
+    knows the job; a worker dead-letters it (bad-limit-key) otherwise."""
+    if not d.rate and d.concurrency_key is None and not queue_rates:
+        return  # the common case: no limit key to render
+    keys = [r.limit_key for r in d.rate] + [d.concurrency_key]
+    queue_rate = queue_rates.get(logical(queue))
+    if queue_rate is not None:
+        keys.append(queue_rate.limit_key)
+    for key in keys:
+        if key is not None:
+            key.render(payload)
 
 
 def budget(what: str, given: int | None) -> int:

@@ -79,6 +79,7 @@ class SyncApp:
         sync = cls(app.url, prefix=app.prefix, max_payload_bytes=app.producer.max_payload_bytes,
                    settings=app.settings, redis=redis, registry=app.registry)
         sync.shards = sync.producer.shards = app.shards
+        sync.producer.queue_rates = app.queue_rates  # their limit keys are checked too
         return sync
 
     # -- enqueue --------------------------------------------------------------

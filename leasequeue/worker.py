@@ -119,7 +119,7 @@ class Worker:
             limiter.bind(app.redis, app.url, app.prefix)
         self.limits = Limits(LimitsParams(
             limiter or app.limiter, {**app.queue_limits, **(queue_limits or {})},
-            self.worker_id, app.prefix))
+            self.worker_id, app.prefix, app.scripts, keys))
         self.rates = Rates(RatesParams(limiter or app.limiter, app.queue_rates, app.prefix))
         definitions = app.registry.all()
         self.slots = Slots(concurrency)

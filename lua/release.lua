@@ -1,7 +1,9 @@
 -- release.lua: hand leased jobs back without counting the run as an attempt
 -- (graceful shutdown, slot busy); fenced by token, idempotent. A started
 -- run's attempt is refunded; a run never started had none counted. A job
--- whose cancel was requested ends canceled instead.
+-- whose cancel was requested ends canceled instead. A run woken while still
+-- leased (wake.lua left a wake-pending mark: the keyed slot it was refused
+-- freed before this release) goes back in line at once, not after delay_ms.
 -- KEYS[1] leases       ZSET   leased ids
 -- KEYS[2] jobs         HASH   id -> job record
 -- KEYS[3] payloads     HASH   id -> payload
@@ -16,6 +18,7 @@
 -- KEYS[12] logs         HASH   id -> captured run logs
 -- KEYS[13] waiting      ZSET   ids someone waits for (App.wait)
 -- KEYS[14] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
+-- KEYS[15] woken        ZSET   wake-pending marks `<id>:<token>` (wake.lua)
 -- ARGV[1] delay_ms         int   0 = back in line at its old place; > 0 = scheduled
 -- ARGV[2] retention_ms     int   how long a canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
@@ -27,7 +30,7 @@ local CODE_REFUSED, CODE_RELEASED, CODE_CANCELED = 0, 1, 2
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11]
-local logs_key, waiting_key = KEYS[12], KEYS[13]
+local logs_key, waiting_key, woken_key = KEYS[12], KEYS[13], KEYS[15]
 local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
@@ -53,7 +56,11 @@ for base = 5, #ARGV, 2 do
       signal(waiting_key, {id})
       reply[#reply + 1] = CODE_CANCELED
     else
-      requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
+      local delay = delay_ms
+      if delay > 0 and redis.call('ZREM', woken_key, id .. ':' .. int(token)) == 1 then
+        delay = 0 -- woken while leased: the slot it waits for is free
+      end
+      requeue(meta, id, now, delay, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'released', why, 'worker:' .. meta.worker,
            payloads_key)

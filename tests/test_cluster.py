@@ -32,6 +32,7 @@ from redis.crc import key_slot
 
 from leasequeue import App, ConfigError, Context, JobRequest, RedisLimiter, Worker, fixed
 from leasequeue.errors import NotDurable
+from leasequeue.limiter import Waiter
 from leasequeue.store.keys import QueueKeys
 from leasequeue.store.record import text
 from tests.harness.cluster_proc import (
@@ -561,6 +562,11 @@ async def test_redis_limiter_counts_across_apps_on_the_cluster(
         key = "{" + f"{shared}:job.sync" + "}"
         owner = redis_cluster.node(redis_cluster.master_of_key(key))
         assert owner.command("ZRANGE", key, 0, -1) == [b"holder-2"]
+        # a keyed limit's waiter, registered with its refusal, is handed back
+        # by the release (its keys share the limit's slot)
+        assert (await l1.acquire("key.o:1", 1, "h1", False)).taken
+        assert (await l2.acquire("key.o:1", 1, "h2", False, Waiter("entry", 30_000))).waiting
+        assert await l1.release("key.o:1", ["h1"]) == ["entry"]
     finally:
         # the limiters are bound by hand, not the Apps' own: close them too
         await l1.close()

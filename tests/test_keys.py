@@ -11,7 +11,7 @@ from redis.crc import key_slot
 
 from leasequeue import App
 from leasequeue.errors import ConfigError
-from leasequeue.store.keys import QueueKeys, limiter_key, queue_keys
+from leasequeue.store.keys import QueueKeys, limit_keys, limiter_key, queue_keys
 
 BAD_NAMES = ["a b", "x{y}", "a:b", "", "q" * 101, "x}", "tab\t", "é"]
 
@@ -52,6 +52,10 @@ def test_limiter_key_is_one_slot_of_its_own() -> None:
         with pytest.raises(ConfigError):
             limiter_key("lq:limiter", bad)
     assert limiter_key("lq:limiter", "job.billing:sync") == "{lq:limiter:job.billing:sync}"
+    # a limit's keys (holders, evicted, waiters of a keyed limit) share its slot
+    lk = limit_keys("lq:limiter", "key.order:1")
+    assert {slot(k) for k in (lk.limit, lk.evicted, lk.waiters)} == {slot(lk.limit)}
+    assert lk.waiters == "{lq:limiter:key.order:1}:waiters"
 
 
 @pytest.mark.parametrize("bad", BAD_NAMES)

@@ -169,7 +169,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.renew(qk, [("a", 1), ("b", 1)], 1000),
             s.ack(qk, "succeeded", 0, [("a", 1, b"", "", ""), ("b", 1, b"", "", "")]),
             s.fail(qk, "a", 1, "work", "", "e", 0, 3, 10),
-            s.release(qk, [("a", 1), ("b", 1)], 0, "t"),
+            s.release(qk, [("a", 1), ("b", 1)], 0, "t"), s.wake(qk, [("a", 1), ("b", 1)]),
             s.reap(qk, 10, 0, 0, {"j": (3, 10), "k": (1, 1)}, (3, 10)), s.expire(qk, 10),
             s.cancel(qk, "a"),
             s.replay(qk, ["a", "b"]), s.purge(qk, 10), s.stats(qk),

@@ -5,6 +5,7 @@ on_conflict), and worker processes of two services sharing one budget."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sys
@@ -19,10 +20,19 @@ import pytest
 import redis as redis_sync
 
 import leasequeue as lq
-from leasequeue import App, ConfigError, Context, RedisLimiter
-from leasequeue.limiter import RateCounter
+from leasequeue import App, ConfigError, Context, LocalLimiter, RedisLimiter
+from leasequeue.errors import RedisUnavailable
+from leasequeue.limiter import WAITERS_CAP, RateCounter, Waiter
+from leasequeue.runtime.limits import Limits, LimitsParams
 from leasequeue.store.keys import limit_keys, rate_keys
-from leasequeue.store.specs import LimiterRenewReply, RateReply
+from leasequeue.store.settings import StoreSettings
+from leasequeue.store.specs import (
+    LimiterAcquireReply,
+    LimiterRenewReply,
+    RateReply,
+    ReleaseReply,
+    WakeReply,
+)
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
 from tests.harness.redis_proc import RedisProcess, env_with_path
@@ -398,6 +408,255 @@ async def test_keyed_concurrency_is_one_per_key_across_job_types(real_app: App) 
     assert max(peak.values()) == 1  # never two runs of one order at once
     for j in jobs:
         assert (await real_app.get_job(j.id)).attempt == 1  # waiting spent no attempt
+
+
+# -- keyed concurrency: a waiting run is woken, never polled --------------------
+
+
+def _keyed_app(real_app: App, limiter: str, redis_url: str | None = None,
+               lease: float = 30.0) -> App:
+    """An App on real_app's queues whose keyed slots live in the in-process
+    limiter, the queues' Redis, or another Redis (``redis_url``)."""
+    lim = (None if limiter == "local"
+           else RedisLimiter(redis_url, prefix=f"{real_app.prefix}:lim", lease=lease))
+    return App(real_app.url, prefix=real_app.prefix, limiter=lim,
+               settings=StoreSettings(audit_all=True))
+
+
+async def _trail(app: App, job_id: str) -> list[tuple[str, str]]:
+    """(event, detail) of one job's audit entries, oldest first."""
+    rows = await app.redis.xrange(app.keys("default").events)
+    return [(f[b"event"].decode(), f[b"detail"].decode()) for _, f in rows
+            if f[b"job"].decode() == job_id]
+
+
+@pytest.mark.parametrize("limiter", ["redis", "other-redis", "local"])
+async def test_a_job_waiting_for_its_key_starts_when_the_slot_frees(
+        real_app: App, limiter: str) -> None:
+    """slot_backoff 30 s: B, refused the slot A holds for 0.5 s, is woken by
+    A's release and starts within 0.5 s of A's end, far before slot_backoff
+    (the limiter on the queues' Redis, on another Redis: the wake goes
+    through the App's queue connection, or in-process)."""
+    with RedisProcess() if limiter == "other-redis" else contextlib.nullcontext() as other:
+        app = _keyed_app(real_app, "redis" if other else limiter,
+                         other.url if other else None)
+        started: dict[str, float] = {}
+        ended: dict[str, float] = {}
+
+        @app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=30.0,
+                 max_attempts=1)
+        async def pack(ctx: Context, order_id: str, hold: float) -> None:
+            started[ctx.job_id] = time.monotonic()
+            await anyio.sleep(hold)
+            ended[ctx.job_id] = time.monotonic()
+
+        async with app:
+            async with worker_running(app, concurrency=4):
+                await app.enqueue("pack", {"order_id": "k", "hold": 0.5}, job_id="a")
+                await eventually(lambda: "a" in started)
+                await app.enqueue("pack", {"order_id": "k", "hold": 0.0}, job_id="b")
+                await app.wait("b", timeout=10)
+            trail = await _trail(app, "b")
+    assert ended["a"] <= started["b"] < ended["a"] + 0.5
+    assert ("released", "slot busy: waiting for a wake") in trail
+    assert ("woken", "slot freed") in trail
+
+
+@pytest.mark.parametrize("limiter", ["redis", "local"])
+async def test_a_waiting_job_is_claimed_at_most_twice_however_long_the_holder_runs(
+        real_app: App, limiter: str) -> None:
+    """O(1) calls per waiting job: slot_backoff 50 ms, A holds the key 1.5 s
+    (a poll would claim B 30 times): B is claimed at most twice (refused
+    once, run once) and released once, its attempt refunded."""
+    app = _keyed_app(real_app, limiter)
+    started: set[str] = set()
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=0.05,
+             max_attempts=1)
+    async def pack(ctx: Context, order_id: str, hold: float) -> None:
+        started.add(ctx.job_id)  # it holds the slot
+        await anyio.sleep(hold)
+
+    async with app:
+        async with worker_running(app, concurrency=4):
+            await app.enqueue("pack", {"order_id": "k", "hold": 1.5}, job_id="a")
+            await eventually(lambda: "a" in started)
+            await app.enqueue("pack", {"order_id": "k", "hold": 0.0}, job_id="b")
+            await app.wait("a", timeout=10)
+            await app.wait("b", timeout=10)
+        events = [e for e, _ in await _trail(app, "b")]
+        assert 1 <= events.count("claimed") <= 2 and events.count("released") == 1
+        assert (await app.get_job("b")).attempt == 1
+
+
+@pytest.mark.parametrize("how", ["entry-deleted", "wake-fails"])
+async def test_a_lost_wake_still_runs_the_job_after_its_fallback_delay(
+        real_app: App, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wake is an optimization: with B's waiter entry gone, or the wake
+    script failing, B still runs, at its fallback delay (the limiter's lease,
+    2 s here; slot_backoff is 0.1 s), nothing lost."""
+    app = _keyed_app(real_app, "redis", lease=2.0)
+    gate = anyio.Event()
+    started: dict[str, float] = {}
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=0.1,
+             max_attempts=1)
+    async def pack(ctx: Context, order_id: str, first: bool) -> None:
+        started[ctx.job_id] = time.monotonic()
+        if first:
+            await gate.wait()
+
+    if how == "wake-fails":
+        async def down(*args: Any) -> Any:
+            raise RedisUnavailable(app.url)
+        monkeypatch.setattr(app.scripts, "wake", down)
+    waiters = limit_keys(f"{app.prefix}:lim", "key.order:k").waiters
+    async with app:
+        async with worker_running(app, concurrency=4):
+            await app.enqueue("pack", {"order_id": "k", "first": True}, job_id="a")
+            await eventually(lambda: "a" in started)
+            await app.enqueue("pack", {"order_id": "k", "first": False}, job_id="b")
+            await eventually(lambda: _state(app, "b", "scheduled"))
+            back_at = time.monotonic()  # released at most a poll before this
+            assert await app.redis.zcard(waiters) == 1  # registered with the refusal
+            if how == "entry-deleted":
+                await app.redis.delete(waiters)
+            gate.set()
+            await app.wait("a", timeout=10)
+            await app.wait("b", timeout=10)
+    assert 1.8 <= started["b"] - back_at <= 3.0  # its fallback (2 s), not slot_backoff
+
+
+async def test_the_wake_is_fenced_by_the_refused_runs_token_and_idempotent(
+        real_app: App) -> None:
+    """wake.lua moves a job to the ready set only while it is scheduled with
+    the token of the run the slot refused; a stale, duplicate or late wake
+    changes nothing. Woken while still leased (the slot freed between the
+    refusal and the release), it leaves a mark its release consumes: the job
+    goes in line at once, not after its fallback."""
+    app, s = real_app, real_app.scripts
+    qk = app.keys("default")
+
+    async def claim(claim_id: str) -> int:
+        (job,) = (await s.claim(qk, 1, 30_000, "w", 0, claim_id)).jobs
+        return job.token
+
+    async def state() -> str:
+        return (await app.get_job("j1")).state
+
+    await app.enqueue("j", job_id="j1")
+    t1 = await claim("c1")
+    assert await s.release(qk, [("j1", t1)], 30_000, "slot busy") == [ReleaseReply.RELEASED]
+    assert await s.wake(qk, [("j1", t1 + 1)]) == [WakeReply.IGNORED]  # another run's token
+    assert await state() == "scheduled"
+    assert await s.wake(qk, [("j1", t1)]) == [WakeReply.WOKEN]
+    assert await state() == "queued" and await app.redis.zscore(qk.scheduled, "j1") is None
+    assert await app.redis.zscore(qk.ready, "j1") is not None
+    assert await s.wake(qk, [("j1", t1)]) == [WakeReply.IGNORED]  # a duplicate: no change
+    assert await state() == "queued"
+    t2 = await claim("c2")
+    assert await s.wake(qk, [("j1", t1)]) == [WakeReply.IGNORED]  # stale: the run is new
+    assert await app.redis.exists(qk.woken) == 0 and await state() == "leased"
+    # the slot freed before this run was released: the mark, then the release
+    assert await s.wake(qk, [("j1", t2)]) == [WakeReply.MARKED]
+    assert await state() == "leased"
+    assert 59_000 < await app.redis.pttl(qk.woken) <= 60_000
+    assert await s.release(qk, [("j1", t2)], 30_000, "slot busy") == [ReleaseReply.RELEASED]
+    assert await state() == "queued" and await app.redis.zscore(qk.ready, "j1") is not None
+    assert await app.redis.exists(qk.woken) == 0  # consumed
+    t3 = await claim("c3")
+    await s.ack(qk, "succeeded", 60_000, [("j1", t3, b"", "")])
+    assert await s.wake(qk, [("j1", t3), ("nope", 1)]) == [WakeReply.IGNORED] * 2
+    assert await state() == "succeeded"
+
+
+async def test_the_limiter_registers_a_waiter_with_its_refusal_and_a_release_wakes_one_per_slot(
+        real_app: App) -> None:
+    """limiter_acquire.lua registers a refused run's waiter entry in the same
+    call (no wake can fall between the refusal and the registration);
+    limiter_release.lua pops one entry per slot freed, oldest first, drops
+    entries past their fallback instant, and a take that finds lapsed holders
+    wakes as many waiters as stay free. At most WAITERS_CAP (1,000) entries a
+    key; the set expires with its last entry."""
+    s = real_app.scripts
+    lk = limit_keys(f"{real_app.prefix}:limiter", "key.order:1")
+    for h in ("h1", "h2"):
+        assert (await s.limiter_admit(lk, h, 2, 30_000, False)).code is LimiterAcquireReply.TAKEN
+    for w in ("w1", "w2", "w3", "w1"):  # w1 twice: one entry, now the last
+        answer = await s.limiter_admit(lk, f"run-{w}", 2, 30_000, False, w, 30_000, 1000)
+        assert answer.code is LimiterAcquireReply.WAITING
+        await anyio.sleep(0.005)  # oldest first by fallback instant (ms)
+    assert await real_app.redis.zcard(lk.waiters) == 3
+    assert 29_000 < await real_app.redis.pttl(lk.waiters) <= 30_000
+    # no waiter entry: a plain refusal, nothing registered
+    assert (await s.limiter_admit(lk, "x", 2, 30_000, False)).code is LimiterAcquireReply.NO_SLOT
+    assert await s.limiter_free(lk, ["h1"]) == (1, ["w2"])  # w1 was registered again: last
+    assert await s.limiter_free(lk, ["h1"]) == (0, [])  # idempotent: nobody woken twice
+    assert await s.limiter_free(lk, ["h2", "nobody"]) == (1, ["w3"])
+    # past its fallback instant an entry is dropped, not woken
+    await s.limiter_admit(lk, "h1", 1, 30_000, False)
+    await s.limiter_admit(lk, "run-late", 1, 30_000, False, "late", 50, 1000)
+    await anyio.sleep(0.1)
+    assert await s.limiter_free(lk, ["h1"]) == (1, ["w1"])
+    assert await real_app.redis.exists(lk.waiters) == 0  # gone with its last entry
+    # two holders die (their leases lapse) while a third lives on: the next
+    # take drops them and wakes the waiter for the slot that stays free
+    for h in ("d1", "d2"):
+        await s.limiter_admit(lk, h, 3, 100, False)
+    await s.limiter_admit(lk, "live", 3, 30_000, False)
+    await s.limiter_admit(lk, "run-w4", 3, 30_000, False, "w4", 30_000, 1000)
+    await anyio.sleep(0.2)
+    answer = await s.limiter_admit(lk, "new", 3, 30_000, False)
+    assert answer.code is LimiterAcquireReply.TAKEN and answer.woken == ["w4"]
+    # the cap, through RedisLimiter (the number it passes)
+    lim = RedisLimiter(prefix=f"{real_app.prefix}:limiter", redis=real_app.redis)
+    await lim.acquire("key.order:2", 1, "holder", False)
+    grants = [await lim.acquire("key.order:2", 1, f"r{i}", False, Waiter(f"e{i}", 30_000))
+              for i in range(WAITERS_CAP + 1)]
+    assert all(g.waiting for g in grants[:WAITERS_CAP]) and WAITERS_CAP == 1000
+    assert not grants[-1].waiting and not grants[-1].taken
+
+
+
+def test_the_fallback_delay_is_the_limiter_lease_and_never_below_slot_backoff(
+        prefix: str) -> None:
+    """How long a run waiting for its key stays away if no wake comes:
+    max(slot_backoff, the limiter's lease), 30 s with the in-process limiter
+    (no lease); its waiter entry is kept exactly that long."""
+    app = App(f"memory://{prefix}", prefix=prefix)
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}")
+    async def pack(ctx: Context, order_id: str) -> None: ...
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}", slot_backoff=45.0)
+    async def ship(ctx: Context, order_id: str) -> None: ...
+
+    pack_d, ship_d = app.registry.find("pack"), app.registry.find("ship")
+    assert pack_d is not None and ship_d is not None
+    local = Limits(LimitsParams(LocalLimiter(), {}, "w", prefix))
+    redis_default = Limits(LimitsParams(RedisLimiter(), {}, "w", prefix))
+    short = Limits(LimitsParams(RedisLimiter(lease=2.0), {}, "w", prefix))
+    assert local.fallback_s(pack_d) == 30.0 == redis_default.fallback_s(pack_d)
+    assert short.fallback_s(pack_d) == 2.0  # slot_backoff 2 s (the default) and lease 2 s
+    assert local.fallback_s(ship_d) == 45.0 == short.fallback_s(ship_d)
+
+async def test_a_wake_goes_to_the_waiters_queue_of_this_prefix_only(
+        real_app: App, prefix: str) -> None:
+    """Limits.wake calls wake.lua on each entry's queue through the App's
+    queue scripts; an entry of another queue prefix (another service on the
+    shared limiter prefix) or one that does not parse is left to its
+    fallback."""
+    app, s = real_app, real_app.scripts
+    qk = app.keys("default")
+    limits = Limits(LimitsParams(LocalLimiter(), {}, "w", app.prefix, s, app.keys))
+    await app.enqueue("j", job_id="j1")
+    (job,) = (await s.claim(qk, 1, 30_000, "w", 0, "c1")).jobs
+    await s.release(qk, [("j1", job.token)], 30_000, "slot busy")
+    await limits.wake([json.dumps(["other-prefix", "default", "j1", job.token]), "not json",
+                       json.dumps([app.prefix, "default", "j1", "x"])])
+    assert (await app.get_job("j1")).state == "scheduled"
+    await limits.wake([json.dumps([app.prefix, "default", "j1", job.token])])
+    assert (await app.get_job("j1")).state == "queued"
 
 
 async def test_a_queue_rate_and_the_boot_log(real_app: App, caplog: pytest.LogCaptureFixture

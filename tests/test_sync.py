@@ -14,6 +14,7 @@ import redis as redis_sync
 
 import leasequeue as lq
 from leasequeue import App, Context, JobRequest, SyncApp
+from leasequeue.store.keys import queues_key
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import worker_running
 
@@ -145,3 +146,37 @@ async def test_stats_of_a_queue_nothing_uses_is_unknown_queue(sync: SyncApp) -> 
         sync.stats("emials")
     sync.enqueue("j", queue="emails")
     assert sync.stats("emails").ready == 1
+
+
+async def test_a_payload_its_limit_keys_cannot_render_is_refused_and_nothing_written(
+        url: str, prefix: str) -> None:
+    app = App(url, prefix=prefix, queue_rates={"mail": lq.Rate(10, key="domain:{domain}")})
+
+    @app.job(queue="api", rate=lq.Rate(100, key="tenant:{tenant}"))
+    async def call(ctx: Context, tenant: str) -> None: ...
+
+    @app.job(queue="api", max_concurrent=1, concurrency_key="order:{order_id}")
+    async def pack(ctx: Context, order_id: str) -> None: ...
+
+    @app.job(queue="mail")
+    async def send(ctx: Context, **payload: str) -> None: ...
+
+    with SyncApp.from_app(app) as sync:
+        with pytest.raises(lq.LimitKeyError, match=r"tenant:\{tenant\}"):
+            sync.enqueue("call", {"other": "x"}, job_id="c1")
+        with pytest.raises(lq.LimitKeyError, match=r"order:\{order_id\}"):
+            sync.enqueue("pack", {"order_id": "x" * 200}, job_id="p1")
+        with pytest.raises(lq.LimitKeyError, match=r"domain:\{domain\}"):  # the queue's rate
+            sync.enqueue("send", {"to": "a@x"}, job_id="s1")
+        # a batch is checked whole before anything is written
+        with pytest.raises(lq.LimitKeyError, match=r"order:\{order_id\}"):
+            sync.enqueue_many([JobRequest("call", {"tenant": "t1"}, job_id="ok1"),
+                               JobRequest("pack", {"nope": 1}, job_id="p2")])
+        for job_id in ("c1", "p1", "s1", "ok1", "p2"):
+            with pytest.raises(lq.JobNotFound):
+                sync.get_job(job_id)
+        assert sync.redis.smembers(queues_key(prefix)) == set()
+        # the same payloads with their fields go in
+        assert sync.enqueue("pack", {"order_id": "o1"}).queue == "api"
+        assert sync.enqueue_many([JobRequest("send", {"domain": "x.org"})])[0].created
+    await app.close()

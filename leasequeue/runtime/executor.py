@@ -31,7 +31,7 @@ from .acker import Acker
 from .breakers import BreakerGate, verdict
 from .dispatch import Closed, Dispatch
 from .handler import SUCCEEDED_, Ending, Outcome, execute
-from .limits import Limits
+from .limits import Full, Limits
 from .observe import failed, released_as
 from .rates import NotNow, Rates, RateUse, Wait
 from .runs import CLAIMED, LOST, RunRecord, RunTable, StopReason
@@ -184,11 +184,12 @@ class Executor:
             # place would hold this worker's executors from every other key
             wait = (min(SLOT_WAIT, definition.slot_backoff)
                     if definition.on_conflict == "enqueue" and key is None else 0.0)
-            if not await self._p.limits.acquire(run, definition, wait, key):
+            full = await self._p.limits.acquire(run, definition, wait, key)
+            if full is not None:
                 if run.stop_reason is not None:  # canceled or lost while it waited
                     await self._not_started(run, "stopped before start")
                 else:
-                    await self._on_conflict(run, definition)
+                    await self._on_conflict(run, definition, full)
                 return None
         if uses:  # after the slots: a start taken is spent, a slot can be given back
             not_now = await self._p.rates.take(run, uses,
@@ -324,14 +325,19 @@ class Executor:
         else:
             self._ended(run, Settled(RunEnd.LOST, error="lease lost"))
 
-    async def _on_conflict(self, run: RunRecord, d: JobDefinition) -> None:
-        """No slot free: skip (finish as skipped) or back to the queue after
-        slot_backoff with the attempt refunded (enqueue; and replace, which
-        gets here when a queue limit is full or the limiter is down)."""
+    async def _on_conflict(self, run: RunRecord, d: JobDefinition, full: Full) -> None:
+        """No slot free: skip (finish as skipped) or back to the queue with the
+        attempt refunded (enqueue; and replace, which gets here when a queue
+        limit is full or the limiter is down): after slot_backoff, or, for a
+        run registered as a waiter of its key, after its fallback delay (a
+        release of the key wakes it before)."""
         if d.on_conflict == "skip":
             run.ctx.log.info("skipped: no slot free", max_concurrent=d.max_concurrent,
                              queue_limit=self._p.limits.queue_limits.get(run.ctx.queue))
             self._ack(run, d, "skipped")
+        elif full.waiting_s > 0:
+            await self._release(run, "slot busy: waiting for a wake",
+                                int(full.waiting_s * 1000))
         else:
             await self._release(run, "slot busy", int(d.slot_backoff * 1000))
 

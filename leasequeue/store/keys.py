@@ -173,6 +173,14 @@ class QueueKeys:
         (forget in lua/_lib.lua)."""
         return self._key("runstate")
 
+    @property
+    def woken(self) -> str:
+        """Wake-pending marks (ZSET ``<id>:<token>`` -> when marked, ms): a
+        run waiting for a keyed slot that was woken (lua/wake.lua) while
+        still leased; release.lua consumes its mark and puts the job in line
+        at once. Expires a minute after the last mark."""
+        return self._key("woken")
+
     def notify(self, job_id: str) -> str:
         """The LIST a finished job's waiters block on. lua/_lib.lua `signal`
         builds the same name (``waiting .. ':' .. id``): a batched ack cannot
@@ -191,7 +199,7 @@ class QueueKeys:
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
             self.wake, self.stats, self.token, self.config, self.paused, self.logs,
-            self.waiting, self.runstate,
+            self.waiting, self.runstate, self.woken,
         ]
 
 
@@ -213,16 +221,19 @@ def limiter_key(limiter_prefix: str, name: str) -> str:
 @dataclass(frozen=True, slots=True)
 class LimiterKeys:
     """The keys of a limit, under one hash tag: ``limit`` (ZSET holder -> lease
-    expiry) and ``evicted`` (ZSET holder evicted by `replace` -> when the
-    marker lapses)."""
+    expiry), ``evicted`` (ZSET holder evicted by `replace` -> when the
+    marker lapses) and ``waiters`` (ZSET waiter entry -> its fallback
+    instant: runs of a keyed limit waiting for a slot, woken by the release
+    of one; only keyed limits write it)."""
 
     limit: str
     evicted: str
+    waiters: str
 
 
 def limit_keys(limiter_prefix: str, name: str) -> LimiterKeys:
     limit = limiter_key(limiter_prefix, name)
-    return LimiterKeys(limit, f"{limit}:evicted")
+    return LimiterKeys(limit, f"{limit}:evicted", f"{limit}:waiters")
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ from .specs import (
     ScheduleTriggerReply,
     ScheduleUpsertReply,
     StartReply,
+    WakeReply,
     replies,
 )
 from .translate import translate_errors
@@ -59,6 +60,17 @@ from .translate import translate_errors
 # an ack item: (id, token, result, note) or (id, token, result, note, logs)
 AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
 AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | BreakerKeys | ResourceKeys | RateKeys
+
+@dataclass(frozen=True, slots=True)
+class LimiterAnswer:
+    """lua/limiter_acquire.lua's reply: the code, the holder a `replace`
+    evicted ('' = none) and the waiter entries to wake (slots it found
+    held by lapsed holders)."""
+
+    code: LimiterAcquireReply
+    evicted: str
+    woken: list[str]
+
 
 @dataclass(frozen=True, slots=True)
 class RateAnswer:
@@ -101,6 +113,8 @@ class Scripts:
             return [getattr(qk, key).encode() for key in SPECS[name].keys]
         if isinstance(qk, RateKeys):  # one per tenant: not cached (the cache would grow)
             return [qk.state.encode(), qk.reserved.encode()]
+        if isinstance(qk, LimiterKeys):  # one per concurrency key: not cached either
+            return [getattr(qk, key).encode() for key in SPECS[name].keys]
         cached = self._key_cache.get((name, qk))
         if cached is None:
             spec = SPECS[name]
@@ -262,6 +276,16 @@ class Scripts:
         r = await self.run("cancel", qk, [job_id, s.retention_ms, s.events_maxlen, token])
         return CancelStatus(text(r[0])), text(r[1])
 
+    async def wake(self, qk: QueueKeys, held: Sequence[tuple[str, int]]) -> list[WakeReply]:
+        """Wake jobs waiting for a keyed slot (held: the (id, token) of the
+        run the slot refused): scheduled with that token -> ready now; still
+        leased with it -> its release puts it in line at once; else nothing."""
+        s = self.settings
+        args: list[Any] = [s.events_maxlen, s.wake_cap]
+        for job_id, token in held:
+            args += [job_id, token]
+        return replies(WakeReply, await self.run("wake", qk, args))
+
     async def replay(self, qk: QueueKeys, job_ids: Sequence[str]) -> list[ReplayReply]:
         return [ReplayReply(int(x)) for x in await self.run(
             "replay", qk, [self.settings.events_maxlen, *job_ids])]
@@ -309,9 +333,21 @@ class Scripts:
 
     async def limiter_acquire(self, lk: LimiterKeys, holder: str, limit: int, lease_ms: int,
                               replace: bool) -> tuple[LimiterAcquireReply, str]:
+        """(code, evicted holder): limiter_admit without a waiter."""
+        answer = await self.limiter_admit(lk, holder, limit, lease_ms, replace)
+        return answer.code, answer.evicted
+
+    async def limiter_admit(self, lk: LimiterKeys, holder: str, limit: int, lease_ms: int,
+                            replace: bool, waiter: str = "", waiter_ms: int = 0,
+                            waiters_cap: int = 0) -> LimiterAnswer:
+        """Take a slot; refused with a ``waiter`` entry (and room under
+        ``waiters_cap``), that entry is registered for ``waiter_ms`` in the
+        same call (code WAITING)."""
         r = await self.run("limiter_acquire", lk,
-                           [holder, limit, lease_ms, "replace" if replace else "take"])
-        return LimiterAcquireReply(int(r[0])), text(r[1])
+                           [holder, limit, lease_ms, "replace" if replace else "take",
+                            waiter, waiter_ms, waiters_cap])
+        return LimiterAnswer(LimiterAcquireReply(int(r[0])), text(r[1]),
+                             [text(x) for x in r[2:]])
 
     async def limiter_renew(self, lk: LimiterKeys, holders: Sequence[str],
                             lease_ms: int) -> list[LimiterRenewReply]:
@@ -319,7 +355,15 @@ class Scripts:
                 for x in await self.run("limiter_renew", lk, [lease_ms, *holders])]
 
     async def limiter_release(self, lk: LimiterKeys, holders: Sequence[str]) -> int:
-        return int(await self.run("limiter_release", lk, list(holders)))
+        """How many of the holders were removed (limiter_free without the waiters)."""
+        return (await self.limiter_free(lk, holders))[0]
+
+    async def limiter_free(self, lk: LimiterKeys,
+                           holders: Sequence[str]) -> tuple[int, list[str]]:
+        """Give slots back: (holders removed, the waiter entries popped, one
+        per slot freed, for the caller to wake on their queues)."""
+        r = await self.run("limiter_release", lk, list(holders))
+        return int(r[0]), [text(x) for x in r[1:]]
 
     async def rate(self, rk: RateKeys, holders: Sequence[str], interval_us: int,
                    tolerance_us: int, mode: str, push_us: int = 0,

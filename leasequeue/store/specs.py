@@ -60,10 +60,13 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "release",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
-             "stats", "wake", "events", "logs", "waiting", "runstate"),
+             "stats", "wake", "events", "logs", "waiting", "runstate", "woken"),
             ("delay_ms", "retention_ms", "events_maxlen", "why"),
             ("id", "token"),
         ),
+        ScriptSpec("wake", ("jobs", "ready", "scheduled", "stats", "wake", "woken", "events",
+                            "payloads"),
+                   ("events_maxlen", "wake_cap"), ("id", "token")),
         ScriptSpec(
             "reap",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
@@ -91,10 +94,11 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec("purge", ("dead", "jobs", "payloads", "errors", "results", "stats", "logs",
                              "runstate"),
                    ("batch",)),
-        ScriptSpec("limiter_acquire", ("limit", "evicted"),
-                   ("holder", "limit", "lease_ms", "mode")),
+        ScriptSpec("limiter_acquire", ("limit", "evicted", "waiters"),
+                   ("holder", "limit", "lease_ms", "mode", "waiter", "waiter_ms",
+                    "waiters_cap")),
         ScriptSpec("limiter_renew", ("limit", "evicted"), ("lease_ms",), ("holder",)),
-        ScriptSpec("limiter_release", ("limit", "evicted"), (), ("holder",)),
+        ScriptSpec("limiter_release", ("limit", "evicted", "waiters"), (), ("holder",)),
         ScriptSpec("rate", ("state", "reserved"),
                    ("interval_us", "tolerance_us", "mode", "push_us", "stale_us", "ahead"),
                    ("holder",)),
@@ -171,6 +175,12 @@ class ReleaseReply(IntEnum):
     CANCELED = 2
 
 
+class WakeReply(IntEnum):
+    IGNORED = 0
+    WOKEN = 1
+    MARKED = 2
+
+
 class ReplayReply(IntEnum):
     MALFORMED = -1
     NOT_DEAD = 0
@@ -190,6 +200,7 @@ class LimiterAcquireReply(IntEnum):
     NO_SLOT = 0
     TAKEN = 1
     EVICTED = 2
+    WAITING = 3  # refused, and registered as a waiter of the limit
 
 
 class LimiterRenewReply(IntEnum):
@@ -294,6 +305,7 @@ REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "ack": AckReply,
     "fail": FailReply,
     "release": ReleaseReply,
+    "wake": WakeReply,
     "replay": ReplayReply,
     "cancel": CancelStatus,
     "limiter_acquire": LimiterAcquireReply,

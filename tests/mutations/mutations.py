@@ -207,8 +207,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "limiter-keeps-lapsed-holders", "lua/limiter_acquire.lua",
-        "redis.call('ZREMRANGEBYSCORE', limit_key, '-inf', int(now))\n",
-        "",
+        "local lapsed = redis.call('ZREMRANGEBYSCORE', limit_key, '-inf', int(now))\n",
+        "local lapsed = 0\n",
         "limiter_acquire.lua never drops a holder whose lease lapsed (a killed "
         "holder keeps its slot forever while another holder keeps the limit alive)",
         # the killed-holder process test alone no longer sees it: a limit's key
@@ -224,6 +224,74 @@ MUTATIONS: tuple[Mutation, ...] = (
         "  if true then\n",
         "limiter_renew.lua re-takes a slot its holder had lost",
         (f"{LIMITS}::test_redis_limiter_take_renew_release_replace",),
+    ),
+    # -- keyed concurrency: a waiting run is woken, never polled ---------------------
+    Mutation(
+        "limiter-release-keeps-waiters", "lua/limiter_release.lua",
+        "if removed > 0 and redis.call('EXISTS', waiters_key) == 1 then",
+        "if false then",
+        "limiter_release.lua frees the slot but wakes none of the key's waiters (they "
+        "wait out their fallback delay)",
+        (f"{RATES}::test_a_job_waiting_for_its_key_starts_when_the_slot_frees[redis]",
+         f"{RATES}::test_the_limiter_registers_a_waiter_with_its_refusal_and_a_release_"
+         "wakes_one_per_slot"),
+    ),
+    Mutation(
+        "limiter-acquire-forgets-waiter", "lua/limiter_acquire.lua",
+        "if waiter ~= '' and waiter_ms > 0 then",
+        "if false then",
+        "limiter_acquire.lua refuses a keyed run without registering it as a waiter",
+        (f"{RATES}::test_a_job_waiting_for_its_key_starts_when_the_slot_frees[redis]",
+         f"{RATES}::test_the_limiter_registers_a_waiter_with_its_refusal_and_a_release_"
+         "wakes_one_per_slot"),
+    ),
+    Mutation(
+        "wake-ignores-token", "lua/wake.lua",
+        "if meta and token and tonumber(meta.token) == token then",
+        "if meta and token then",
+        "wake.lua wakes a job whatever run's token the waiter entry carries (a stale "
+        "wake moves a job it no longer concerns)",
+        (f"{RATES}::test_the_wake_is_fenced_by_the_refused_runs_token_and_idempotent",),
+    ),
+    Mutation(
+        "wake-ignores-state", "lua/wake.lua",
+        "if meta.state == 'scheduled' and redis.call('ZREM', scheduled_key, id) == 1 then",
+        "if true then",
+        "wake.lua puts a job in the ready set whatever its state (a leased or "
+        "queued job is moved)",
+        (f"{RATES}::test_the_wake_is_fenced_by_the_refused_runs_token_and_idempotent",),
+    ),
+    Mutation(
+        "release-ignores-wake-mark", "lua/release.lua",
+        "if delay > 0 and redis.call('ZREM', woken_key, id .. ':' .. int(token)) == 1 then",
+        "if false then",
+        "release.lua ignores a wake that came while the run was still leased: the "
+        "job waits out its fallback though its slot is free (the lost-wake race)",
+        (f"{RATES}::test_the_wake_is_fenced_by_the_refused_runs_token_and_idempotent",),
+    ),
+    Mutation(
+        "keyed-run-polls", "leasequeue/runtime/executor.py",
+        "        elif full.waiting_s > 0:\n",
+        "        elif False:\n",
+        "a run registered as a waiter goes back after slot_backoff, not its fallback "
+        "delay: it polls again",
+        (f"{RATES}::test_a_waiting_job_is_claimed_at_most_twice_however_long_the_holder_"
+         "runs[redis]",),
+    ),
+    Mutation(
+        "local-limiter-keeps-waiters", "leasequeue/limiter.py",
+        "        if removed and name in self._waiters:\n",
+        "        if False:\n",
+        "the in-process limiter frees the slot but wakes none of the key's waiters",
+        (f"{RATES}::test_a_job_waiting_for_its_key_starts_when_the_slot_frees[local]",),
+    ),
+    Mutation(
+        "wake-crosses-prefixes", "leasequeue/runtime/limits.py",
+        "            if (prefix == self._prefix and isinstance(queue, str)",
+        "            if (isinstance(queue, str)",
+        "a worker wakes waiter entries of another queue prefix (another service on "
+        "the shared limiter prefix) on its own queues",
+        (f"{RATES}::test_a_wake_goes_to_the_waiters_queue_of_this_prefix_only",),
     ),
     # -- the Python runtime ---------------------------------------------------------------
     Mutation(
