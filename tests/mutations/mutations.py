@@ -419,7 +419,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "envelope-drops-headers", "leasequeue/codec.py",
-        '    if headers:\n        extra["headers"] = headers\n',
+        '        if headers:\n            extra["headers"] = headers\n',
         "",
         "the payload envelope does not carry the hooks' headers (no trace context reaches the run)",
         ("tests/test_tracing.py::test_the_run_span_is_a_child_of_the_producer_span",
