@@ -32,7 +32,7 @@ from .store.keys import (
     resource_keys,
     schedules_keys,
 )
-from .store.loader import lua_dir
+from .store.loader import script_source
 from .store.shards import SEPARATOR
 from .store.specs import SPECS
 
@@ -84,11 +84,10 @@ _CALL = re.compile(r"redis\.p?call\(\s*'([A-Za-z]+)'")
 
 
 def script_commands(names: Iterable[str]) -> list[str]:
-    """The commands the given scripts (and the shared _lib.lua, prepended to
-    each) call, lower case, sorted."""
-    folder = lua_dir()
-    text = (folder / "_lib.lua").read_text()
-    text += "".join((folder / f"{name}.lua").read_text() for name in names)
+    """The commands the given scripts call, lower case, sorted: read from the
+    text each one is loaded as (script_source: the script and the shared
+    helpers it uses), so a helper another role's script uses grants nothing."""
+    text = "".join(script_source(name) for name in names)
     return sorted({m.lower() for m in _CALL.findall(text)})
 
 
