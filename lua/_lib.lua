@@ -227,6 +227,16 @@ local function bury_malformed(id, now, dead_key, letters_key, letters_maxlen, st
   redis.call('HINCRBY', stats_key, 'dead', 1)
 end
 
+-- up to n waiters of a keyed limit, oldest first, appended to reply; entries
+-- past their fallback instant go first (their jobs are back in line already)
+local function pop_waiters(waiters_key, now, n, reply)
+  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', int(now))
+  local popped = redis.call('ZPOPMIN', waiters_key, n)
+  for i = 1, #popped, 2 do
+    reply[#reply + 1] = popped[i]
+  end
+end
+
 local function wake(wake_key, count, cap)
   local room = cap - redis.call('LLEN', wake_key)
   local n = math.min(count, room)

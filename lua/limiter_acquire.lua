@@ -42,11 +42,7 @@ if redis.call('ZSCORE', limit_key, holder) or redis.call('ZCARD', limit_key) < l
   local free = math.min(lapsed, limit - redis.call('ZCARD', limit_key))
   if free > 0 and redis.call('EXISTS', waiters_key) == 1 then
     -- slots a dead holder kept: wake as many waiters as stay free
-    redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', int(now))
-    local popped = redis.call('ZPOPMIN', waiters_key, free)
-    for i = 1, #popped, 2 do
-      reply[#reply + 1] = popped[i]
-    end
+    pop_waiters(waiters_key, now, free, reply)
   end
   return reply
 end

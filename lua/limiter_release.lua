@@ -17,10 +17,6 @@ for i = 1, #ARGV do
 end
 local reply = {removed}
 if removed > 0 and redis.call('EXISTS', waiters_key) == 1 then
-  redis.call('ZREMRANGEBYSCORE', waiters_key, '-inf', int(now_ms()))
-  local popped = redis.call('ZPOPMIN', waiters_key, removed)
-  for i = 1, #popped, 2 do
-    reply[#reply + 1] = popped[i]
-  end
+  pop_waiters(waiters_key, now_ms(), removed, reply)
 end
 return reply
