@@ -123,6 +123,37 @@ async def test_starts_ahead_only_while_half_the_burst_stays_free(app: App) -> No
     assert peek.ahead == 0
 
 
+async def test_a_burst_under_16_is_never_asked_for_starts_ahead() -> None:
+    """The worker asks rate.lua for starts ahead only for a burst of 16 or
+    more: a smaller burst is counted start by start."""
+    from leasequeue.models import ClaimedJob
+    from leasequeue.runtime.rates import Rates, RatesParams, RateUse
+    from leasequeue.runtime.runs import RunTable
+    from leasequeue.store.scripts import RateAnswer
+
+    asked: list[int] = []
+
+    class Counter_:
+        async def call(self, name: str, key: str | None, holders: list[str],
+                       interval_us: int, tolerance_us: int, mode: str, push_us: int = 0,
+                       ahead: int = 0) -> RateAnswer:
+            asked.append(ahead)
+            return RateAnswer([(RateReply.TAKEN, 0)] * len(holders), 100, 0, 0)
+
+    class Limiter_:
+        rates = Counter_()
+
+    rates = Rates(RatesParams(limiter=Limiter_(), queue_rates={},  # type: ignore[arg-type]
+                              prefix="p"))
+    table = RunTable(lease_s=30)
+    for i, burst in enumerate((15, 16)):
+        (run,) = table.claimed([ClaimedJob(f"j{i}", "q", 1, 0, "x", b"", 1, 1, 0, 0, 0)],
+                               time.monotonic())
+        use = RateUse(f"job.x{burst}", None, lq.Rate(1000, burst=burst))
+        assert await rates.take(run, [use], reserve=True) is None
+    assert asked[0] == 0 and asked[1] > 0
+
+
 async def test_a_never_reached_rate_costs_few_calls_per_job(real_app: App) -> None:
     """Under a rate it never reaches, a worker spends starts granted ahead:
     most runs start with no call and no wait, and calls stay far below one
