@@ -6,8 +6,11 @@
   any 100 ms / 1 s window against burst + rate x window;
 - fairness: key A with 10,000 queued jobs, B..E with 100 each (enqueued
   after A), each key at 50/s: when B..E finish (their own limit allows 2 s)
-  and how much of A had run by then;
-- overhead: drain of 5,000 no-op jobs with no limit, and under a rate it
+  and how much of A had run by then; enqueued by a producer that knows the
+  job (each job carries its rate key: claims park A's backlog in Redis), and
+  (fairness_unknown) by one that does not (each of A's jobs meets a worker
+  once);
+- overhead: drain of 20,000 no-op jobs with no limit, and under a rate it
   never reaches (1,000,000/s), by one worker process;
 - bullmq: the accuracy row for BullMQ's `limiter {max, duration}` on Node
   (3 worker processes, one queue; benchmarks/node/rate.mjs).
@@ -38,7 +41,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 from common import emit, emit_error, stop  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
-from leasequeue import App, JobRequest  # noqa: E402
+from leasequeue import App, Context, JobRequest, Rate  # noqa: E402
 
 APP = "tests.harness.apps.rate_app:app"
 US = 1_000_000
@@ -57,8 +60,16 @@ def worker(url: str, prefix: str, limiter_prefix: str, worker_id: str, queue: st
             env=full, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
 
 
-async def enqueue(url: str, prefix: str, reqs: list[JobRequest]) -> None:
+async def enqueue(url: str, prefix: str, reqs: list[JobRequest],
+                  knows: tuple[str, str, Rate] | None = None) -> None:
+    """Enqueue through a producer App; ``knows`` = (job, queue, rate): the
+    producer declares that job with its rate, as a service that knows the
+    job does, and stores each job's park group with it (lua/claim.lua);
+    else it does not know the job and stores none."""
     async with App(url, prefix=prefix) as app:
+        if knows is not None:
+            async def stub(ctx: Context, **payload: Any) -> None: ...
+            app.job(name=knows[0], queue=knows[1], rate=knows[2])(stub)
         for start in range(0, len(reqs), 5000):
             await app.enqueue_many(reqs[start:start + 5000])
 
@@ -73,21 +84,28 @@ def wait_until(check: Any, timeout: float, poll: float = 0.1) -> bool:
 
 
 def most_in_window(starts: list[int], window_us: int) -> int:
-    best, j = 0, 0
+    return busiest_window(starts, window_us)[0]
+
+
+def busiest_window(starts: list[int], window_us: int) -> tuple[int, int]:
+    """(the most starts in any window, the start of that window, us)."""
+    best, at, j = 0, 0, 0
     for i, s in enumerate(starts):
         while starts[j] <= s - window_us:
             j += 1
-        best = max(best, i - j + 1)
-    return best
+        if i - j + 1 > best:
+            best, at = i - j + 1, starts[j]
+    return best, at
 
 
 def accuracy(url: str, rate: int, burst: int, seconds: float) -> None:
     client = redis_sync.Redis.from_url(url)
     lp = "bench-acc:shared"
     n_per_service = int(rate * (seconds + 2) / 2) + burst
-    for p in ("acc-a", "acc-b"):
+    shared = Rate(rate, per=1.0, burst=burst, name="shared")  # as rate_app's RATE
+    for p in ("acc-a", "acc-b"):  # producers that know the job: its backlog is parked
         anyio.run(enqueue, url, p, [JobRequest("hit", {"i": i}, queue="rated")
-                                    for i in range(n_per_service)])
+                                    for i in range(n_per_service)], ("hit", "rated", shared))
     env = {"LQ_RATE": str(rate), "LQ_BURST": str(burst)}
     procs = [worker(url, "acc-a", lp, "acc-a1", "rated", 50, env),
              worker(url, "acc-a", lp, "acc-a2", "rated", 50, env),
@@ -108,21 +126,33 @@ def accuracy(url: str, rate: int, burst: int, seconds: float) -> None:
          starts=len(starts), windows=full, deviation_pct_min=min(dev),
          deviation_pct_max=max(dev), within_3pct=all(abs(d) <= 3 for d in dev),
          most_in_100ms=most_in_window(starts, US // 10), bound_100ms=burst + rate // 10,
-         most_in_1s=most_in_window(starts, US), bound_1s=burst + rate)
+         most_in_1s=most_in_window(starts, US), bound_1s=burst + rate,
+         busiest_1s_starts_at_s=round((busiest_window(starts, US)[1] - t0) / US, 2),
+         first_1s_by_100ms=[sum(1 for s in starts if k * US // 10 <= s - t0 < (k + 1) * US // 10)
+                            for k in range(12)],
+         most_in_1s_after_the_first=most_in_window([s for s in starts if s >= t0 + US], US),
+         most_in_100ms_after_the_first=most_in_window([s for s in starts if s >= t0 + US],
+                                                      US // 10))
     client.close()
 
 
-def fairness(url: str, key_rate: int, big: int, small: int) -> None:
+def fairness(url: str, key_rate: int, big: int, small: int, knows: bool) -> None:
+    """``knows``: the producer knows the job (its rate key is stored with each
+    job, so claims park A's backlog in Redis); else the worker meets each of
+    A's jobs once (claimed, its start reserved, released)."""
     client = redis_sync.Redis.from_url(url)
-    lp = "bench-fair:shared"
+    lp = f"bench-fair-{int(knows)}:shared"
+    prefix = f"fair-{int(knows)}"
     reqs = [JobRequest("tenant_hit", {"tenant": "A", "i": i}, queue="tenants")
             for i in range(big)]
     reqs += [JobRequest("tenant_hit", {"tenant": t, "i": i}, queue="tenants")
              for t in "BCDE" for i in range(small)]
-    anyio.run(enqueue, url, "fair", reqs)
+    rate = Rate(key_rate, per=1.0, burst=1, key="tenant:{tenant}")  # as rate_app's KEY_RATE
+    anyio.run(enqueue, url, prefix, reqs, ("tenant_hit", "tenants", rate) if knows else None)
     key = f"{lp}:test:done"
     started = time.monotonic()
-    proc = worker(url, "fair", lp, "fair-1", "tenants", 50, {"LQ_KEY_RATE": str(key_rate)})
+    proc = worker(url, prefix, lp, f"fair-{int(knows)}", "tenants", 50,
+                  {"LQ_KEY_RATE": str(key_rate)})
 
     def small_done() -> bool:
         return sum(1 for x in client.lrange(key, 0, -1) if not x.startswith(b"A ")) >= 4 * small
@@ -135,7 +165,8 @@ def fairness(url: str, key_rate: int, big: int, small: int) -> None:
     first = min(int(t) for _, t in rows)
     finish = {k: round((max(int(t) for kk, t in rows if kk == k) - first) / US, 2)
               for k in "BCDE" if any(kk == k for kk, _ in rows)}
-    emit("rate_fairness", key_rate=key_rate, big_key_jobs=big, small_key_jobs=small,
+    emit("rate_fairness", producer_knows_the_job=knows, key_rate=key_rate, big_key_jobs=big,
+         small_key_jobs=small,
          small_keys_done=ok, small_key_finish_s=finish,
          own_limit_allows_s=round((small - 1) / key_rate, 2),
          big_key_would_need_s=round(big / key_rate, 1),
@@ -204,7 +235,8 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=100)
     ap.add_argument("--drain-n", type=int, default=20_000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--sections", default="accuracy,fairness,overhead,bullmq")
+    ap.add_argument("--sections",
+                    default="accuracy,fairness,fairness_unknown,overhead,bullmq")
     args = ap.parse_args()
     server = RedisServer()
     server.start()
@@ -217,7 +249,9 @@ def main() -> None:
         for name, run in (("accuracy", lambda: accuracy(server.url, args.rate, args.burst,
                                                           args.seconds)),
                           ("fairness", lambda: fairness(server.url, args.key_rate, args.big,
-                                                        args.small)),
+                                                        args.small, True)),
+                          ("fairness_unknown", lambda: fairness(server.url, args.key_rate,
+                                                                args.big, args.small, False)),
                           ("overhead", lambda: overhead(server.url, args.drain_n, args.reps)),
                           ("bullmq", lambda: bullmq(server.url, args.rate, args.seconds))):
             if name in sections:

@@ -51,6 +51,8 @@ class NewJob:
     priority: int
     max_attempts: int
     max_infra: int
+    # the rate key a claim may park it by ("" = none; see lua/claim.lua)
+    grp: str = ""
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from .hooks import EnqueueInfo, HookSet
 from .models import EnqueuedJob, JobRecord, JobState, NewJob
 from .rate import Rate
 from .registry import JobDefinition, Registry
+from .runtime.rates import park_group, rate_uses
 from .store.keys import QueueKeys, check_job_name
 from .store.record import decode_record, parse_logs, parse_progress
 from .store.shards import Shards, logical
@@ -83,8 +84,8 @@ class Producer:
         when the job is known, for App, SyncApp and enqueue_many alike."""
         definition = self.registry.find(r.name)
         queue = self.queue_for(r.name, r.queue, definition.queue if definition else None)
-        if definition is not None:
-            check_limit_keys(definition, queue, self.queue_rates, r.payload or {})
+        grp = ("" if definition is None
+               else check_limit_keys(definition, queue, self.queue_rates, r.payload or {}))
         if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
             raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
                               f"got {r.priority!r}")
@@ -113,7 +114,7 @@ class Producer:
         return queue, NewJob(
             id=job_id, name=r.name, payload=envelope,
             delay_ms=int(r.delay * 1000), priority=r.priority,
-            max_attempts=max_attempts, max_infra=max_infra,
+            max_attempts=max_attempts, max_infra=max_infra, grp=grp,
         )
 
     def queue_for(self, name: str, queue: str | None, defined: str | None) -> str:
@@ -159,19 +160,17 @@ class Producer:
 
 
 def check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],
-                     payload: dict[str, Any]) -> None:
+                     payload: dict[str, Any]) -> str:
     """A payload its limit keys cannot be rendered from is refused at enqueue
     (LimitKeyError naming the template, nothing written), when the producer
-    knows the job; a worker dead-letters it (bad-limit-key) otherwise."""
+    knows the job; a worker dead-letters it (bad-limit-key) otherwise.
+    Returns the job's park group (its rate key a claim may park it by, see
+    lua/claim.lua; "" when it has no rate)."""
     if not d.rate and d.concurrency_key is None and not queue_rates:
-        return  # the common case: no limit key to render
-    keys = [r.limit_key for r in d.rate] + [d.concurrency_key]
-    queue_rate = queue_rates.get(logical(queue))
-    if queue_rate is not None:
-        keys.append(queue_rate.limit_key)
-    for key in keys:
-        if key is not None:
-            key.render(payload)
+        return ""  # the common case: no limit key to render
+    if d.concurrency_key is not None:
+        d.concurrency_key.render(payload)
+    return park_group(rate_uses(d, queue, queue_rates, payload))
 
 
 def budget(what: str, given: int | None) -> int:

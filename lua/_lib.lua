@@ -13,7 +13,7 @@
 --   {P:Q}:logs      id -> the captured ctx.log lines of the last LOG_RUNS_KEPT runs
 --                   (push_log), entries joined by "\30", each
 --                   `attempt \31 outcome \31 at_ms \31 lines` (lines joined by "\n")
--- Record fields, in order (RECORD_FIELDS; the record starts with version "2";
+-- Record fields, in order (RECORD_FIELDS; the record starts with version "2" or "3";
 -- version "1" records, without `started`, are still read):
 --   state        queued | scheduled | leased | succeeded | skipped | canceled | dead
 --   token        fencing token, bumped by every claim, never reset
@@ -27,7 +27,9 @@
 --   enq_ms, ready_ms, due_ms, claim_ms, end_ms   server-clock instants (0 = never)
 --   name         job name;  worker: holder of the current or last lease;
 --   reason       why it is dead ('' otherwise)
---   name, worker and reason never hold '|' (Python validates them).
+--   grp          version "3" only: the job's park group, its rate key (claim.lua
+--                parks the job once by it); a record without one stays version "2"
+--   name, worker, reason and grp never hold '|' (Python validates them).
 
 local PRIO_OFFSET = 32767
 local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
@@ -56,6 +58,10 @@ end
 
 local RECORD_PATTERN = '^2|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|' ..
                        '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
+-- version 3: version 2 and the job's park group (written only for a job that
+-- has one: see claim.lua; every other record stays version 2)
+local RECORD_PATTERN_V3 = '^3|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|' ..
+                          '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]+)$'
 local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|' ..
                           '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
 
@@ -67,6 +73,12 @@ local function parse_meta(raw)
   local state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, started,
         prio, seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
     string.match(raw, RECORD_PATTERN)
+  local grp
+  if not state then
+    state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, started,
+      prio, seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason, grp =
+      string.match(raw, RECORD_PATTERN_V3)
+  end
   if not state then
     state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, prio,
       seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
@@ -81,7 +93,7 @@ local function parse_meta(raw)
     infra_fail = infra_fail, max_attempts = max_attempts, max_infra = max_infra,
     cancel = cancel, started = started, prio = prio, seq = seq, enq_ms = enq_ms,
     ready_ms = ready_ms, due_ms = due_ms, claim_ms = claim_ms, end_ms = end_ms, name = name,
-    worker = worker, reason = reason,
+    worker = worker, reason = reason, grp = grp,
   }
 end
 
@@ -99,13 +111,18 @@ local function load_meta(jobs_key, id)
 end
 
 local function encode_meta(m)
-  return table.concat({
+  local fields = {
     '2', m.state, str(m.token), str(m.attempt), str(m.work_fail), str(m.infra_fail),
     str(m.max_attempts), str(m.max_infra), str(m.cancel), str(m.started), str(m.prio),
     str(m.seq),
     str(m.enq_ms), str(m.ready_ms), str(m.due_ms), str(m.claim_ms), str(m.end_ms),
     m.name, m.worker, m.reason,
-  }, '|')
+  }
+  if m.grp and m.grp ~= '' then  -- version 3: with its park group
+    fields[1] = '3'
+    fields[21] = m.grp
+  end
+  return table.concat(fields, '|')
 end
 
 local function save_meta(jobs_key, id, m)

@@ -28,7 +28,8 @@
 -- KEYS[9] events       STREAM audit trail
 -- KEYS[10] token        STRING the fencing token counter
 -- KEYS[11] paused       STRING set while the queue is paused: nothing is leased
--- KEYS[12] claim        STRING this worker's last claim: claim_id, lease until, token range; PX lease_ms
+-- KEYS[12] parked       HASH   park group -> `next_us|interval_us` (release.lua; see 2. below)
+-- KEYS[13] claim        STRING this worker's last claim: claim_id, lease until, token range; PX lease_ms
 -- ARGV[1] count            int   most jobs to lease
 -- ARGV[2] lease_ms         int   lease duration
 -- ARGV[3] worker_id        str   holder, recorded on the job
@@ -44,7 +45,7 @@
 local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, token_key, paused_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local claim_key = KEYS[12]
+local parked_key, claim_key = KEYS[12], KEYS[13]
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
@@ -77,10 +78,13 @@ local function add_job(id, meta, payload)
   jobs[j + 11] = tonumber(meta.started)
 end
 
+local more_ready = false  -- jobs parked, some still ready: claim again at once
 local function reply_with_jobs()
   local next_due = -1
   local first = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
-  if #first > 0 then
+  if more_ready then
+    next_due = 0
+  elseif #first > 0 then
     next_due = math.max(0, tonumber(first[2]) - now)
   end
   local reply = {int(now), int(next_due), n}
@@ -144,63 +148,92 @@ for _, id in ipairs(due) do
   end
 end
 
--- 2. lease, reading and writing the batch with one call per key
+-- 2. lease, reading and writing the batch with one call per key.
+-- Parking: a job with a park group (its rate key, set at enqueue) whose group
+-- is parked is not leased. A group is parked while a worker found its key over
+-- the rate further ahead than PARK_HORIZON_US (release.lua records when the
+-- key's next start is expected, and one interval). Such a job is scheduled to
+-- the group's next expected start, and the next one parked one interval
+-- after it: a busy key's backlog leaves the ready set here, in Redis, with no
+-- round trip per job, and the jobs of other keys behind it are leased in the
+-- same call. A job is parked once (its group is cleared): when it comes due it
+-- is leased, and the worker's rate check decides. At most PARK_SCAN jobs are
+-- parked per call (a parked group's job past that goes back to its place,
+-- never leased); a call that parked some and leased fewer than `count` while
+-- jobs are still ready answers next_due 0 (claim again now).
 if count > 0 and redis.call('EXISTS', paused_key) == 1 then
   count = 0
 end
-if count > 0 then
-  local popped = redis.call('ZPOPMIN', ready_key, count)
+local PARK_HORIZON_US, PARK_SCAN = 50000, 256
+local now_us = now * 1000
+local parks = {}  -- grp -> {next_us, interval_us, changed} or false: read once per call
+local function park_of(grp)
+  local park = parks[grp]
+  if park == nil then
+    park = false
+    local raw = redis.call('HGET', parked_key, grp)
+    if raw then
+      local next_us, interval_us = string.match(raw, '^(%d+)|(%d+)$')
+      next_us, interval_us = tonumber(next_us), tonumber(interval_us)
+      if next_us and next_us > now_us + PARK_HORIZON_US then
+        park = {next_us, interval_us, false}
+      else
+        redis.call('HDEL', parked_key, grp)  -- caught up (or unreadable): not parked
+      end
+    end
+    parks[grp] = park
+  end
+  return park
+end
+
+local first_token, highest, top = nil, 0, 0  -- top: the counter after the last INCRBY
+local parked, scan_left = 0, PARK_SCAN
+local want = count
+while n < count do
+  -- after a chunk that parked jobs, read ahead in larger chunks (what is
+  -- neither parked nor leased goes back to its place: its score is kept)
+  local popped = redis.call('ZPOPMIN', ready_key, want)
+  if #popped == 0 then
+    break
+  end
   local ids = {}
   for i = 1, #popped, 2 do
     ids[#ids + 1] = popped[i]
   end
   local raws = bulk('HMGET', jobs_key, ids)
-  local payloads = bulk('HMGET', payloads_key, ids)
-  -- reserve one token per popped id (unused ones leave harmless gaps)
-  local token, top = 0, 0
-  if #ids > 0 then
-    top = redis.call('INCRBY', token_key, #ids)
-    if top == #ids then
-      -- the counter was just created: continue from the old counter, if any
-      local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
-      if old > 0 then
-        top = redis.call('INCRBY', token_key, old)
-      end
-    end
-    token = top - #ids
-  end
-  local highest = top
-  local records, leases = {}, {}
+  local records, later, lease_ids, metas, back = {}, {}, {}, {}, {}
+  local room = count - n
+  local parked_now = 0
   for i, id in ipairs(ids) do
     local meta = raws[i] and parse_meta(raws[i])
     if meta and meta.state == 'queued' then
-      meta.state = 'leased'
-      if n < start_now then
-        meta.started = '1'
-        meta.attempt = tonumber(meta.attempt) + 1
+      local park = meta.grp and park_of(meta.grp)
+      if park and scan_left <= 0 then  -- this call parked its share: the next call goes on
+        back[#back + 1] = popped[2 * i]
+        back[#back + 1] = id
+      elseif park then
+        meta.grp = nil  -- parked once
+        meta.state = 'scheduled'
+        meta.due_ms = math.ceil(park[1] / 1000)
+        park[1] = park[1] + park[2]
+        park[3] = true
+        later[#later + 1] = meta.due_ms
+        later[#later + 1] = id
+        records[#records + 1] = id
+        records[#records + 1] = encode_meta(meta)
+        parked_now = parked_now + 1
+        scan_left = scan_left - 1
+        if audit_all then
+          emit(events_key, events_maxlen, id, 'parked', 'rate group', 'worker:' .. worker_id,
+               payloads_key)
+        end
+      elseif #lease_ids < room then
+        lease_ids[#lease_ids + 1] = id
+        metas[#metas + 1] = meta
       else
-        meta.started = '0'
+        back[#back + 1] = popped[2 * i]
+        back[#back + 1] = id
       end
-      token = token + 1
-      -- above the job's last token even if the counter was lost
-      local mine = tonumber(meta.token) + 1
-      if mine < token then
-        mine = token
-      elseif mine > highest then
-        highest = mine
-      end
-      meta.token = mine
-      meta.worker = worker_id
-      meta.claim_ms = now_text
-      records[#records + 1] = id
-      records[#records + 1] = encode_meta(meta)
-      leases[#leases + 1] = lease_until
-      leases[#leases + 1] = id
-      if audit_all then
-        emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
-             payloads_key)
-      end
-      add_job(id, meta, payloads[i])
     elseif raws[i] then
       if meta then
         -- a record in another state: a stale entry in the ready set
@@ -213,14 +246,87 @@ if count > 0 then
       redis.call('HINCRBY', stats_key, 'garbage', 1)
     end
   end
-  if highest > top then
-    redis.call('SET', token_key, int(highest))  -- the counter catches up with the records
+  bulk('ZADD', ready_key, back)
+  local payloads = bulk('HMGET', payloads_key, lease_ids)
+  -- reserve one token per job to lease
+  local token = 0
+  if #lease_ids > 0 then
+    top = redis.call('INCRBY', token_key, #lease_ids)
+    if top == #lease_ids then
+      -- the counter was just created: continue from the old counter, if any
+      local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
+      if old > 0 then
+        top = redis.call('INCRBY', token_key, old)
+      end
+    end
+    token = top - #lease_ids
+    first_token = first_token or token + 1
+    if top > highest then
+      highest = top
+    end
+  end
+  local leases = {}
+  for i, id in ipairs(lease_ids) do
+    local meta = metas[i]
+    meta.state = 'leased'
+    if n < start_now then
+      meta.started = '1'
+      meta.attempt = tonumber(meta.attempt) + 1
+    else
+      meta.started = '0'
+    end
+    token = token + 1
+    -- above the job's last token even if the counter was lost
+    local mine = tonumber(meta.token) + 1
+    if mine < token then
+      mine = token
+    elseif mine > highest then
+      highest = mine
+    end
+    meta.token = mine
+    meta.worker = worker_id
+    meta.claim_ms = now_text
+    records[#records + 1] = id
+    records[#records + 1] = encode_meta(meta)
+    leases[#leases + 1] = lease_until
+    leases[#leases + 1] = id
+    if audit_all then
+      emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
+           payloads_key)
+    end
+    add_job(id, meta, payloads[i])
   end
   bulk('HSET', jobs_key, records)
   bulk('ZADD', leases_key, leases)
-  if n > 0 then
-    redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(top - #ids + 1) ..
-               '\n' .. int(highest), 'PX', lease_ms)
+  bulk('ZADD', scheduled_key, later)
+  parked = parked + parked_now
+  if parked_now == 0 or scan_left <= 0 or #back > 0 then
+    break
+  end
+  want = math.min(math.max(count - n, 32), scan_left + count - n)
+end
+if first_token then
+  if highest > top then
+    redis.call('SET', token_key, int(highest))  -- the counter catches up with the records
+  end
+  redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(first_token) ..
+             '\n' .. int(highest), 'PX', lease_ms)
+end
+if parked > 0 then
+  local furthest = 0
+  for grp, park in pairs(parks) do
+    if park and park[3] then
+      redis.call('HSET', parked_key, grp, int(park[1]) .. '|' .. int(park[2]))
+      furthest = math.max(furthest, park[1])
+    end
+  end
+  -- the entries go with the hash a minute after the furthest expected start
+  local keep_ms = math.ceil((furthest - now_us) / 1000) + 60000
+  if redis.call('PTTL', parked_key) < keep_ms then
+    redis.call('PEXPIRE', parked_key, keep_ms)
+  end
+  if n < count and redis.call('ZCARD', ready_key) > 0 then
+    more_ready = true
   end
 end
 

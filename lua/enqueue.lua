@@ -10,8 +10,9 @@
 -- ARGV[1] events_maxlen   int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all       0|1   also record the hot transitions (enqueued)
 -- ARGV[3] wake_cap        int   most tokens kept in the wake list
--- ARGV[4..] per job, 7 values: id, name, payload, delay_ms, priority,
---           max_attempts, max_infra
+-- ARGV[4..] per job, 8 values: id, name, payload, delay_ms, priority,
+--           max_attempts, max_infra, grp (its rate key to park it by, '' = none:
+--           see claim.lua)
 -- Returns: per job two values: CODE_CREATED (new) or CODE_EXISTED, and its
 --          state ('malformed' when the existing record cannot be decoded).
 local CODE_EXISTED, CODE_CREATED = 0, 1
@@ -20,7 +21,7 @@ local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6]
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local wake_cap = tonumber(ARGV[3])
-local FIELDS = 7
+local FIELDS = 8
 
 local now = now_ms()
 local now_text = int(now)
@@ -54,7 +55,7 @@ for i, id in ipairs(ids) do
       attempt = '0', token = '0', work_fail = '0', infra_fail = '0',
       max_attempts = ARGV[base + 5], max_infra = ARGV[base + 6],
       cancel = '0', started = '0', enq_ms = now_text, ready_ms = '0', due_ms = '0', claim_ms = '0',
-      end_ms = '0', worker = '', reason = '',
+      end_ms = '0', worker = '', reason = '', grp = ARGV[base + 7],
     }
     if delay_ms > 0 then
       meta.state = 'scheduled'

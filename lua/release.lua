@@ -19,20 +19,28 @@
 -- KEYS[13] waiting      ZSET   ids someone waits for (App.wait)
 -- KEYS[14] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- KEYS[15] woken        ZSET   wake-pending marks `<id>:<token>` (wake.lua)
+-- KEYS[16] parked       HASH   park group -> `next_us|interval_us` (claim.lua)
 -- ARGV[1] delay_ms         int   0 = back in line at its old place; > 0 = scheduled
 -- ARGV[2] retention_ms     int   how long a canceled record is kept
 -- ARGV[3] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[4] why              str   recorded in the audit trail
--- ARGV[5..] per job, 2 values: id, token
+-- ARGV[5] unpark           0|1   1 = the jobs hold a rate reservation: clear their park
+--                                group (a claim must lease them when they come due)
+-- ARGV[6] park_grp         str   a rate key found over its rate ('' = none): its
+--                                group is parked, see claim.lua
+-- ARGV[7] park_in_us       int   when that key's next start is expected, from now
+-- ARGV[8] interval_us      int   one start per this many microseconds on that key
+-- ARGV[9..] per job, 2 values: id, token
 -- Returns: per job CODE_RELEASED, CODE_CANCELED (cancel was requested),
 --          CODE_REFUSED (stale token or not leased)
 local CODE_REFUSED, CODE_RELEASED, CODE_CANCELED = 0, 1, 2
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11]
-local logs_key, waiting_key, woken_key = KEYS[12], KEYS[13], KEYS[15]
+local logs_key, waiting_key, woken_key, parked_key = KEYS[12], KEYS[13], KEYS[15], KEYS[16]
 local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
+local unpark, park_grp = ARGV[5] == '1', ARGV[6]
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
            results = results_key, logs = logs_key,
            runstate = KEYS[14]}
@@ -40,7 +48,7 @@ local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = e
 local now = now_ms()
 local reply = {}
 local released = 0
-for base = 5, #ARGV, 2 do
+for base = 9, #ARGV, 2 do
   local id, token = ARGV[base], tonumber(ARGV[base + 1])
   local meta = load_meta(jobs_key, id)
   if meta and meta.state == 'leased' and tonumber(meta.token) == token then
@@ -60,6 +68,9 @@ for base = 5, #ARGV, 2 do
       if delay > 0 and redis.call('ZREM', woken_key, id .. ':' .. int(token)) == 1 then
         delay = 0 -- woken while leased: the slot it waits for is free
       end
+      if unpark then
+        meta.grp = nil
+      end
       requeue(meta, id, now, delay, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'released', why, 'worker:' .. meta.worker,
@@ -73,5 +84,19 @@ for base = 5, #ARGV, 2 do
 end
 if released > 0 then
   wake(wake_key, released, released)
+end
+-- park the key's group: claims schedule its queued jobs one interval apart
+-- from the key's next expected start (kept when a later one is recorded)
+if park_grp ~= '' then
+  local next_us = now * 1000 + tonumber(ARGV[7])
+  local raw = redis.call('HGET', parked_key, park_grp)
+  local recorded = raw and tonumber(string.match(raw, '^(%d+)|')) or 0
+  if next_us > recorded then
+    redis.call('HSET', parked_key, park_grp, int(next_us) .. '|' .. int(tonumber(ARGV[8])))
+    local keep_ms = math.ceil(tonumber(ARGV[7]) / 1000) + 60000
+    if redis.call('PTTL', parked_key) < keep_ms then
+      redis.call('PEXPIRE', parked_key, keep_ms)
+    end
+  end
 end
 return reply

@@ -21,10 +21,13 @@ import redis as redis_sync
 
 import leasequeue as lq
 from leasequeue import App, ConfigError, Context, LocalLimiter, RedisLimiter
+from leasequeue.codec import encode_envelope
 from leasequeue.errors import RedisUnavailable
 from leasequeue.limiter import WAITERS_CAP, RateCounter, Waiter
+from leasequeue.models import NewJob
 from leasequeue.runtime.limits import Limits, LimitsParams
 from leasequeue.store.keys import limit_keys, rate_keys
+from leasequeue.store.scripts import Park
 from leasequeue.store.settings import StoreSettings
 from leasequeue.store.specs import (
     LimiterAcquireReply,
@@ -36,7 +39,14 @@ from leasequeue.store.specs import (
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
 from tests.harness.redis_proc import RedisProcess, env_with_path
-from tests.helpers import eventually, worker_running
+from tests.helpers import (
+    START_ALL,
+    eventually,
+    make_due,
+    new_claim_id,
+    server_ms,
+    worker_running,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -345,16 +355,17 @@ async def test_over_the_rate_jobs_wait_scheduled_with_no_attempt_and_O1_calls(
 
 
 async def test_one_busy_key_does_not_starve_the_others(real_app: App) -> None:
-    """Key A has 400 queued jobs, B..E 10 each, enqueued after A, all at 20/s
-    per key: B..E finish in about the time their own rate allows (0.5 s),
-    not after A (20 s)."""
+    """Key A has 10,000 queued jobs, B..E 10 each, enqueued after A, all at
+    20/s per key: B..E finish in about the time their own rate allows
+    (0.45 s), not after A (500 s), and not after a sweep of A's backlog
+    through the worker either: the claims park A's jobs in Redis."""
     done: dict[str, list[float]] = {}
 
     @real_app.job(rate=lq.Rate(20, per=1.0, burst=1, key="tenant:{tenant}"))
     async def call(ctx: Context, tenant: str, i: int) -> None:
         done.setdefault(tenant, []).append(time.monotonic())
 
-    reqs = [lq.JobRequest("call", {"tenant": "A", "i": i}) for i in range(400)]
+    reqs = [lq.JobRequest("call", {"tenant": "A", "i": i}) for i in range(10_000)]
     reqs += [lq.JobRequest("call", {"tenant": t, "i": i}) for t in "BCDE" for i in range(10)]
     await real_app.enqueue_many(reqs)
     t0 = time.monotonic()
@@ -362,10 +373,115 @@ async def test_one_busy_key_does_not_starve_the_others(real_app: App) -> None:
         await eventually(lambda: all(len(done.get(t, [])) == 10 for t in "BCDE"), limit=30)
         small = max(max(done[t]) for t in "BCDE") - t0
         a_done = len(done.get("A", []))
-    # 10 jobs at 20/s take 0.45 s; the A backlog is deferred first (one call
-    # each); a busy machine gets 5 s. A needs 20 s: B..E were not behind it.
-    assert small < 5.0, small
-    assert a_done < 200  # A is still far from finished: it did not run first
+    # 10 jobs at 20/s take 0.45 s. Before parking, each of A's jobs was
+    # claimed and deferred by the worker first: 1.6 s for 3,000 here
+    print(f"B..E done after {small:.2f} s, A ran {a_done}")
+    assert small < 2.0, small
+    assert a_done < 40  # A ran at its own rate meanwhile, not first
+
+
+# -- parking: a busy key's backlog leaves the ready set in Redis (claim.lua) --
+
+async def _grouped(app: App, ids: list[str], grp: str) -> None:
+    await app.scripts.enqueue(app.keys("default"), [
+        NewJob(i, "call", encode_envelope({}, i, ""), 0, 0, 0, 0, grp) for i in ids])
+
+
+async def _claim(app: App, count: int) -> Any:
+    return await app.scripts.claim(app.keys("default"), count, 30_000, "w1", START_ALL,
+                                   new_claim_id())
+
+
+async def _due_ms(app: App, ids: list[str]) -> list[int]:
+    return [int(s) for s in await app.redis.zmscore(app.keys("default").scheduled, ids)]
+
+
+async def test_a_producer_that_knows_the_job_stores_its_park_group(real_app: App,
+                                                                   prefix: str) -> None:
+    """The enqueuing App stores a job's park group (its first keyed rate) in
+    its record (version 3) when it knows the job; one that does not stores
+    none (version 2); both read back alike."""
+
+    @real_app.job(rate=[lq.Rate(100, name="provider"),
+                        lq.Rate(20, key="tenant:{tenant}")])
+    async def call(ctx: Context, tenant: str) -> None: ...
+
+    known = await real_app.enqueue("call", {"tenant": "A"})
+    async with App(real_app.url, prefix=prefix) as stranger:
+        unknown = await stranger.enqueue("call", {"tenant": "A"}, queue="default")
+    raw = await real_app.redis.hget(real_app.keys("default").jobs, known.id)
+    assert raw.startswith(b"3|") and raw.endswith(b"|job.call:tenant:A")
+    raw = await real_app.redis.hget(real_app.keys("default").jobs, unknown.id)
+    assert raw.startswith(b"2|")
+    for job in (known, unknown):
+        rec = await real_app.get_job(job.id)
+        assert rec.state == "queued" and rec.payload == {"tenant": "A"}
+
+
+async def test_a_claim_parks_a_busy_keys_jobs_one_interval_apart(app: App) -> None:
+    """A release over a rate parks the key's group: the claims schedule that
+    key's queued jobs from its next expected start, one interval apart (no
+    attempt, not leased), and lease the other keys' jobs behind them."""
+    qk = app.keys("default")
+    await _grouped(app, ["x"], "rate.t:A")
+    (x,) = (await _claim(app, 1)).jobs
+    released_at = await server_ms(app)
+    await app.scripts.release(qk, [(x.id, x.token)], 900, "rate limited: rate.t:A",
+                              Park("rate.t:A", 1_000_000, 100_000))
+    assert (await app.redis.hget(qk.jobs, "x")).startswith(b"2|")  # its group cleared
+    await _grouped(app, [f"a{i}" for i in range(5)], "rate.t:A")
+    await _grouped(app, ["b0", "b1"], "rate.t:B")
+    batch = await _claim(app, 3)
+    assert [j.id for j in batch.jobs] == ["b0", "b1"]
+    due = await _due_ms(app, [f"a{i}" for i in range(5)])
+    assert [b - a for a, b in itertools.pairwise(due)] == [100] * 4
+    assert released_at + 1_000 <= due[0] <= await server_ms(app) + 1_000
+    for i in range(5):
+        rec = await app.get_job(f"a{i}")
+        assert rec.state == "scheduled" and rec.attempt == 0
+    # the next expected start moved on past the five
+    next_us = int((await app.redis.hget(qk.parked, "rate.t:A")).split(b"|")[0])
+    assert next_us // 1000 == due[-1] + 100 or next_us // 1000 == due[-1] + 99
+
+
+async def test_a_parked_job_is_parked_once_then_leased(app: App) -> None:
+    """A parked job that comes due is leased (the worker's rate check
+    decides), even while its group is still parked; and a group whose next
+    expected start has come is no longer parked."""
+    qk = app.keys("default")
+    await _grouped(app, ["x"], "rate.t:A")
+    (x,) = (await _claim(app, 1)).jobs
+    await app.scripts.release(qk, [(x.id, x.token)], 900, "rate limited",
+                              Park("rate.t:A", 5_000_000, 1_000_000))
+    await _grouped(app, ["a0", "a1"], "rate.t:A")
+    assert (await _claim(app, 2)).jobs == []
+    for job_id in ("a0", "a1"):
+        await make_due(app, "default", job_id)
+    assert sorted(j.id for j in (await _claim(app, 5)).jobs) == ["a0", "a1"]
+    # caught up: the entry is dropped at the next look, and jobs are leased
+    await app.redis.hset(qk.parked, "rate.t:A", f"{(await server_ms(app)) * 1000}|1000000")
+    await _grouped(app, ["a2"], "rate.t:A")
+    assert [j.id for j in (await _claim(app, 1)).jobs] == ["a2"]
+    assert await app.redis.hget(qk.parked, "rate.t:A") is None
+
+
+async def test_a_claim_parks_at_most_256_and_says_claim_again(app: App) -> None:
+    """A claim parks at most 256 jobs; one that parked and leased fewer than
+    asked while jobs are still ready answers next_due 0, so the worker claims
+    again at once instead of idling until the first parked job is due."""
+    qk = app.keys("default")
+    await _grouped(app, ["x"], "rate.t:A")
+    (x,) = (await _claim(app, 1)).jobs
+    await app.scripts.release(qk, [(x.id, x.token)], 900, "rate limited",
+                              Park("rate.t:A", 5_000_000, 10_000))
+    await _grouped(app, [f"a{i}" for i in range(300)], "rate.t:A")
+    await _grouped(app, ["b0"], "rate.t:B")
+    first = await _claim(app, 1)
+    assert first.jobs == [] and first.next_due_in_ms == 0
+    assert await app.redis.zcard(qk.scheduled) == 1 + 256  # x and the parked
+    second = await _claim(app, 1)
+    assert [j.id for j in second.jobs] == ["b0"]
+    assert await app.redis.zcard(qk.ready) == 0
 
 
 async def test_rate_limited_from_the_handler_pushes_the_key_back_for_everyone(

@@ -24,7 +24,7 @@ from ..registry import JobDefinition, Registry
 from ..resources import RunResources
 from ..runlog import RunLogCapture, RunLogs
 from ..store.keys import QueueKeys
-from ..store.scripts import Scripts
+from ..store.scripts import Park, Scripts
 from ..store.shards import logical
 from ..store.specs import FailReply, ReleaseReply
 from .acker import Acker
@@ -33,7 +33,7 @@ from .dispatch import Closed, Dispatch
 from .handler import SUCCEEDED_, Ending, Outcome, execute
 from .limits import Full, Limits
 from .observe import failed, released_as
-from .rates import NotNow, Rates, RateUse, Wait
+from .rates import NotNow, Rates, RateUse, Wait, park_group
 from .runs import CLAIMED, LOST, RunRecord, RunTable, StopReason
 from .runstate import RunStateStore
 from .slots import Slots
@@ -197,7 +197,7 @@ class Executor:
             if not_now is not None:
                 if run.slots:
                     await self._p.limits.release(run)
-                await self._over_rate(run, definition, not_now)
+                await self._over_rate(run, definition, not_now, uses)
                 return None
         return uses
 
@@ -341,10 +341,13 @@ class Executor:
         else:
             await self._release(run, "slot busy", int(d.slot_backoff * 1000))
 
-    async def _over_rate(self, run: RunRecord, d: JobDefinition, not_now: NotNow) -> None:
+    async def _over_rate(self, run: RunRecord, d: JobDefinition, not_now: NotNow,
+                         uses: list[RateUse]) -> None:
         """Over a rate: back to the queue, scheduled to the instant its start
         was reserved for, no attempt spent (it never started); ``skip`` ends
-        it skipped; a limiter that did not answer: back after slot_backoff."""
+        it skipped; a limiter that did not answer: back after slot_backoff.
+        The release parks the key's group when it is the job's (claims then
+        schedule that key's queued jobs one interval apart: lua/claim.lua)."""
         if not_now.why is Wait.DENIED:
             run.ctx.log.info("skipped: over its rate", limit=not_now.use.label)
             self._ack(run, d, "skipped")
@@ -354,8 +357,12 @@ class Executor:
             return
         # rounded up, +1 ms: due no earlier than its reservation (a run that
         # came back early would only be sent back again)
-        await self._release(run, f"rate limited: {not_now.use.label}",
-                            math.ceil(not_now.wait_s * 1000) + 1)
+        use = not_now.use
+        interval = use.rate.interval_us
+        park = Park(use.label if use.label == park_group(uses) else "",
+                    round(not_now.wait_s * 1_000_000) + interval, interval)
+        await self._release(run, f"rate limited: {use.label}",
+                            math.ceil(not_now.wait_s * 1000) + 1, park)
 
     async def _pushed_back(self, run: RunRecord, outcome: Outcome, uses: list[RateUse]) -> None:
         """The handler raised RateLimited: push its keys back for every worker,
@@ -367,7 +374,9 @@ class Executor:
             run.ctx.log.warning("RateLimited raised by a job without a rate limit: it is only "
                                 "retried after retry_after", retry_after=retry_after)
         delay = wait if wait is not None else retry_after
-        await self._release(run, "rate limited by the handler", math.ceil(delay * 1000) + 1)
+        # a reservation to redeem: its park group is cleared (no claim parks it)
+        await self._release(run, "rate limited by the handler", math.ceil(delay * 1000) + 1,
+                            Park("", 0, 0) if wait is not None else None)
 
     async def _not_started(self, run: RunRecord, why: str) -> None:
         """A run that must not start: ended canceled when that was asked, gone
@@ -419,12 +428,13 @@ class Executor:
             log.warning("job failed; will retry", error=summary, kind=kind, retry_in_ms=delay,
                         state=result.state, traceback=outcome.error)
 
-    async def _release(self, run: RunRecord, why: str, delay: int = 0) -> None:
+    async def _release(self, run: RunRecord, why: str, delay: int = 0,
+                       park: Park | None = None) -> None:
         job = run.job
         if not self._p.table.settling(run):
             return
         answers = await self._write(run, "release", lambda: self._p.scripts.release(
-            self._p.keys(job.queue), [(job.id, job.token)], delay, why))
+            self._p.keys(job.queue), [(job.id, job.token)], delay, why, park))
         released = answers is not None and answers[0] is not ReleaseReply.REFUSED
         self._p.table.settled(run, released)
         if run.info is not None:

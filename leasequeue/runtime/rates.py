@@ -113,6 +113,31 @@ class RatesParams:
     prefix: str  # the queue prefix: a reservation says where its job lives
 
 
+def rate_uses(definition: JobDefinition, queue: str, queue_rates: Mapping[str, Rate],
+              payload: Mapping[str, Any]) -> list[RateUse]:
+    """The budgets a run of ``definition`` on ``queue`` draws from: its
+    queue's rate, then its own; LimitKeyError when a key cannot be rendered."""
+    rates = []
+    queue = logical(queue)
+    if queue in queue_rates:
+        rates.append((queue_rate_name(queue), queue_rates[queue]))
+    for rate in definition.rate:
+        rates.append((rate.name or job_rate_name(definition.name), rate))
+    return [RateUse(name, None if r.limit_key is None else r.limit_key.render(payload), r)
+            for name, r in rates]
+
+
+def park_group(uses: list[RateUse]) -> str:
+    """The rate key a claim may park a job by (lua/claim.lua): its first
+    keyed budget (a tenant's), else its first budget; "" for none. The
+    producer stores it with the job; the worker parks it when that key is
+    over its rate."""
+    for use in uses:
+        if use.key is not None:
+            return use.label
+    return uses[0].label if uses else ""
+
+
 class Rates:
     def __init__(self, params: RatesParams) -> None:
         self._limiter = params.limiter
@@ -138,17 +163,10 @@ class Rates:
         static = self._static.get((id(definition), queue))
         if static is not None:
             return static
-        rates = []
-        physical, queue = queue, logical(queue)
-        if queue in self.queue_rates:
-            rates.append((queue_rate_name(queue), self.queue_rates[queue]))
-        for rate in definition.rate:
-            rates.append((rate.name or job_rate_name(definition.name), rate))
-        uses = [RateUse(name, None if r.limit_key is None else r.limit_key.render(payload), r)
-                for name, r in rates]
-        if all(r.limit_key is None for _, r in rates):
+        uses = rate_uses(definition, queue, self.queue_rates, payload)
+        if all(u.key is None for u in uses):
             # (the definition is kept alive by the registry, so its id stays its own)
-            self._static[(id(definition), physical)] = uses
+            self._static[(id(definition), queue)] = uses
         return uses
 
     def holder(self, run: RunRecord) -> str:

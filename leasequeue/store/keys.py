@@ -181,6 +181,15 @@ class QueueKeys:
         at once. Expires a minute after the last mark."""
         return self._key("woken")
 
+    @property
+    def parked(self) -> str:
+        """Parked rate groups (HASH group -> ``next_us|interval_us``): a rate
+        key a worker found over its rate (release.lua), and when its next start
+        is expected; lua/claim.lua schedules the group's queued jobs one
+        interval apart instead of leasing them. Expires a minute after the
+        furthest expected start."""
+        return self._key("parked")
+
     def notify(self, job_id: str) -> str:
         """The LIST a finished job's waiters block on. lua/_lib.lua `signal`
         builds the same name (``waiting .. ':' .. id``): a batched ack cannot
@@ -199,7 +208,7 @@ class QueueKeys:
             self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
             self.results, self.done, self.dead, self.deadletters, self.events,
             self.wake, self.stats, self.token, self.config, self.paused, self.logs,
-            self.waiting, self.runstate, self.woken,
+            self.waiting, self.runstate, self.woken, self.parked,
         ]
 
 

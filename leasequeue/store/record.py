@@ -21,7 +21,9 @@ RECORD_FIELDS = (
 )
 # version 1 (still read): no `started`; a leased v1 record counted its attempt at claim
 RECORD_FIELDS_V1 = tuple(f for f in RECORD_FIELDS if f != "started")
-_TEXT = frozenset(("state", "name", "worker", "reason"))
+# version 3: version 2 and the job's park group (claim.lua); a version-2 record reads grp ""
+RECORD_FIELDS_V3 = (*RECORD_FIELDS, "grp")
+_TEXT = frozenset(("state", "name", "worker", "reason", "grp"))
 
 # the error history (see push_error in lua/_lib.lua)
 ERROR_RS, ERROR_US = "\x1e", "\x1f"
@@ -29,17 +31,18 @@ MAX_ERROR_TEXT = 4000
 
 
 def parse_record(raw: bytes) -> dict[str, Any]:
-    """The '|'-joined job record (see lua/_lib.lua), version 2 or 1, as a dict
-    with every RECORD_FIELDS name; ValueError if malformed."""
+    """The '|'-joined job record (see lua/_lib.lua), version 2, 3 or 1, as a
+    dict with every RECORD_FIELDS_V3 name; ValueError if malformed."""
     parts = raw.decode().split("|")
     version = parts[0]
-    fields = {"2": RECORD_FIELDS, "1": RECORD_FIELDS_V1}.get(version)
-    if fields is None or len(parts) != len(fields) + 1:
-        raise ValueError("not a version-1 or version-2 record")
+    fields = {"2": RECORD_FIELDS, "3": RECORD_FIELDS_V3, "1": RECORD_FIELDS_V1}.get(version)
+    if fields is None or len(parts) != len(fields) + 1 or (version == "3" and not parts[-1]):
+        raise ValueError("not a version-1, 2 or 3 record")
     m = {name: value if name in _TEXT else int(value)
          for name, value in zip(fields, parts[1:], strict=True)}
     if version == "1":
         m["started"] = 1 if m["state"] == "leased" else 0
+    m.setdefault("grp", "")
     return m
 
 

@@ -62,6 +62,17 @@ AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
 AnyKeys = QueueKeys | LimiterKeys | SchedulesKeys | BreakerKeys | ResourceKeys | RateKeys
 
 @dataclass(frozen=True, slots=True)
+class Park:
+    """What a release over a rate tells the claims (lua/release.lua): the
+    rate key's park group ("" = the key is not the jobs' group: only clear
+    theirs), when its next start is expected from now, and its interval."""
+
+    grp: str
+    in_us: int
+    interval_us: int
+
+
+@dataclass(frozen=True, slots=True)
 class LimiterAnswer:
     """lua/limiter_acquire.lua's reply: the code, the holder a `replace`
     evicted ('' = none) and the waiter entries to wake (slots it found
@@ -242,9 +253,14 @@ class Scripts:
         return FailOutcome(FailReply(int(r[0])), text(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
     async def release(self, qk: QueueKeys, held: Sequence[tuple[str, int]], delay_ms: int,
-                      why: str) -> list[ReleaseReply]:
+                      why: str, park: Park | None = None) -> list[ReleaseReply]:
+        """Hand leased jobs back (see lua/release.lua); ``park``: they wait for
+        a rate reservation (their park group is cleared), and the group of
+        the key they wait for is parked (park.grp, if any)."""
         s = self.settings
         args: list[Any] = [delay_ms, s.retention_ms, s.events_maxlen, why]
+        args += ([1, park.grp, park.in_us, park.interval_us] if park is not None
+                 else [0, "", 0, 0])
         for job_id, token in held:
             args += [job_id, token]
         return replies(ReleaseReply, await self.run("release", qk, args))
@@ -473,7 +489,8 @@ class Scripts:
 def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
     args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
     for j in jobs:
-        args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts, j.max_infra]
+        args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts, j.max_infra,
+                 j.grp]
     return args
 
 

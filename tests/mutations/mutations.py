@@ -340,6 +340,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_rate_limits.py::test_starts_ahead_only_while_half_the_burst_stays_free",),
     ),
     Mutation(
+        "claim-ignores-parked-groups", "lua/claim.lua",
+        "      local park = meta.grp and park_of(meta.grp)\n",
+        "      local park = false\n",
+        "claim.lua leases every job of a parked rate group (a busy key's backlog is swept "
+        "through the workers ahead of the other keys)",
+        ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",
+         "tests/test_rate_limits.py::test_one_busy_key_does_not_starve_the_others"),
+    ),
+    Mutation(
+        "parked-jobs-not-spaced", "lua/claim.lua",
+        "        park[1] = park[1] + park[2]\n",
+        "        park[1] = park[1]\n",
+        "claim.lua parks a group's jobs all at one instant, not one interval apart (they "
+        "come due in a clump)",
+        ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
+    ),
+    Mutation(
+        "parked-job-parked-again", "lua/claim.lua",
+        "        meta.grp = nil  -- parked once\n",
+        "",
+        "claim.lua parks a job again when it comes due (it never runs while its key is "
+        "busy)",
+        ("tests/test_rate_limits.py::test_a_parked_job_is_parked_once_then_leased",),
+    ),
+    Mutation(
+        "release-keeps-park-group", "lua/release.lua",
+        "      if unpark then\n        meta.grp = nil\n      end\n",
+        "",
+        "release.lua keeps the park group of a job that waits for its reservation (a claim "
+        "would park it instead of letting it redeem the reservation)",
+        ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
+    ),
+    Mutation(
         "timeout-not-enforced", "leasequeue/runtime/timeouts.py",
         "if run.stop_reason is None and run.timeout_at <= now:",
         "if False:",
