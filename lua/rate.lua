@@ -120,11 +120,22 @@ if mode == 'peek' then
   reply[#reply + 1] = CODE_STATE
   reply[#reply + 1] = int(math.max(0, math.max(tat, real) - tolerance - v))
 end
+-- a refund gives back only what no reservation holds: tat never moves back
+-- past the last reserved instant (that slot is promised to its holder; a
+-- start given back before it would be granted twice)
+local booked = v
+if mode == 'refund' then
+  local last = redis.call('ZRANGE', reserved_key, -1, -1, 'WITHSCORES')
+  if #last > 0 then
+    booked = tonumber(last[2]) + interval
+  end
+end
 for i = 7, #ARGV do
   local code, wait = CODE_REFUNDED, 0
   if mode == 'refund' then
-    -- give back a start this holder took but did not use (another limit made it wait)
-    tat = math.max(v, tat - interval)
+    -- give back a start this holder took but did not use (another limit made
+    -- it wait, or a worker's start granted ahead went unspent)
+    tat = math.max(v, booked, tat - interval)
     real = math.max(v, real - interval)
   else
     code, wait = take(ARGV[i])

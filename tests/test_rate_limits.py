@@ -133,6 +133,21 @@ async def test_starts_ahead_only_while_half_the_burst_stays_free(app: App) -> No
     assert peek.ahead == 0
 
 
+async def test_a_refund_never_frees_a_reserved_instant(app: App) -> None:
+    """Starts given back (a grant ahead left unspent) free only what no
+    reservation holds: a take after the refund is reserved after the last
+    reservation, not on its instant (that start would be granted twice)."""
+    rc = counter(app)
+    rate = lq.Rate(10, per=1.0, burst=1)  # 100 ms apart
+    args = (rate.interval_us, rate.tolerance_us)
+    assert (await rc.call("r", "k", ["h1"], *args, "take")).answers[0][0] is RateReply.TAKEN
+    (code, wait_h2), = (await rc.call("r", "k", ["h2"], *args, "take")).answers
+    assert code is RateReply.WAIT and 90_000 <= wait_h2 <= 100_000
+    await rc.call("r", "k", ["ahead"] * 3, *args, "refund")
+    (code, wait_h3), = (await rc.call("r", "k", ["h3"], *args, "take")).answers
+    assert code is RateReply.WAIT and wait_h3 >= wait_h2 + 95_000, (wait_h2, wait_h3)
+
+
 async def test_a_burst_under_16_is_never_asked_for_starts_ahead() -> None:
     """The worker asks rate.lua for starts ahead only for a burst of 16 or
     more: a smaller burst is counted start by start."""
@@ -400,12 +415,19 @@ async def test_a_producer_that_knows_the_job_stores_its_park_group(real_app: App
                                                                    prefix: str) -> None:
     """The enqueuing App stores a job's park group (its first keyed rate) in
     its record (version 3) when it knows the job; one that does not stores
-    none (version 2); both read back alike."""
+    none (version 2), nor does a job whose rates have no key; all read back
+    alike."""
 
     @real_app.job(rate=[lq.Rate(100, name="provider"),
                         lq.Rate(20, key="tenant:{tenant}")])
     async def call(ctx: Context, tenant: str) -> None: ...
 
+    @real_app.job(rate=lq.Rate(100, name="flat"))
+    async def flat(ctx: Context, tenant: str) -> None: ...
+
+    unkeyed = await real_app.enqueue("flat", {"tenant": "A"})
+    raw = await real_app.redis.hget(real_app.keys("default").jobs, unkeyed.id)
+    assert raw.startswith(b"2|")
     known = await real_app.enqueue("call", {"tenant": "A"})
     async with App(real_app.url, prefix=prefix) as stranger:
         unknown = await stranger.enqueue("call", {"tenant": "A"}, queue="default")

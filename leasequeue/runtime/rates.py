@@ -129,13 +129,16 @@ def rate_uses(definition: JobDefinition, queue: str, queue_rates: Mapping[str, R
 
 def park_group(uses: list[RateUse]) -> str:
     """The rate key a claim may park a job by (lua/claim.lua): its first
-    keyed budget (a tenant's), else its first budget; "" for none. The
-    producer stores it with the job; the worker parks it when that key is
-    over its rate."""
+    keyed budget (a tenant's); "" for none. The producer stores it with the
+    job; the worker parks it when that key is over its rate. A budget without
+    a key is never a park group: every job of its queue or job type draws on
+    it, so a per-queue estimate of its next start would only compete with
+    its reservations (measured: starts a second swung by 5 % for seconds);
+    and a single budget has no other keys to be fair to."""
     for use in uses:
         if use.key is not None:
             return use.label
-    return uses[0].label if uses else ""
+    return ""
 
 
 class Rates:
