@@ -340,6 +340,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_rate_limits.py::test_starts_ahead_only_while_half_the_burst_stays_free",),
     ),
     Mutation(
+        "refund-frees-reserved-instant", "lua/rate.lua",
+        "    tat = math.max(v, booked, tat - interval)\n",
+        "    tat = math.max(v, tat - interval)\n",
+        "rate.lua's refund moves tat back past held reservations (a reserved instant is "
+        "granted twice)",
+        ("tests/test_rate_limits.py::test_a_refund_never_frees_a_reserved_instant",),
+    ),
+    Mutation(
         "claim-ignores-parked-groups", "lua/claim.lua",
         "      local park = meta.grp and park_of(meta.grp)\n",
         "      local park = false\n",
