@@ -68,9 +68,12 @@ async def test_a_breaker_opened_by_50_infra_failures_across_3_workers(
     during = [(at, h) for at, h in starts if opened_ms <= at <= closed_ms]
     late = [(at, h) for at, h in during if h not in probes]
     # runs that passed the breaker before it opened may record their start just
-    # after: at most every executor's one run, within one round of the opening
+    # after: at most every executor's one run, soon after the opening. Soon:
+    # the start is recorded in the handler, a round trip (the start mark) after
+    # the admission, and on a loaded CI machine that took over 1 s once; well
+    # under the first cooldown's end plus its probe either way
     assert len(late) <= WORKERS * CONCURRENCY, late
-    assert all(at - opened_ms < 1000 for at, _ in late), late
+    assert all(at - opened_ms < 3000 for at, _ in late), late
     # every other start while it was not closed is the one probe of its period
     assert sorted(h for _, h in during if h in probes) == sorted(probes)
     assert len(probes) == kinds.count("half-open")
