@@ -70,8 +70,9 @@ async def test_a_breaker_opened_by_50_infra_failures_across_3_workers(
     # runs that passed the breaker before it opened may record their start just
     # after: at most every executor's one run, soon after the opening. Soon:
     # the start is recorded in the handler, a round trip (the start mark) after
-    # the admission, and on a loaded CI machine that took over 1 s once; well
-    # under the first cooldown's end plus its probe either way
+    # the admission, and on a loaded CI machine that took over 1 s once. The
+    # count is the guard (a breaker that admitted runs while open would start
+    # far more); the time only says they come soon
     assert len(late) <= WORKERS * CONCURRENCY, late
     assert all(at - opened_ms < 3000 for at, _ in late), late
     # every other start while it was not closed is the one probe of its period
