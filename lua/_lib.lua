@@ -37,8 +37,18 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- an integer as an exact decimal string (Lua's tostring keeps 14 digits only)
+-- an integer as an exact decimal string (Lua's tostring keeps 14 digits only).
+-- A whole number within 2^53 (every id, score, instant and count a script
+-- makes) is printed as an integer ('%d': a few dozen instructions); anything
+-- else goes through '%.0f' (glibc's float printer, thousands of instructions
+-- per call: the largest single cost of a claim or an ack before this).
+-- Numbers given to redis.call are formatted by Redis with '%.17g', as costly:
+-- the hot paths pass text (ARGV as received, int() or literals) instead.
+local INT_EXACT = 9007199254740992 -- 2^53
 local function int(n)
+  if n % 1 == 0 and n < INT_EXACT and n > -INT_EXACT then
+    return string.format('%d', n)
+  end
   return string.format('%.0f', n)
 end
 
@@ -237,11 +247,17 @@ local function pop_waiters(waiters_key, now, n, reply)
   end
 end
 
+-- up to `count` tokens, the list holding at most `cap`: one RPUSH for all
+-- (bulk: chunked)
 local function wake(wake_key, count, cap)
   local room = cap - redis.call('LLEN', wake_key)
   local n = math.min(count, room)
-  for _ = 1, n do
-    redis.call('RPUSH', wake_key, '1')
+  if n > 0 then
+    local tokens = {}
+    for i = 1, n do
+      tokens[i] = '1'
+    end
+    bulk('RPUSH', wake_key, tokens)
   end
 end
 
@@ -308,7 +324,7 @@ local function expire_done(k, now, batch)
   if batch <= 0 then
     return 0
   end
-  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', int(now), 'LIMIT', 0, batch)
+  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', int(now), 'LIMIT', '0', int(batch))
   for _, id in ipairs(ids) do
     redis.call('ZREM', k.done, id)
     local meta = load_meta(k.jobs, id)

@@ -99,7 +99,7 @@ bulk('ZADD', done_key, done)
 bulk('HSET', results_key, results)
 signal(waiting_key, leases)
 if finished > 0 then
-  redis.call('HINCRBY', stats_key, outcome, finished)
+  redis.call('HINCRBY', stats_key, outcome, int(finished))
 end
 expire_done(k, now, expire_batch)
 return reply

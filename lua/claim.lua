@@ -48,7 +48,6 @@ local claim_key = KEYS[12]
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
-local promote_batch = tonumber(ARGV[4])
 local events_maxlen = tonumber(ARGV[5])
 local audit_all = ARGV[6] == '1'
 local letters_maxlen = tonumber(ARGV[7])
@@ -74,12 +73,14 @@ local function add_job(id, meta, payload)
   jobs[j + 8] = meta.work_fail
   jobs[j + 9] = meta.infra_fail
   jobs[j + 10] = meta.enq_ms
-  jobs[j + 11] = tonumber(meta.started)
+  jobs[j + 11] = meta.started == '1' and 1 or 0
 end
 
-local function reply_with_jobs()
+-- first: the first entry of the scheduled set (ZRANGE 0 0 WITHSCORES), read
+-- here when not given
+local function reply_with_jobs(first)
   local next_due = -1
-  local first = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
+  first = first or redis.call('ZRANGE', scheduled_key, '0', '0', 'WITHSCORES')
   if #first > 0 then
     next_due = math.max(0, tonumber(first[2]) - now)
   end
@@ -97,7 +98,9 @@ end
 -- Token ranges of claims never overlap (the counter only grows, and catches
 -- up with the highest token it hands out), so the range names the call's jobs
 -- without a list: the hot path writes a few bytes per call, nothing per job.
-local last = redis.call('GET', claim_key)
+-- (one MGET reads it and the paused key, checked in step 2)
+local last_and_paused = redis.call('MGET', claim_key, paused_key)
+local last, paused = last_and_paused[1], last_and_paused[2]
 if last then
   local head, until_text, lo, hi = string.match(last, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)$')
   if head == claim_id then
@@ -125,31 +128,38 @@ if last then
     end
     bulk('ZADD', leases_key, renewed)
     redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(lo) .. '\n' ..
-               int(hi), 'PX', lease_ms)
+               int(hi), 'PX', ARGV[2])
     return reply_with_jobs()
   end
 end
 
--- 1. promote due scheduled jobs; a retry enters the line behind what is queued
-local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now_text, 'LIMIT', 0, promote_batch)
-for _, id in ipairs(due) do
-  redis.call('ZREM', scheduled_key, id)
-  local meta, problem = load_meta(jobs_key, id)
-  if meta and meta.state == 'scheduled' then
-    meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
-    requeue(meta, id, now, 0, ready_key, scheduled_key)
-    save_meta(jobs_key, id, meta)
-  elseif problem == 'malformed' then
-    bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
+-- 1. promote due scheduled jobs; a retry enters the line behind what is queued.
+-- The first scheduled entry says whether any is due; when none is, it is also
+-- the reply's next due (leasing does not touch the scheduled set): one call.
+local first = redis.call('ZRANGE', scheduled_key, '0', '0', 'WITHSCORES')
+if #first > 0 and tonumber(first[2]) <= now then
+  local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now_text, 'LIMIT', '0',
+                         ARGV[4])
+  for _, id in ipairs(due) do
+    redis.call('ZREM', scheduled_key, id)
+    local meta, problem = load_meta(jobs_key, id)
+    if meta and meta.state == 'scheduled' then
+      meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
+      requeue(meta, id, now, 0, ready_key, scheduled_key)
+      save_meta(jobs_key, id, meta)
+    elseif problem == 'malformed' then
+      bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
+    end
   end
+  first = nil  -- the set changed: the reply reads it again
 end
 
 -- 2. lease, reading and writing the batch with one call per key
-if count > 0 and redis.call('EXISTS', paused_key) == 1 then
+if paused then
   count = 0
 end
 if count > 0 then
-  local popped = redis.call('ZPOPMIN', ready_key, count)
+  local popped = redis.call('ZPOPMIN', ready_key, ARGV[1])
   local ids = {}
   for i = 1, #popped, 2 do
     ids[#ids + 1] = popped[i]
@@ -159,12 +169,12 @@ if count > 0 then
   -- reserve one token per popped id (unused ones leave harmless gaps)
   local token, top = 0, 0
   if #ids > 0 then
-    top = redis.call('INCRBY', token_key, #ids)
+    top = redis.call('INCRBY', token_key, int(#ids))
     if top == #ids then
       -- the counter was just created: continue from the old counter, if any
       local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
       if old > 0 then
-        top = redis.call('INCRBY', token_key, old)
+        top = redis.call('INCRBY', token_key, int(old))
       end
     end
     token = top - #ids
@@ -220,8 +230,8 @@ if count > 0 then
   bulk('ZADD', leases_key, leases)
   if n > 0 then
     redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(top - #ids + 1) ..
-               '\n' .. int(highest), 'PX', lease_ms)
+               '\n' .. int(highest), 'PX', ARGV[2])
   end
 end
 
-return reply_with_jobs()
+return reply_with_jobs(first)

@@ -30,7 +30,7 @@ for base = 4, #ARGV, FIELDS do
 end
 local raws = bulk('HMGET', jobs_key, ids)
 -- reserve one sequence number per job (unused ones leave harmless gaps)
-local seq = redis.call('HINCRBY', stats_key, 'seq', #ids) - #ids
+local seq = redis.call('HINCRBY', stats_key, 'seq', int(#ids)) - #ids
 
 local reply = {}
 local created = 0
@@ -86,7 +86,7 @@ bulk('HSET', payloads_key, payloads)
 bulk('ZADD', ready_key, ready)
 bulk('ZADD', scheduled_key, scheduled)
 if created > 0 then
-  redis.call('HINCRBY', stats_key, 'enqueued', created)
+  redis.call('HINCRBY', stats_key, 'enqueued', int(created))
   wake(wake_key, created, wake_cap)
 end
 return reply
