@@ -118,6 +118,16 @@ local function encode_meta(m)
   }, '|')
 end
 
+-- the record of a new job (enqueue.lua), as encode_meta writes it, built in
+-- one concatenation: no record table and no per-field formatting for the
+-- fields every new job has at 0 or '' (tests/test_lua_contracts.py checks the
+-- two agree)
+local function new_record(state, max_attempts, max_infra, prio, seq, enq_ms, ready_ms, due_ms,
+                          name)
+  return '2|' .. state .. '|0|0|0|0|' .. max_attempts .. '|' .. max_infra .. '|0|0|' .. prio ..
+         '|' .. seq .. '|' .. enq_ms .. '|' .. ready_ms .. '|' .. due_ms .. '|0|0|' .. name .. '||'
+end
+
 local function save_meta(jobs_key, id, m)
   redis.call('HSET', jobs_key, id, encode_meta(m))
 end
