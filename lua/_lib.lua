@@ -109,13 +109,12 @@ local function load_meta(jobs_key, id)
 end
 
 local function encode_meta(m)
-  return table.concat({
-    '2', m.state, str(m.token), str(m.attempt), str(m.work_fail), str(m.infra_fail),
-    str(m.max_attempts), str(m.max_infra), str(m.cancel), str(m.started), str(m.prio),
-    str(m.seq),
-    str(m.enq_ms), str(m.ready_ms), str(m.due_ms), str(m.claim_ms), str(m.end_ms),
-    m.name, m.worker, m.reason,
-  }, '|')
+  return '2|' .. m.state .. '|' .. str(m.token) .. '|' .. str(m.attempt) .. '|' ..
+         str(m.work_fail) .. '|' .. str(m.infra_fail) .. '|' .. str(m.max_attempts) .. '|' ..
+         str(m.max_infra) .. '|' .. str(m.cancel) .. '|' .. str(m.started) .. '|' ..
+         str(m.prio) .. '|' .. str(m.seq) .. '|' .. str(m.enq_ms) .. '|' .. str(m.ready_ms) ..
+         '|' .. str(m.due_ms) .. '|' .. str(m.claim_ms) .. '|' .. str(m.end_ms) .. '|' ..
+         m.name .. '|' .. m.worker .. '|' .. m.reason
 end
 
 -- the record of a new job (enqueue.lua), as encode_meta writes it, built in
