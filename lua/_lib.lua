@@ -333,7 +333,13 @@ local function expire_done(k, now, batch)
   if batch <= 0 then
     return 0
   end
-  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', int(now), 'LIMIT', '0', int(batch))
+  -- ZCOUNT first: when nothing is due (an ack's common case) it costs Redis
+  -- under half what an empty ZRANGEBYSCORE ... LIMIT does
+  local due = int(now)
+  if redis.call('ZCOUNT', k.done, '-inf', due) == 0 then
+    return 0
+  end
+  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', due, 'LIMIT', '0', int(batch))
   for _, id in ipairs(ids) do
     redis.call('ZREM', k.done, id)
     local meta = load_meta(k.jobs, id)
