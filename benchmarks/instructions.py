@@ -89,7 +89,8 @@ def one_drain(tree: Path, n: int, on_redis: bool, concurrency: int = 100,
         env = {**os.environ, "PYTHONPATH": f"{bench}{os.pathsep}{tree}"}
         fill = [sys.executable, "-c", FILL.format(bench=str(bench), url=url, n=n)]
         subprocess.run((_callgrind(out) if enqueue and not on_redis else []) + fill, env=env,
-                       cwd=tree, check=True)
+                       cwd=tree, check=True,
+                       stderr=subprocess.DEVNULL if enqueue and not on_redis else None)
         if not enqueue:
             argv = [sys.executable, str(bench / "lq_bench.py"), "worker", "--url", url,
                     "--concurrency", str(concurrency)]
