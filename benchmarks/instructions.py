@@ -86,7 +86,9 @@ def one_drain(tree: Path, n: int, on_redis: bool, concurrency: int = 100,
                 time.sleep(0.1)
         url = f"redis://127.0.0.1:{port}/0"
         bench = tree / "benchmarks"
-        env = {**os.environ, "PYTHONPATH": f"{bench}{os.pathsep}{tree}"}
+        # a fixed hash seed: set and dict layouts (and so the instructions
+        # spent on them) do not change from run to run
+        env = {**os.environ, "PYTHONPATH": f"{bench}{os.pathsep}{tree}", "PYTHONHASHSEED": "0"}
         fill = [sys.executable, "-c", FILL.format(bench=str(bench), url=url, n=n)]
         subprocess.run((_callgrind(out) if enqueue and not on_redis else []) + fill, env=env,
                        cwd=tree, check=True,
