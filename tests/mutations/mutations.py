@@ -33,15 +33,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
     Mutation(
         "ack-ignores-token", "lua/ack.lua",
-        "if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then",
+        "if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1])"
+        " then",
         "if meta and meta.state == 'leased' then",
         "ack.lua finishes a job whatever token the ack carries",
         (f"{SCRIPTS}::test_ack_stores_result_and_refuses_stale",),
     ),
     Mutation(
         "ack-ignores-state", "lua/ack.lua",
-        "if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then",
-        "if meta and tonumber(meta.token) == tokens[i] then",
+        "if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1])"
+        " then",
+        "if meta and tonumber(meta.token) == tonumber(ARGV[base + 1]) then",
         "ack.lua finishes a job that is no longer leased (a second ack lands again)",
         (f"{SCRIPTS}::test_ack_stores_result_and_refuses_stale",),
     ),
