@@ -115,6 +115,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{STORE}::test_a_retried_claim_renews_the_leases_it_returns",),
     ),
     Mutation(
+        "claim-ignores-pause", "lua/claim.lua",
+        "if paused then\n  count = 0\nend\n",
+        "",
+        "claim.lua leases from a paused queue (the paused key, read by the claim's MGET, "
+        "is not checked)",
+        ("tests/test_operator.py::test_pause_stops_new_claims_atomically_under_load",),
+    ),
+    Mutation(
         "enqueue-no-dedup", "lua/enqueue.lua",
         "  if state then\n",
         "  if false then\n",
