@@ -13,10 +13,10 @@
 -- send: returned with the first call's expiry, a run could outlive its lease
 -- by the time between the two calls — found by model/lease.pml,
 -- BUG_RETRY_OLD_LEASE) and leases nothing new.
--- A paused queue (its paused key exists) leases nothing: the check is in
--- this script, so no claim that runs after the pause was written leases a
--- job. Due scheduled jobs are still promoted, and a retried claim still gets
--- the jobs it leased before the pause.
+-- A paused queue (its paused key is set: a string, read with MGET) leases
+-- nothing: the check is in this script, so no claim that runs after the pause
+-- was written leases a job. Due scheduled jobs are still promoted, and a
+-- retried claim still gets the jobs it leased before the pause.
 -- KEYS[1] ready        ZSET   claimable ids
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
