@@ -4,10 +4,15 @@ tree, the bench worker (benchmarks/lq_bench.py worker, concurrency 100)
 drains a small and a large backlog under callgrind; the difference over the
 difference in jobs is what one more job costs, start-up and shutdown cancel
 out. With --redis, redis-server runs under callgrind instead (the worker
-runs normally): what one job costs Redis.
+runs normally): what one job costs Redis. --concurrency sets the worker's
+(100 by default; 1 is the drain_c1 figure's). With --enqueue the measured
+work is the bulk enqueue instead of the drain: the client filling the queue
+(lq_bench.fill: enqueue_many of 10,000 jobs per call, requests built in the
+call, as the enqueue_bulk figure does), or with --redis the server under it.
 
   git worktree add /tmp/lq-old <commit>
-  python benchmarks/instructions.py --tree /tmp/lq-old --tree . [--redis]
+  python benchmarks/instructions.py --tree /tmp/lq-old --tree . [--redis] \
+      [--concurrency 1] [--enqueue]
 
 Needs valgrind (apt-get install valgrind). A run of one tree takes about a
 minute. Under callgrind the measured process runs some 50x slower, so its
@@ -56,8 +61,10 @@ def _total(out: Path) -> int:
     raise RuntimeError(f"no totals in {out}")
 
 
-def one_drain(tree: Path, n: int, on_redis: bool) -> int:
-    """Total instructions of the worker (or Redis) draining n jobs."""
+def one_drain(tree: Path, n: int, on_redis: bool, concurrency: int = 100,
+              enqueue: bool = False) -> int:
+    """Total instructions of the worker (or Redis) draining n jobs; with
+    `enqueue`, of the client (or Redis) enqueueing them."""
     work = Path(tempfile.mkdtemp(prefix="lq-instr-"))
     out = work / "callgrind.out"
     port = free_port()
@@ -79,18 +86,23 @@ def one_drain(tree: Path, n: int, on_redis: bool) -> int:
                 time.sleep(0.1)
         url = f"redis://127.0.0.1:{port}/0"
         bench = tree / "benchmarks"
-        env = {**os.environ, "PYTHONPATH": f"{bench}{os.pathsep}{tree}"}
-        subprocess.run([sys.executable, "-c", FILL.format(bench=str(bench), url=url, n=n)],
-                       env=env, cwd=tree, check=True)
-        argv = [sys.executable, str(bench / "lq_bench.py"), "worker", "--url", url,
-                "--concurrency", "100"]
-        worker = subprocess.Popen((_callgrind(out) if not on_redis else []) + argv, env=env,
-                                  cwd=tree, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        while int(client.hget(STATS_KEY, "succeeded") or 0) < n:
-            if worker.poll() is not None:
-                raise RuntimeError(f"the worker of {tree} exited")
-            time.sleep(0.05)
+        # a fixed hash seed: set and dict layouts (and so the instructions
+        # spent on them) do not change from run to run
+        env = {**os.environ, "PYTHONPATH": f"{bench}{os.pathsep}{tree}", "PYTHONHASHSEED": "0"}
+        fill = [sys.executable, "-c", FILL.format(bench=str(bench), url=url, n=n)]
+        subprocess.run((_callgrind(out) if enqueue and not on_redis else []) + fill, env=env,
+                       cwd=tree, check=True,
+                       stderr=subprocess.DEVNULL if enqueue and not on_redis else None)
+        if not enqueue:
+            argv = [sys.executable, str(bench / "lq_bench.py"), "worker", "--url", url,
+                    "--concurrency", str(concurrency)]
+            worker = subprocess.Popen((_callgrind(out) if not on_redis else []) + argv,
+                                      env=env, cwd=tree, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            while int(client.hget(STATS_KEY, "succeeded") or 0) < n:
+                if worker.poll() is not None:
+                    raise RuntimeError(f"the worker of {tree} exited")
+                time.sleep(0.05)
     finally:
         if worker is not None:
             worker.send_signal(signal.SIGTERM)
@@ -103,21 +115,30 @@ def one_drain(tree: Path, n: int, on_redis: bool) -> int:
     return total
 
 
-def per_job(tree: Path, small: int, large: int, on_redis: bool) -> float:
-    return (one_drain(tree, large, on_redis) - one_drain(tree, small, on_redis)) / (large - small)
+def per_job(tree: Path, small: int, large: int, on_redis: bool, concurrency: int,
+            enqueue: bool) -> float:
+    def total(n: int) -> int:
+        return one_drain(tree, n, on_redis, concurrency, enqueue)
+
+    return (total(large) - total(small)) / (large - small)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
     ap.add_argument("--redis", action="store_true", help="count redis-server, not the worker")
+    ap.add_argument("--concurrency", type=int, default=100, help="the worker's")
+    ap.add_argument("--enqueue", action="store_true",
+                    help="count the bulk enqueue (client, or Redis), not the drain")
     ap.add_argument("--small", type=int, default=1000)
     ap.add_argument("--large", type=int, default=4000)
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    side = "redis" if args.redis else "worker"
-    rows = [(t, per_job(Path(t).resolve(), args.small, args.large, args.redis))
+    side = ("redis" if args.redis else ("client" if args.enqueue else "worker")) + (
+        " (bulk enqueue)" if args.enqueue else f" (drain, concurrency {args.concurrency})")
+    rows = [(t, per_job(Path(t).resolve(), args.small, args.large, args.redis,
+                        args.concurrency, args.enqueue))
             for t in args.tree]
     base = rows[0][1]
     print(f"| tree | {side} instructions per job | ratio to the first |")

@@ -94,8 +94,10 @@ class Producer:
                               f"got {r.delay!r}")
         # the handler's definition decides the budgets (on the worker that runs
         # it): the record holds only what the caller asked for, 0 = unset
-        max_attempts = budget("max_attempts", r.max_attempts)
-        max_infra = budget("max_infra_attempts", r.max_infra_attempts)
+        max_attempts = (UNSET_BUDGET if r.max_attempts is None
+                        else budget("max_attempts", r.max_attempts))
+        max_infra = (UNSET_BUDGET if r.max_infra_attempts is None
+                     else budget("max_infra_attempts", r.max_infra_attempts))
         job_id = r.job_id if r.job_id is not None else uuid.uuid4().hex
         if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be a str of 1-512 characters")
@@ -148,9 +150,10 @@ class Producer:
     def answer(self, answers: list[EnqueuedJob | None], prepared: list[tuple[str, NewJob]],
                physical: str, chunk: list[int], replies: list[tuple[bool, str]]) -> None:
         """Fill ``answers`` for one enqueue call's chunk of a prepared batch."""
+        queue = logical(physical)
         for i, (created, state) in zip(chunk, replies, strict=True):
             job = prepared[i][1]
-            answers[i] = EnqueuedJob(job.id, logical(physical), job.name, created, state)
+            answers[i] = EnqueuedJob(job.id, queue, job.name, created, state)
 
     def queues_to_search(self, queue: str | None) -> list[str]:
         """The logical queues a job id is looked for in."""

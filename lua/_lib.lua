@@ -39,8 +39,18 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- an integer as an exact decimal string (Lua's tostring keeps 14 digits only)
+-- an integer as an exact decimal string (Lua's tostring keeps 14 digits only).
+-- A whole number within 2^53 (every id, score, instant and count a script
+-- makes) is printed as an integer ('%d': a few dozen instructions); anything
+-- else goes through '%.0f' (glibc's float printer, thousands of instructions
+-- per call: the largest single cost of a claim or an ack before this).
+-- Numbers given to redis.call are formatted by Redis with '%.17g', as costly:
+-- the hot paths pass text (ARGV as received, int() or literals) instead.
+local INT_EXACT = 9007199254740992 -- 2^53
 local function int(n)
+  if n % 1 == 0 and n < INT_EXACT and n > -INT_EXACT then
+    return string.format('%d', n)
+  end
   return string.format('%.0f', n)
 end
 
@@ -111,18 +121,31 @@ local function load_meta(jobs_key, id)
 end
 
 local function encode_meta(m)
-  local fields = {
-    '2', m.state, str(m.token), str(m.attempt), str(m.work_fail), str(m.infra_fail),
-    str(m.max_attempts), str(m.max_infra), str(m.cancel), str(m.started), str(m.prio),
-    str(m.seq),
-    str(m.enq_ms), str(m.ready_ms), str(m.due_ms), str(m.claim_ms), str(m.end_ms),
-    m.name, m.worker, m.reason,
-  }
+  local head, tail = '2|', ''
   if m.grp and m.grp ~= '' then  -- version 3: with its park group
-    fields[1] = '3'
-    fields[21] = m.grp
+    head, tail = '3|', '|' .. m.grp
   end
-  return table.concat(fields, '|')
+  return head .. m.state .. '|' .. str(m.token) .. '|' .. str(m.attempt) .. '|' ..
+         str(m.work_fail) .. '|' .. str(m.infra_fail) .. '|' .. str(m.max_attempts) .. '|' ..
+         str(m.max_infra) .. '|' .. str(m.cancel) .. '|' .. str(m.started) .. '|' ..
+         str(m.prio) .. '|' .. str(m.seq) .. '|' .. str(m.enq_ms) .. '|' .. str(m.ready_ms) ..
+         '|' .. str(m.due_ms) .. '|' .. str(m.claim_ms) .. '|' .. str(m.end_ms) .. '|' ..
+         m.name .. '|' .. m.worker .. '|' .. m.reason .. tail
+end
+
+-- the record of a new job (enqueue.lua), as encode_meta writes it, built in
+-- one concatenation: no record table and no per-field formatting for the
+-- fields every new job has at 0 or '' (tests/test_lua_contracts.py checks the
+-- two agree); grp '' = no park group (version 2)
+local function new_record(state, max_attempts, max_infra, prio, seq, enq_ms, ready_ms, due_ms,
+                          name, grp)
+  local head, tail = '2|', ''
+  if grp and grp ~= '' then
+    head, tail = '3|', '|' .. grp
+  end
+  return head .. state .. '|0|0|0|0|' .. max_attempts .. '|' .. max_infra .. '|0|0|' .. prio ..
+         '|' .. seq .. '|' .. enq_ms .. '|' .. ready_ms .. '|' .. due_ms .. '|0|0|' .. name ..
+         '||' .. tail
 end
 
 local function save_meta(jobs_key, id, m)
@@ -254,11 +277,17 @@ local function pop_waiters(waiters_key, now, n, reply)
   end
 end
 
+-- up to `count` tokens, the list holding at most `cap`: one RPUSH for all
+-- (bulk: chunked)
 local function wake(wake_key, count, cap)
   local room = cap - redis.call('LLEN', wake_key)
   local n = math.min(count, room)
-  for _ = 1, n do
-    redis.call('RPUSH', wake_key, '1')
+  if n > 0 then
+    local tokens = {}
+    for i = 1, n do
+      tokens[i] = '1'
+    end
+    bulk('RPUSH', wake_key, tokens)
   end
 end
 
@@ -325,7 +354,13 @@ local function expire_done(k, now, batch)
   if batch <= 0 then
     return 0
   end
-  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', int(now), 'LIMIT', 0, batch)
+  -- ZCOUNT first: when nothing is due (an ack's common case) it costs Redis
+  -- under half what an empty ZRANGEBYSCORE ... LIMIT does
+  local due = int(now)
+  if redis.call('ZCOUNT', k.done, '-inf', due) == 0 then
+    return 0
+  end
+  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', due, 'LIMIT', '0', int(batch))
   for _, id in ipairs(ids) do
     redis.call('ZREM', k.done, id)
     local meta = load_meta(k.jobs, id)

@@ -38,13 +38,9 @@ local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = e
 
 local now = now_ms()
 local now_text = int(now)
-local ids, tokens, given, notes, logs = {}, {}, {}, {}, {}
+local ids = {}  -- the other values of a job are read from ARGV where used
 for base = 6, #ARGV, FIELDS do
   ids[#ids + 1] = ARGV[base]
-  tokens[#tokens + 1] = tonumber(ARGV[base + 1])
-  given[#given + 1] = ARGV[base + 2]
-  notes[#notes + 1] = ARGV[base + 3]
-  logs[#logs + 1] = ARGV[base + 4]
 end
 local raws = bulk('HMGET', jobs_key, ids)
 
@@ -54,9 +50,10 @@ local leases, records, done, results = {}, {}, {}, {}
 local done_until = int(now + retention_ms)
 local finished_now = {}  -- an id named twice in one batch finishes once
 for i, id in ipairs(ids) do
-  local result = given[i]
+  local base = 6 + (i - 1) * FIELDS
+  local result = ARGV[base + 2]
   local meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
-  if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then
+  if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1]) then
     finished_now[id] = true
     leases[#leases + 1] = id
     if meta.started ~= '1' then
@@ -78,11 +75,12 @@ for i, id in ipairs(ids) do
         results[#results + 1] = id
         results[#results + 1] = result
       end
-      if notes[i] ~= '' then
-        push_error(errors_key, id, meta, 'note', now, notes[i])
+      local note, logs = ARGV[base + 3], ARGV[base + 4]
+      if note ~= '' then
+        push_error(errors_key, id, meta, 'note', now, note)
       end
-      if logs[i] ~= '' then
-        push_log(logs_key, id, meta, outcome, now, logs[i])
+      if logs ~= '' then
+        push_log(logs_key, id, meta, outcome, now, logs)
       end
     else
       finish(meta, id, now, outcome, 0, k)
@@ -99,7 +97,7 @@ bulk('ZADD', done_key, done)
 bulk('HSET', results_key, results)
 signal(waiting_key, leases)
 if finished > 0 then
-  redis.call('HINCRBY', stats_key, outcome, finished)
+  redis.call('HINCRBY', stats_key, outcome, int(finished))
 end
 expire_done(k, now, expire_batch)
 return reply

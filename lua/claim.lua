@@ -13,10 +13,10 @@
 -- send: returned with the first call's expiry, a run could outlive its lease
 -- by the time between the two calls — found by model/lease.pml,
 -- BUG_RETRY_OLD_LEASE) and leases nothing new.
--- A paused queue (its paused key exists) leases nothing: the check is in
--- this script, so no claim that runs after the pause was written leases a
--- job. Due scheduled jobs are still promoted, and a retried claim still gets
--- the jobs it leased before the pause.
+-- A paused queue (its paused key is set: a string, read with MGET) leases
+-- nothing: the check is in this script, so no claim that runs after the pause
+-- was written leases a job. Due scheduled jobs are still promoted, and a
+-- retried claim still gets the jobs it leased before the pause.
 -- KEYS[1] ready        ZSET   claimable ids
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
@@ -49,7 +49,6 @@ local parked_key, claim_key = KEYS[12], KEYS[13]
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
-local promote_batch = tonumber(ARGV[4])
 local events_maxlen = tonumber(ARGV[5])
 local audit_all = ARGV[6] == '1'
 local letters_maxlen = tonumber(ARGV[7])
@@ -75,17 +74,21 @@ local function add_job(id, meta, payload)
   jobs[j + 8] = meta.work_fail
   jobs[j + 9] = meta.infra_fail
   jobs[j + 10] = meta.enq_ms
-  jobs[j + 11] = tonumber(meta.started)
+  jobs[j + 11] = meta.started == '1' and 1 or 0
 end
 
 local more_ready = false  -- jobs parked, some still ready: claim again at once
-local function reply_with_jobs()
+-- first: the first entry of the scheduled set (ZRANGE 0 0 WITHSCORES), read
+-- here when not given
+local function reply_with_jobs(first)
   local next_due = -1
-  local first = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
   if more_ready then
     next_due = 0
-  elseif #first > 0 then
-    next_due = math.max(0, tonumber(first[2]) - now)
+  else
+    first = first or redis.call('ZRANGE', scheduled_key, '0', '0', 'WITHSCORES')
+    if #first > 0 then
+      next_due = math.max(0, tonumber(first[2]) - now)
+    end
   end
   local reply = {int(now), int(next_due), n}
   for i = 1, #jobs do
@@ -101,7 +104,9 @@ end
 -- Token ranges of claims never overlap (the counter only grows, and catches
 -- up with the highest token it hands out), so the range names the call's jobs
 -- without a list: the hot path writes a few bytes per call, nothing per job.
-local last = redis.call('GET', claim_key)
+-- (one MGET reads it and the paused key, checked in step 2)
+local last_and_paused = redis.call('MGET', claim_key, paused_key)
+local last, paused = last_and_paused[1], last_and_paused[2]
 if last then
   local head, until_text, lo, hi = string.match(last, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)$')
   if head == claim_id then
@@ -129,23 +134,30 @@ if last then
     end
     bulk('ZADD', leases_key, renewed)
     redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(lo) .. '\n' ..
-               int(hi), 'PX', lease_ms)
+               int(hi), 'PX', ARGV[2])
     return reply_with_jobs()
   end
 end
 
--- 1. promote due scheduled jobs; a retry enters the line behind what is queued
-local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now_text, 'LIMIT', 0, promote_batch)
-for _, id in ipairs(due) do
-  redis.call('ZREM', scheduled_key, id)
-  local meta, problem = load_meta(jobs_key, id)
-  if meta and meta.state == 'scheduled' then
-    meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
-    requeue(meta, id, now, 0, ready_key, scheduled_key)
-    save_meta(jobs_key, id, meta)
-  elseif problem == 'malformed' then
-    bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
+-- 1. promote due scheduled jobs; a retry enters the line behind what is queued.
+-- The first scheduled entry says whether any is due; when none is, it is also
+-- the reply's next due (leasing does not touch the scheduled set): one call.
+local first = redis.call('ZRANGE', scheduled_key, '0', '0', 'WITHSCORES')
+if #first > 0 and tonumber(first[2]) <= now then
+  local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now_text, 'LIMIT', '0',
+                         ARGV[4])
+  for _, id in ipairs(due) do
+    redis.call('ZREM', scheduled_key, id)
+    local meta, problem = load_meta(jobs_key, id)
+    if meta and meta.state == 'scheduled' then
+      meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
+      requeue(meta, id, now, 0, ready_key, scheduled_key)
+      save_meta(jobs_key, id, meta)
+    elseif problem == 'malformed' then
+      bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
+    end
   end
+  first = nil  -- the set changed: the reply reads it again
 end
 
 -- 2. lease, reading and writing the batch with one call per key.
@@ -161,7 +173,7 @@ end
 -- parked per call (a parked group's job past that goes back to its place,
 -- never leased); a call that parked some and leased fewer than `count` while
 -- jobs are still ready answers next_due 0 (claim again now).
-if count > 0 and redis.call('EXISTS', paused_key) == 1 then
+if paused then
   count = 0
 end
 local PARK_HORIZON_US, PARK_SCAN = 50000, 256
@@ -192,7 +204,7 @@ local want = count
 while n < count do
   -- after a chunk that parked jobs, read ahead in larger chunks (what is
   -- neither parked nor leased goes back to its place: its score is kept)
-  local popped = redis.call('ZPOPMIN', ready_key, want)
+  local popped = redis.call('ZPOPMIN', ready_key, int(want))
   if #popped == 0 then
     break
   end
@@ -251,12 +263,12 @@ while n < count do
   -- reserve one token per job to lease
   local token = 0
   if #lease_ids > 0 then
-    top = redis.call('INCRBY', token_key, #lease_ids)
+    top = redis.call('INCRBY', token_key, int(#lease_ids))
     if top == #lease_ids then
       -- the counter was just created: continue from the old counter, if any
       local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
       if old > 0 then
-        top = redis.call('INCRBY', token_key, old)
+        top = redis.call('INCRBY', token_key, int(old))
       end
     end
     token = top - #lease_ids
@@ -310,9 +322,10 @@ if first_token then
     redis.call('SET', token_key, int(highest))  -- the counter catches up with the records
   end
   redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(first_token) ..
-             '\n' .. int(highest), 'PX', lease_ms)
+             '\n' .. int(highest), 'PX', ARGV[2])
 end
 if parked > 0 then
+  first = nil  -- the scheduled set changed: the reply reads it again
   local furthest = 0
   for grp, park in pairs(parks) do
     if park and park[3] then
@@ -330,4 +343,4 @@ if parked > 0 then
   end
 end
 
-return reply_with_jobs()
+return reply_with_jobs(first)

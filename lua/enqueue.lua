@@ -31,7 +31,7 @@ for base = 4, #ARGV, FIELDS do
 end
 local raws = bulk('HMGET', jobs_key, ids)
 -- reserve one sequence number per job (unused ones leave harmless gaps)
-local seq = redis.call('HINCRBY', stats_key, 'seq', #ids) - #ids
+local seq = redis.call('HINCRBY', stats_key, 'seq', int(#ids)) - #ids
 
 local reply = {}
 local created = 0
@@ -50,36 +50,30 @@ for i, id in ipairs(ids) do
     reply[#reply + 1] = state
   else
     local delay_ms = tonumber(ARGV[base + 3])
-    local meta = {
-      name = ARGV[base + 1], prio = ARGV[base + 4], seq = seq,
-      attempt = '0', token = '0', work_fail = '0', infra_fail = '0',
-      max_attempts = ARGV[base + 5], max_infra = ARGV[base + 6],
-      cancel = '0', started = '0', enq_ms = now_text, ready_ms = '0', due_ms = '0', claim_ms = '0',
-      end_ms = '0', worker = '', reason = '', grp = ARGV[base + 7],
-    }
+    local prio = ARGV[base + 4]
+    local ready_ms, due_ms  -- and state (nil here): the new job's
     if delay_ms > 0 then
-      meta.state = 'scheduled'
-      meta.due_ms = int(now + delay_ms)
-      scheduled[#scheduled + 1] = meta.due_ms
+      state, ready_ms, due_ms = 'scheduled', '0', int(now + delay_ms)
+      scheduled[#scheduled + 1] = due_ms
       scheduled[#scheduled + 1] = id
     else
-      meta.state = 'queued'
-      meta.ready_ms = now_text
-      ready[#ready + 1] = ready_score(meta)
+      state, ready_ms, due_ms = 'queued', now_text, '0'
+      ready[#ready + 1] = ready_score({prio = prio, seq = seq})
       ready[#ready + 1] = id
     end
     records[#records + 1] = id
-    records[#records + 1] = encode_meta(meta)
+    records[#records + 1] = new_record(state, ARGV[base + 5], ARGV[base + 6], prio, int(seq),
+                                       now_text, ready_ms, due_ms, ARGV[base + 1], ARGV[base + 7])
     payloads[#payloads + 1] = id
     payloads[#payloads + 1] = ARGV[base + 2]
     if audit_all then
-      emit(events_key, events_maxlen, id, 'enqueued', meta.state, enqueued_by(id), nil,
+      emit(events_key, events_maxlen, id, 'enqueued', state, enqueued_by(id), nil,
            envelope_corr(ARGV[base + 2]))
     end
-    fresh[id] = meta.state
+    fresh[id] = state
     created = created + 1
     reply[#reply + 1] = CODE_CREATED
-    reply[#reply + 1] = meta.state
+    reply[#reply + 1] = state
   end
 end
 bulk('HSET', jobs_key, records)
@@ -87,7 +81,7 @@ bulk('HSET', payloads_key, payloads)
 bulk('ZADD', ready_key, ready)
 bulk('ZADD', scheduled_key, scheduled)
 if created > 0 then
-  redis.call('HINCRBY', stats_key, 'enqueued', created)
+  redis.call('HINCRBY', stats_key, 'enqueued', int(created))
   wake(wake_key, created, wake_cap)
 end
 return reply

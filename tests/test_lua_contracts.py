@@ -301,3 +301,32 @@ def test_each_script_gets_the_helpers_it_uses_and_no_other() -> None:
                 assert names <= defined, (name, names)
         # ... and nothing else
         assert defined <= used, (name, defined - used)
+
+
+@pytest.mark.parametrize("state,ready_ms,due_ms", [
+    ("queued", "1700000000123", "0"), ("scheduled", "0", "1700000005123")])
+def test_new_record_is_what_encode_meta_writes(sync_redis: Any, state: str, ready_ms: str,
+                                               due_ms: str) -> None:
+    """enqueue.lua builds a new job's record in one concatenation (new_record),
+    not through encode_meta: both must write the same text, which parse_meta
+    reads back field by field."""
+    lib = (LUA / "_lib.lua").read_text()
+    snippet = f"""
+local built = new_record('{state}', '3', '0', '-5', int(42), '1700000000000', '{ready_ms}',
+                         '{due_ms}', 'mail.send')
+local meta = {{state = '{state}', token = '0', attempt = '0', work_fail = '0', infra_fail = '0',
+              max_attempts = '3', max_infra = '0', cancel = '0', started = '0', prio = '-5',
+              seq = 42, enq_ms = '1700000000000', ready_ms = '{ready_ms}', due_ms = '{due_ms}',
+              claim_ms = '0', end_ms = '0', name = 'mail.send', worker = '', reason = ''}}
+local parsed = parse_meta(built)
+local same = 1
+for field, value in pairs(meta) do
+  if parsed[field] ~= tostring(value) then
+    same = 0
+  end
+end
+return {{built, encode_meta(meta), same}}
+"""
+    built, encoded, same = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0)
+    assert built == encoded
+    assert same == 1

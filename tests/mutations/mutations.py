@@ -33,15 +33,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
     Mutation(
         "ack-ignores-token", "lua/ack.lua",
-        "if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then",
+        "if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1])"
+        " then",
         "if meta and meta.state == 'leased' then",
         "ack.lua finishes a job whatever token the ack carries",
         (f"{SCRIPTS}::test_ack_stores_result_and_refuses_stale",),
     ),
     Mutation(
         "ack-ignores-state", "lua/ack.lua",
-        "if meta and meta.state == 'leased' and tonumber(meta.token) == tokens[i] then",
-        "if meta and tonumber(meta.token) == tokens[i] then",
+        "if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1])"
+        " then",
+        "if meta and tonumber(meta.token) == tonumber(ARGV[base + 1]) then",
         "ack.lua finishes a job that is no longer leased (a second ack lands again)",
         (f"{SCRIPTS}::test_ack_stores_result_and_refuses_stale",),
     ),
@@ -111,6 +113,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "claim.lua returns a retried claim's jobs without renewing their leases "
         "(found by model/lease.pml)",
         (f"{STORE}::test_a_retried_claim_renews_the_leases_it_returns",),
+    ),
+    Mutation(
+        "claim-ignores-pause", "lua/claim.lua",
+        "if paused then\n  count = 0\nend\n",
+        "",
+        "claim.lua leases from a paused queue (the paused key, read by the claim's MGET, "
+        "is not checked)",
+        ("tests/test_operator.py::test_pause_stops_new_claims_atomically_under_load",),
     ),
     Mutation(
         "enqueue-no-dedup", "lua/enqueue.lua",
@@ -185,8 +195,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "expire-ignores-retention", "lua/_lib.lua",
-        "redis.call('ZRANGEBYSCORE', k.done, '-inf', int(now), 'LIMIT', 0, batch)",
-        "redis.call('ZRANGEBYSCORE', k.done, '-inf', '+inf', 'LIMIT', 0, batch)",
+        "local due = int(now)\n",
+        "local due = '+inf'\n",
         "expiry deletes finished records before their retention ran out",
         (f"{STORE}::test_ack_deletes_expired_finished_records_up_to_expire_batch",),
     ),

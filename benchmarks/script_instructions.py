@@ -1,0 +1,144 @@
+"""Redis instructions per job of each hot script on its own, counted by
+valgrind's callgrind: redis-server runs under callgrind, one client (this
+tree's package, or another tree's) enqueues N jobs in one enqueue_many
+(500 per script call), then claims them one per call, then acks them one
+per call; the counters are dumped (callgrind_control) between the phases,
+so each figure is one phase's Redis instructions divided by N. No worker
+runtime: what claim.lua and ack.lua cost per job at concurrency 1, and
+enqueue.lua per job in bulk. The counts include what Redis does on its own
+meanwhile (serverCron), a little.
+
+  git worktree add /tmp/lq-old <commit>
+  python benchmarks/script_instructions.py --tree /tmp/lq-old --tree . [--n 1000]
+
+Needs valgrind (apt-get install valgrind)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis as redis_sync
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import free_port
+
+PHASES = ("enqueue", "claim", "ack")
+
+CLIENT = """
+import inspect, sys
+import anyio, lq_bench
+from leasequeue import JobRequest
+
+async def main():
+    app = lq_bench._app({url!r})
+    qk = app.keys(lq_bench.QUEUE)
+    # a tree before idempotent claims takes no start_now and claim_id
+    new = "claim_id" in inspect.signature(app.scripts.claim).parameters
+
+    async def claim(i):
+        extra = (1, f"c{{i}}") if new else ()
+        return await app.scripts.claim(qk, 1, lq_bench.LEASE_MS, "w", *extra)
+
+    await app.enqueue_many([JobRequest("noop") for _ in range(10)])  # scripts loaded
+    for i in range(10):
+        await lq_bench.ack_all(app, qk, (await claim(-1 - i)).jobs, 86_400_000)
+    print("ready", flush=True); sys.stdin.readline()
+    await app.enqueue_many([JobRequest("noop") for _ in range({n})])
+    print("enqueue", flush=True); sys.stdin.readline()
+    held = []
+    for i in range({n}):
+        held += (await claim(i)).jobs
+    print("claim", flush=True); sys.stdin.readline()
+    for job in held:
+        await lq_bench.ack_all(app, qk, [job], 86_400_000)
+    print("ack", flush=True); sys.stdin.readline()
+    await app.close()
+
+anyio.run(main)
+"""
+
+
+def _last_total(prefix: str) -> int:
+    files = sorted(glob.glob(prefix + ".*"), key=os.path.getmtime)
+    for line in Path(files[-1]).read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {files[-1]}")
+
+
+def per_phase(tree: Path, n: int) -> dict[str, float]:
+    work = tempfile.mkdtemp(prefix="lq-script-instr-")
+    out = f"{work}/callgrind.out"
+    port = free_port()
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
+         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client: subprocess.Popen[str] | None = None
+    result: dict[str, float] = {}
+    try:
+        probe = redis_sync.Redis(port=port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                probe.ping()
+                break
+            except redis_sync.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        probe.close()
+        env = {**os.environ, "PYTHONPATH": f"{tree / 'benchmarks'}{os.pathsep}{tree}",
+               "PYTHONHASHSEED": "0"}
+        code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=n)
+        client = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert client.stdin is not None and client.stdout is not None
+        for phase in ("ready", *PHASES):
+            line = client.stdout.readline().strip()
+            if line != phase:
+                raise RuntimeError(f"the client of {tree} said {line!r}, not {phase!r}")
+            # a dump writes the counts since the previous one and starts again
+            subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if phase != "ready":
+                result[phase] = _last_total(out) / n
+            client.stdin.write("\n")
+            client.stdin.flush()
+        client.wait(60)
+    finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+        server.send_signal(signal.SIGTERM)
+        server.wait(300)
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
+    ap.add_argument("--n", type=int, default=1000, help="jobs per phase")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    rows = [(t, per_phase(Path(t).resolve(), args.n)) for t in args.tree]
+    base = rows[0][1]
+    print("| tree | " + " | ".join(f"{p} (Redis instructions per job)" for p in PHASES) + " |")
+    print("|---|" + "---:|" * len(PHASES))
+    for tree, figures in rows:
+        cells = [f"{figures[p]:,.0f} ({figures[p] / base[p]:.3f})" for p in PHASES]
+        print(f"| {tree} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
