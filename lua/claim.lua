@@ -163,89 +163,113 @@ end
 -- 2. lease, reading and writing the batch with one call per key.
 -- Parking: a job with a park group (its rate key, set at enqueue) whose group
 -- is parked is not leased. A group is parked while a worker found its key over
--- the rate further ahead than PARK_HORIZON_US (release.lua records when the
+-- the rate more than 50 ms ahead (release.lua records when the
 -- key's next start is expected, and one interval). Such a job is scheduled to
 -- the group's next expected start, and the next one parked one interval
 -- after it: a busy key's backlog leaves the ready set here, in Redis, with no
--- round trip per job, and the jobs of other keys behind it are leased in the
--- same call. A job is parked once (its group is cleared): when it comes due it
--- is leased, and the worker's rate check decides. At most PARK_SCAN jobs are
--- parked per call (a parked group's job past that goes back to its place,
--- never leased); a call that parked some and leased fewer than `count` while
--- jobs are still ready answers next_due 0 (claim again now).
+-- round trip per job. A job is parked once (its group is cleared): when it
+-- comes due it is leased, and the worker's rate check decides.
 if paused then
   count = 0
 end
-local PARK_HORIZON_US, PARK_SCAN = 50000, 256
+local PARK_SCAN = 256
 local now_us = now * 1000
 local parks = {}  -- grp -> {next_us, interval_us, changed} or false: read once per call
-local function park_of(grp)
-  local park = parks[grp]
+-- (these two take what they use as arguments: a closure over the script's
+-- locals costs more to make, on every call, than the hot path can spare)
+local function park_of(parks_, parked_key_, grp, now_us_)
+  local park = parks_[grp]
   if park == nil then
     park = false
-    local raw = redis.call('HGET', parked_key, grp)
+    local raw = redis.call('HGET', parked_key_, grp)
     if raw then
       local next_us, interval_us = string.match(raw, '^(%d+)|(%d+)$')
       next_us, interval_us = tonumber(next_us), tonumber(interval_us)
-      if next_us and next_us > now_us + PARK_HORIZON_US then
+      if next_us and next_us > now_us_ + 50000 then  -- more than 50 ms ahead: parked
         park = {next_us, interval_us, false}
       else
-        redis.call('HDEL', parked_key, grp)  -- caught up (or unreadable): not parked
+        redis.call('HDEL', parked_key_, grp)  -- caught up (or unreadable): not parked
       end
     end
-    parks[grp] = park
+    parks_[grp] = park
   end
   return park
 end
-
-local first_token, highest, top = nil, 0, 0  -- top: the counter after the last INCRBY
-local parked, scan_left = 0, PARK_SCAN
-local want = count
-while n < count do
-  -- after a chunk that parked jobs, read ahead in larger chunks (what is
-  -- neither parked nor leased goes back to its place: its score is kept)
-  local popped = redis.call('ZPOPMIN', ready_key, int(want))
-  if #popped == 0 then
-    break
-  end
+-- schedule a queued job of a parked group to the group's next expected start
+local function park_job(id, meta, park, records, later)
+  meta.grp = nil  -- parked once
+  meta.state = 'scheduled'
+  meta.due_ms = math.ceil(park[1] / 1000)
+  park[1] = park[1] + park[2]
+  park[3] = true
+  later[#later + 1] = meta.due_ms
+  later[#later + 1] = id
+  records[#records + 1] = id
+  records[#records + 1] = encode_meta(meta)
+end
+local parked, later = 0, {}
+if count > 0 then
+  local popped = redis.call('ZPOPMIN', ready_key, ARGV[1])
   local ids = {}
   for i = 1, #popped, 2 do
     ids[#ids + 1] = popped[i]
   end
   local raws = bulk('HMGET', jobs_key, ids)
-  local records, later, lease_ids, metas, back = {}, {}, {}, {}, {}
-  local room = count - n
-  local parked_now = 0
+  local payloads = bulk('HMGET', payloads_key, ids)
+  -- reserve one token per popped id (unused ones leave harmless gaps)
+  local token, top = 0, 0
+  if #ids > 0 then
+    top = redis.call('INCRBY', token_key, int(#ids))
+    if top == #ids then
+      -- the counter was just created: continue from the old counter, if any
+      local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
+      if old > 0 then
+        top = redis.call('INCRBY', token_key, int(old))
+      end
+    end
+    token = top - #ids
+  end
+  local highest = top
+  local records, leases = {}, {}
   for i, id in ipairs(ids) do
     local meta = raws[i] and parse_meta(raws[i])
-    if meta and meta.state == 'queued' then
-      local park = meta.grp and park_of(meta.grp)
-      if park and scan_left <= 0 then  -- this call parked its share: the next call goes on
-        back[#back + 1] = popped[2 * i]
-        back[#back + 1] = id
-      elseif park then
-        meta.grp = nil  -- parked once
-        meta.state = 'scheduled'
-        meta.due_ms = math.ceil(park[1] / 1000)
-        park[1] = park[1] + park[2]
-        park[3] = true
-        later[#later + 1] = meta.due_ms
-        later[#later + 1] = id
-        records[#records + 1] = id
-        records[#records + 1] = encode_meta(meta)
-        parked_now = parked_now + 1
-        scan_left = scan_left - 1
-        if audit_all then
-          emit(events_key, events_maxlen, id, 'parked', 'rate group', 'worker:' .. worker_id,
-               payloads_key)
-        end
-      elseif #lease_ids < room then
-        lease_ids[#lease_ids + 1] = id
-        metas[#metas + 1] = meta
-      else
-        back[#back + 1] = popped[2 * i]
-        back[#back + 1] = id
+    local park = meta and meta.grp and meta.state == 'queued' and
+                 park_of(parks, parked_key, meta.grp, now_us)
+    if park then
+      park_job(id, meta, park, records, later)
+      parked = parked + 1
+      if audit_all then
+        emit(events_key, events_maxlen, id, 'parked', 'rate group', 'worker:' .. worker_id,
+             payloads_key)
       end
+    elseif meta and meta.state == 'queued' then
+      meta.state = 'leased'
+      if n < start_now then
+        meta.started = '1'
+        meta.attempt = tonumber(meta.attempt) + 1
+      else
+        meta.started = '0'
+      end
+      token = token + 1
+      -- above the job's last token even if the counter was lost
+      local mine = tonumber(meta.token) + 1
+      if mine < token then
+        mine = token
+      elseif mine > highest then
+        highest = mine
+      end
+      meta.token = mine
+      meta.worker = worker_id
+      meta.claim_ms = now_text
+      records[#records + 1] = id
+      records[#records + 1] = encode_meta(meta)
+      leases[#leases + 1] = lease_until
+      leases[#leases + 1] = id
+      if audit_all then
+        emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
+             payloads_key)
+      end
+      add_job(id, meta, payloads[i])
     elseif raws[i] then
       if meta then
         -- a record in another state: a stale entry in the ready set
@@ -258,73 +282,55 @@ while n < count do
       redis.call('HINCRBY', stats_key, 'garbage', 1)
     end
   end
-  bulk('ZADD', ready_key, back)
-  local payloads = bulk('HMGET', payloads_key, lease_ids)
-  -- reserve one token per job to lease
-  local token = 0
-  if #lease_ids > 0 then
-    top = redis.call('INCRBY', token_key, int(#lease_ids))
-    if top == #lease_ids then
-      -- the counter was just created: continue from the old counter, if any
-      local old = tonumber(redis.call('HGET', stats_key, 'token') or '0') or 0
-      if old > 0 then
-        top = redis.call('INCRBY', token_key, int(old))
-      end
-    end
-    token = top - #lease_ids
-    first_token = first_token or token + 1
-    if top > highest then
-      highest = top
-    end
-  end
-  local leases = {}
-  for i, id in ipairs(lease_ids) do
-    local meta = metas[i]
-    meta.state = 'leased'
-    if n < start_now then
-      meta.started = '1'
-      meta.attempt = tonumber(meta.attempt) + 1
-    else
-      meta.started = '0'
-    end
-    token = token + 1
-    -- above the job's last token even if the counter was lost
-    local mine = tonumber(meta.token) + 1
-    if mine < token then
-      mine = token
-    elseif mine > highest then
-      highest = mine
-    end
-    meta.token = mine
-    meta.worker = worker_id
-    meta.claim_ms = now_text
-    records[#records + 1] = id
-    records[#records + 1] = encode_meta(meta)
-    leases[#leases + 1] = lease_until
-    leases[#leases + 1] = id
-    if audit_all then
-      emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
-           payloads_key)
-    end
-    add_job(id, meta, payloads[i])
-  end
-  bulk('HSET', jobs_key, records)
-  bulk('ZADD', leases_key, leases)
-  bulk('ZADD', scheduled_key, later)
-  parked = parked + parked_now
-  if parked_now == 0 or scan_left <= 0 or #back > 0 then
-    break
-  end
-  want = math.min(math.max(count - n, 32), scan_left + count - n)
-end
-if first_token then
   if highest > top then
     redis.call('SET', token_key, int(highest))  -- the counter catches up with the records
   end
-  redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(first_token) ..
-             '\n' .. int(highest), 'PX', ARGV[2])
+  bulk('HSET', jobs_key, records)
+  bulk('ZADD', leases_key, leases)
+  if n > 0 then
+    redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(top - #ids + 1) ..
+               '\n' .. int(highest), 'PX', ARGV[2])
+  end
 end
+
+-- the rest of a parked group's run behind this batch is parked too (up to
+-- PARK_SCAN jobs a call), so the jobs of other keys behind it are reached at
+-- once: the first job that is not of a parked group goes back to its place
+-- (its score kept) and the claim answers next_due 0 (claim again now)
 if parked > 0 then
+  local stop = false
+  while not stop and parked < PARK_SCAN do
+    local popped = redis.call('ZPOPMIN', ready_key, '32')
+    if #popped == 0 then
+      break
+    end
+    local ids = {}
+    for i = 1, #popped, 2 do
+      ids[#ids + 1] = popped[i]
+    end
+    local raws = bulk('HMGET', jobs_key, ids)
+    local records, back = {}, {}
+    for i, id in ipairs(ids) do
+      local meta = not stop and raws[i] and parse_meta(raws[i])
+      local park = meta and meta.grp and meta.state == 'queued' and parked < PARK_SCAN and
+                   park_of(parks, parked_key, meta.grp, now_us)
+      if park then
+        park_job(id, meta, park, records, later)
+        parked = parked + 1
+        if audit_all then
+          emit(events_key, events_maxlen, id, 'parked', 'rate group', 'worker:' .. worker_id,
+               payloads_key)
+        end
+      else
+        stop = true
+        back[#back + 1] = popped[2 * i]
+        back[#back + 1] = id
+      end
+    end
+    bulk('HSET', jobs_key, records)
+    bulk('ZADD', ready_key, back)
+  end
+  bulk('ZADD', scheduled_key, later)
   first = nil  -- the scheduled set changed: the reply reads it again
   local furthest = 0
   for grp, park in pairs(parks) do

@@ -453,6 +453,8 @@ async def test_a_claim_parks_a_busy_keys_jobs_one_interval_apart(app: App) -> No
     assert (await app.redis.hget(qk.jobs, "x")).startswith(b"2|")  # its group cleared
     await _grouped(app, [f"a{i}" for i in range(5)], "rate.t:A")
     await _grouped(app, ["b0", "b1"], "rate.t:B")
+    parking = await _claim(app, 3)  # parks A's run, stops at b0: claim again now
+    assert parking.jobs == [] and parking.next_due_in_ms == 0
     batch = await _claim(app, 3)
     assert [j.id for j in batch.jobs] == ["b0", "b1"]
     due = await _due_ms(app, [f"a{i}" for i in range(5)])
@@ -488,9 +490,11 @@ async def test_a_parked_job_is_parked_once_then_leased(app: App) -> None:
 
 
 async def test_a_claim_parks_at_most_256_and_says_claim_again(app: App) -> None:
-    """A claim parks at most 256 jobs; one that parked and leased fewer than
-    asked while jobs are still ready answers next_due 0, so the worker claims
-    again at once instead of idling until the first parked job is due."""
+    """A claim parks at most 256 jobs, and the run of a parked group's jobs
+    behind its batch ends at the first job of another key, which goes back
+    to its place; a claim that parked and leased fewer than asked while jobs
+    are still ready answers next_due 0, so the worker claims again at once
+    instead of idling until the first parked job is due."""
     qk = app.keys("default")
     await _grouped(app, ["x"], "rate.t:A")
     (x,) = (await _claim(app, 1)).jobs
@@ -501,8 +505,11 @@ async def test_a_claim_parks_at_most_256_and_says_claim_again(app: App) -> None:
     first = await _claim(app, 1)
     assert first.jobs == [] and first.next_due_in_ms == 0
     assert await app.redis.zcard(qk.scheduled) == 1 + 256  # x and the parked
-    second = await _claim(app, 1)
-    assert [j.id for j in second.jobs] == ["b0"]
+    second = await _claim(app, 1)  # the other 44, then b0 goes back: claim again now
+    assert second.jobs == [] and second.next_due_in_ms == 0
+    assert await app.redis.zcard(qk.scheduled) == 1 + 300
+    third = await _claim(app, 1)
+    assert [j.id for j in third.jobs] == ["b0"]
     assert await app.redis.zcard(qk.ready) == 0
 
 

@@ -359,8 +359,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "claim-ignores-parked-groups", "lua/claim.lua",
-        "      local park = meta.grp and park_of(meta.grp)\n",
-        "      local park = false\n",
+        "      if next_us and next_us > now_us_ + 50000 then  -- more than 50 ms ahead: parked\n",
+        "      if false then\n",
         "claim.lua leases every job of a parked rate group (a busy key's backlog is swept "
         "through the workers ahead of the other keys)",
         ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",
@@ -368,15 +368,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "parked-jobs-not-spaced", "lua/claim.lua",
-        "        park[1] = park[1] + park[2]\n",
-        "        park[1] = park[1]\n",
+        "  park[1] = park[1] + park[2]\n",
+        "  park[1] = park[1]\n",
         "claim.lua parks a group's jobs all at one instant, not one interval apart (they "
         "come due in a clump)",
         ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
     ),
     Mutation(
         "parked-job-parked-again", "lua/claim.lua",
-        "        meta.grp = nil  -- parked once\n",
+        "  meta.grp = nil  -- parked once\n",
         "",
         "claim.lua parks a job again when it comes due (it never runs while its key is "
         "busy)",
