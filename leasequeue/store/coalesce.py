@@ -8,9 +8,12 @@ queue, this sends them together instead:
   for it) is sent at once, alone, by its own task: no timer, no added
   latency, the same single script call as before;
 - calls that arrive while one is in flight wait, and go together as ONE
-  script call (lua/enqueue.lua takes a batch) as soon as it returns: at most
-  ``max_jobs`` jobs and about ``max_bytes`` of payloads per call; the next
-  waiting ones go in the call after.
+  script call (lua/enqueue.lua takes a batch) as soon as it returns, sent
+  before the callers it answered resume: at most ``max_jobs`` jobs, about
+  ``max_bytes`` of payloads and half of the queue's callers (those just
+  answered and those waiting) per call, so that under a steady load one
+  half is in Redis while the client prepares the other; the next waiting
+  ones go in the call after.
 
 Each caller gets its own reply (created, state): the script answers per job
 in order, and a job id repeated within a batch is "existed" for the later
@@ -82,7 +85,7 @@ class EnqueueCoalescer:
                 (reply,) = await self._send(qk, (job,))
             finally:
                 if lane.waiting:
-                    self._next(qk, lane)
+                    self._next(qk, lane, 1)
                 else:
                     lane.busy = False
             return reply
@@ -92,13 +95,29 @@ class EnqueueCoalescer:
         # job was not sent yet, and a batch in flight leaves it alone
         return await future
 
-    def _next(self, qk: QueueKeys, lane: _Lane) -> None:
-        """After a call returned: send the waiting jobs (skipping cancelled
-        callers) as the next call, or mark the queue idle."""
+    def _next(self, qk: QueueKeys, lane: _Lane, answered: int) -> None:
+        """After the lone call returned with callers waiting: a task of its
+        own sends them (no caller's cancellation can stop it)."""
+        batch = self._take(lane, answered)
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._flush(qk, lane, batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _take(self, lane: _Lane, answered: int) -> list[tuple[NewJob, asyncio.Future[Reply]]]:
+        """After a call for ``answered`` jobs returned: the waiting jobs
+        (skipping cancelled callers) of the next call; when none, the queue
+        is idle again.
+
+        A call takes at most half of the queue's callers (those just answered,
+        who may come back at once, and those waiting): under a steady load two
+        halves alternate, one in Redis while the client prepares the other,
+        instead of the client and Redis taking turns."""
         waiting = lane.waiting
+        limit = min(self.max_jobs, (answered + len(waiting) + 1) // 2)
         batch: list[tuple[NewJob, asyncio.Future[Reply]]] = []
         size = 0
-        while waiting and len(batch) < self.max_jobs:
+        while waiting and len(batch) < limit:
             job, future = waiting[0]
             if future.done():  # its caller was cancelled before it was sent
                 waiting.popleft()
@@ -110,39 +129,35 @@ class EnqueueCoalescer:
             size += len(job.payload)
         if not batch:
             lane.busy = False
-            return
-        loop = lane.loop = asyncio.get_running_loop()
-        task = loop.create_task(self._flush(qk, lane, batch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        return batch
 
     async def _flush(self, qk: QueueKeys, lane: _Lane,
                      batch: list[tuple[NewJob, asyncio.Future[Reply]]]) -> None:
-        """One batch call; every caller of the batch gets its reply or the
-        call's error."""
-        try:
-            replies = await self._send(qk, [job for job, _ in batch])
-            if len(replies) != len(batch):
-                raise RuntimeError(f"enqueue answered {len(replies)} replies for "
-                                   f"{len(batch)} jobs")
-        except asyncio.CancelledError:
-            # only the loop's shutdown cancels this task: nothing more is sent
-            for _, future in batch:
-                future.cancel()
-            for _, future in lane.waiting:
-                future.cancel()
-            lane.waiting.clear()
-            lane.busy = False
-            raise
-        except BaseException as exc:  # every caller of the batch gets it
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            self._next(qk, lane)
-            if not isinstance(exc, Exception):
+        """Batch calls, one after the other, while callers wait: every caller
+        of a batch gets its reply or the call's error. The next call is sent
+        before the answered callers resume, so it is in Redis while they run."""
+        while batch:
+            try:
+                replies = await self._send(qk, [job for job, _ in batch])
+                if len(replies) != len(batch):
+                    raise RuntimeError(f"enqueue answered {len(replies)} replies for "
+                                       f"{len(batch)} jobs")
+            except asyncio.CancelledError:
+                # only the loop's shutdown cancels this task: nothing more is sent
+                for _, future in [*batch, *lane.waiting]:
+                    future.cancel()
+                lane.waiting.clear()
+                lane.busy = False
                 raise
-            return
-        for (_, future), reply in zip(batch, replies, strict=True):
-            if not future.done():  # a caller cancelled after it was sent
-                future.set_result(reply)
-        self._next(qk, lane)
+            except BaseException as exc:  # every caller of the batch gets it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    lane.busy = False  # KeyboardInterrupt & co: the waiting ones stay
+                    raise
+            else:
+                for (_, future), reply in zip(batch, replies, strict=True):
+                    if not future.done():  # a caller cancelled after it was sent
+                        future.set_result(reply)
+            batch = self._take(lane, len(batch))
