@@ -68,6 +68,12 @@ def bench_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--e2s-min", type=int, default=1,
                     help="probes a slow worker may take up to 12 s to reach")
     ap.add_argument("--drain-budget", type=float, default=30.0, help="seconds cap for a drain")
+    ap.add_argument("--conc-n", type=int, default=20_000,
+                    help="jobs enqueued by CONC_TASKS concurrent tasks")
+    ap.add_argument("--conc-budget", type=float, default=3.0,
+                    help="seconds cap for the concurrent enqueue")
+    ap.add_argument("--mem-n", type=int, default=100_000,
+                    help="no-op jobs queued to measure used_memory per job")
     ap.add_argument("--sections", default="enqueue,drain,e2s")
     return ap.parse_args(argv)
 
@@ -172,9 +178,15 @@ def worker_tree(procs: Sequence[subprocess.Popen[bytes]]) -> list[int]:
     return sorted(found)
 
 
-def cpu_pct(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
-    return {f"{k}_cpu_pct": round(100 * (after[k] - before[k]) / max(seconds, 1e-9), 1)
-            for k in before}
+def cpu_pct(before: dict[str, float], after: dict[str, float], seconds: float,
+            jobs: int = 0) -> dict[str, float]:
+    """CPU % of one core over the window, and the redis-server's CPU
+    microseconds per job finished in it (INFO cpu user + sys delta ÷ jobs)."""
+    out = {f"{k}_cpu_pct": round(100 * (after[k] - before[k]) / max(seconds, 1e-9), 1)
+           for k in before}
+    if jobs > 0 and "redis" in before:
+        out["redis_us_per_job"] = round(1e6 * (after["redis"] - before["redis"]) / jobs, 2)
+    return out
 
 
 # -- drain ---------------------------------------------------------------------
@@ -214,7 +226,8 @@ def measure_drain(left: Callable[[], int], n: int, budget: float,
                                    + ("" if alive() else " (worker exited)"))
             result = drain_result(n, left_first, t_first, now_left, now, bool(done))
             if sample:
-                result.update(cpu_pct(cpu0, sample(), now - t_first))
+                result.update(cpu_pct(cpu0, sample(), now - t_first,
+                                      result["measured_jobs"]))
             return result
         time.sleep(POLL)
 
@@ -239,7 +252,8 @@ async def measure_drain_async(left: Callable[[], Awaitable[int]], n: int, budget
                 raise RuntimeError(f"no job finished within {budget:.0f} s")
             result = drain_result(n, left_first, t_first, now_left, now, bool(done))
             if sample:
-                result.update(cpu_pct(cpu0, sample(), now - t_first))
+                result.update(cpu_pct(cpu0, sample(), now - t_first,
+                                      result["measured_jobs"]))
             return result
         await asyncio.sleep(POLL)
 
@@ -325,6 +339,47 @@ async def measure_e2s_async(send: Callable[[], Awaitable[Any]], url: str, count:
     if not samples:
         raise RuntimeError("no probe job started")
     return latency_summary(samples)
+
+
+# -- concurrent enqueue and memory per queued job ---------------------------------
+
+CONC_TASKS = 100  # concurrent producers, as the tasks of a web service
+
+
+async def concurrent_enqueue(enqueue: Callable[[], Awaitable[Any]], n: int,
+                             budget: float, tasks: int = CONC_TASKS) -> dict[str, Any]:
+    """``tasks`` asyncio tasks, each awaiting one enqueue call at a time in a
+    loop, until ``n`` jobs are in or ``budget`` seconds passed: jobs/s."""
+    import asyncio
+
+    done = 0
+    started = time.perf_counter()
+    deadline = started + budget
+
+    async def loop() -> None:
+        nonlocal done
+        while done < n and time.perf_counter() < deadline:
+            done += 1  # claimed before the await: the total never passes n
+            await enqueue()
+
+    await asyncio.gather(*(loop() for _ in range(tasks)))
+    return {**timed_rate(done, time.perf_counter() - started), "tasks": tasks}
+
+
+def used_memory(url: str) -> int:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return int(client.info("memory")["used_memory"])
+    finally:
+        client.close()
+
+
+def memory_line(before: int, after: int, n: int) -> dict[str, Any]:
+    """used_memory bytes per queued job, from INFO memory before and after."""
+    return {"value": round((after - before) / n, 1), "n": n, "used_memory_before": before,
+            "used_memory_after": after}
 
 
 def timed_rate(count: int, seconds: float) -> dict[str, Any]:

@@ -3,7 +3,7 @@
   lq_bench.py claim  --url U --sizes 1000,100000 --samples 3000 --reps 3
       claim latency of one script call (1 job and a batch of 50) with the
       ready set held at each size
-  lq_bench.py bench  --url U [--sections enqueue,drain,e2s,bare]
+  lq_bench.py bench  --url U [--sections enqueue,drain,e2s,bare,memory]
       one repetition of the throughput / latency sections
   lq_bench.py worker --url U --concurrency C
       a worker process (started by `bench`)
@@ -126,12 +126,35 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
         common.emit_error("enqueue_one", exc)
     common.flush(args.url)
     try:
+        # 100 tasks each awaiting app.enqueue in a loop (a web service's shape)
+        result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), args.conc_n,
+                                                 args.conc_budget)
+        common.emit("enqueue_concurrent", **result)
+    except Exception as exc:
+        common.emit_error("enqueue_concurrent", exc)
+    common.flush(args.url)
+    try:
         # the requests are built inside the timer, as every peer's are
         started = time.perf_counter()
         await app.enqueue_many([JobRequest("noop") for _ in range(args.n)])
         common.emit("enqueue_bulk", **common.timed_rate(args.n, time.perf_counter() - started))
     except Exception as exc:
         common.emit_error("enqueue_bulk", exc)
+    common.flush(args.url)
+
+
+async def memory_per_job(app: App, args: argparse.Namespace) -> None:
+    """used_memory bytes per queued no-op job: INFO memory before and after
+    queuing --mem-n jobs (enqueue_many), on a flushed Redis."""
+    try:
+        common.flush(args.url)
+        before = common.used_memory(args.url)
+        await fill(app, args.mem_n)
+        common.emit("memory_per_job", **common.memory_line(before,
+                                                           common.used_memory(args.url),
+                                                           args.mem_n))
+    except Exception as exc:
+        common.emit_error("memory_per_job", exc)
     common.flush(args.url)
 
 
@@ -234,6 +257,8 @@ async def bench(args: argparse.Namespace) -> None:
     if "bare" in sections:
         await bare_loop(app, args, 1)
         await bare_loop(app, args, 100)
+    if "memory" in sections:
+        await memory_per_job(app, args)
     await app.close()
 
 
@@ -261,7 +286,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--drain-budget", type=float, default=60.0)
     ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 10, 100])
-    ap.add_argument("--sections", default="enqueue,drain,e2s,bare")
+    ap.add_argument("--conc-n", type=int, default=20_000)
+    ap.add_argument("--conc-budget", type=float, default=3.0)
+    ap.add_argument("--mem-n", type=int, default=100_000)
+    ap.add_argument("--sections", default="enqueue,drain,e2s,bare,memory")
     args = ap.parse_args(argv)
     if args.role == "worker":
         anyio.run(worker, args)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-RATE_METRICS = ("enqueue_one", "enqueue_bulk", "drain")
-LQ_RATES = ("enqueue_one", "enqueue_bulk", "drain_c1", "drain_c10", "drain_c100",
-            "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100")
+RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "memory_per_job")
+LQ_RATES = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain_c1", "drain_c10",
+            "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
+            "memory_per_job")
 LQ_DRAIN_FOR_PEERS = "drain_c100"  # 1 process, concurrency 100: the peers' setting
 
 
@@ -31,7 +32,7 @@ def _rate(runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
     lines = [x for x in _lines(runs, metric) if x.get("value") is not None]
     out: dict[str, Any] = {"value": _median([float(x["value"]) for x in lines]),
                            "reps": [x["value"] for x in lines]}
-    for cpu in ("redis_cpu_pct", "workers_cpu_pct"):
+    for cpu in ("redis_cpu_pct", "workers_cpu_pct", "redis_us_per_job"):
         got = [float(x[cpu]) for x in lines if x.get(cpu) is not None]
         if got:
             out[cpu] = _median(got)
@@ -113,6 +114,10 @@ def _num(v: float | None, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _one(v: float | None) -> str:
+    return _num(v, 1)
+
+
 def _ms(v: float | None) -> str:
     if v is None:
         return "–"
@@ -183,33 +188,47 @@ def _peers_table(results: dict[str, Any], out: list[str]) -> None:
     base_one = lq["enqueue_one"]["value"]
     base_bulk = lq["enqueue_bulk"]["value"]
     base_e2s = lq["e2s"].get("p50_ms")
+    base_conc = lq["enqueue_concurrent"]["value"]
+    base_us = lq[LQ_DRAIN_FOR_PEERS].get("redis_us_per_job")
+    base_mem = lq["memory_per_job"]["value"]
     w(f"## Against the peers (no-op job, {st['n']:,} jobs drained, same Redis)\n")
     w("Ratios are peer ÷ leasequeue: above 1× the peer is faster for throughput, slower "
-      "for latency. leasequeue's row is 1 worker process at concurrency 100.\n")
+      "for latency, and costs more for the Redis CPU and memory columns. leasequeue's row "
+      "is 1 worker process at concurrency 100 (its Redis CPU per job is from that drain).\n")
     w("| queue | drain jobs/s | ×lq | CPU % Redis / workers | enqueue 1/call jobs/s | ×lq "
+      "| enqueue 100 tasks jobs/s | ×lq "
       "| enqueue bulk jobs/s | ×lq | enqueue→start p50 ms | p99 ms | ×lq (p50) "
+      "| Redis CPU µs / drained job | ×lq | used_memory B / queued job | ×lq "
       "| configuration |")
-    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     w(f"| **leasequeue** {results['versions']['leasequeue']} | {_num(base_drain)} | 1× "
       f"| {_cpu(lq[LQ_DRAIN_FOR_PEERS])} "
-      f"| {_num(base_one)} | 1× | {_num(base_bulk)} | 1× | {_ms(base_e2s)} "
-      f"| {_ms(lq['e2s'].get('p99_ms'))} | 1× | {lq['config']}; bulk = App.enqueue_many |")
+      f"| {_num(base_one)} | 1× | {_num(base_conc)} | 1× | {_num(base_bulk)} | 1× "
+      f"| {_ms(base_e2s)} "
+      f"| {_ms(lq['e2s'].get('p99_ms'))} | 1× | {_num(base_us, 1)} | 1× "
+      f"| {_num(base_mem)} | 1× | {lq['config']}; bulk = App.enqueue_many |")
     notes: list[str] = []
     for name, p in s["peers"].items():
         if p["version"] is None:
             err = p["errors"][0] if p["errors"] else "no output"
-            w(f"| {name} | failed | | | | | | | | | | {err[:200]} |")
+            w(f"| {name} | failed | | | | | | | | | | | | | | | | {err[:200]} |")
             continue
         drain = p["drain"]
         d_txt = _num(drain["value"]) + ("*" if drain.get("partial") else "")
         e = p["e2s"]
         bulk = p["enqueue_bulk"]["value"]
+        conc = (p.get("enqueue_concurrent") or {}).get("value")
+        mem = (p.get("memory_per_job") or {}).get("value")
         w(f"| {name} {p['version']} | {d_txt} | {_ratio(drain['value'], base_drain)} "
           f"| {_cpu(drain)} "
           f"| {_num(p['enqueue_one']['value'])} | {_ratio(p['enqueue_one']['value'], base_one)} "
+          f"| {_num(conc)} | {_ratio(conc, base_conc)} "
           f"| {_num(bulk) if bulk is not None else '– (no bulk API)'} "
           f"| {_ratio(bulk, base_bulk)} | {_ms(e.get('p50_ms'))} | {_ms(e.get('p99_ms'))} "
-          f"| {_ratio(e.get('p50_ms'), base_e2s)} | {p['config']}"
+          f"| {_ratio(e.get('p50_ms'), base_e2s)} "
+          f"| {_num(drain.get('redis_us_per_job'), 1)} "
+          f"| {_ratio(drain.get('redis_us_per_job'), base_us)} "
+          f"| {_num(mem)} | {_ratio(mem, base_mem)} | {p['config']}"
           + (f"; bulk = {p['bulk_api']}" if p["bulk_api"] else "") + " |")
         if drain.get("partial"):
             notes.append(f"{name}: drain {drain['partial']}")
@@ -231,9 +250,15 @@ def _peers_table(results: dict[str, Any], out: list[str]) -> None:
 BEST_COLUMNS = (
     ("drain, concurrency 100 (jobs/s)", LQ_DRAIN_FOR_PEERS, "drain", "value", True),
     ("enqueue, one per call (jobs/s)", "enqueue_one", "enqueue_one", "value", True),
+    ("enqueue, 100 concurrent tasks (jobs/s)", "enqueue_concurrent", "enqueue_concurrent",
+     "value", True),
     ("enqueue, bulk (jobs/s)", "enqueue_bulk", "enqueue_bulk", "value", True),
     ("enqueue → start p50 (ms)", "e2s", "e2s", "p50_ms", False),
     ("enqueue → start p99 (ms)", "e2s", "e2s", "p99_ms", False),
+    ("Redis CPU µs per drained job (concurrency 100)", LQ_DRAIN_FOR_PEERS, "drain",
+     "redis_us_per_job", False),
+    ("used_memory bytes per queued no-op job", "memory_per_job", "memory_per_job", "value",
+     False),
 )
 
 
@@ -243,7 +268,8 @@ def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
     lq = s["leasequeue"]
     w = out.append
     w("## Against the best peer, per column (this run)\n")
-    w("lq ÷ best: above 1× leasequeue leads (for latency: the best peer's time ÷ ours).\n")
+    w("lq ÷ best: above 1× leasequeue leads (for latency and the costs per job: the best "
+      "peer's figure ÷ ours).\n")
     w("| column | leasequeue | best peer | its figure | lq ÷ best |")
     w("|---|---:|---|---:|---:|")
     for label, lq_metric, metric, field, higher in BEST_COLUMNS:
@@ -259,7 +285,7 @@ def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
             w(f"| {label} | {mine if mine is not None else '–'} | – | – | – |")
             continue
         ratio = mine / best[1] if higher else best[1] / mine
-        fmt = _num if higher else _ms
+        fmt = _num if higher else _ms if field.endswith("_ms") else _one
         w(f"| {label} | {fmt(mine)} | {best[0]} | {fmt(best[1])} | {ratio:.2f}× |")
     w("")
 
@@ -296,6 +322,7 @@ def _leasequeue_section(results: dict[str, Any], out: list[str]) -> None:
     w("|---|---:|---:|---:|---:|")
     rows = [
         ("enqueue, one per call (jobs/s)", lq["enqueue_one"]),
+        ("enqueue, 100 concurrent tasks each one per call (jobs/s)", lq["enqueue_concurrent"]),
         (f"enqueue_many, {results['settings']['n']:,} per call (jobs/s)", lq["enqueue_bulk"]),
         ("drain, 1 process, concurrency 1 (jobs/s)", lq["drain_c1"]),
         ("drain, 1 process, concurrency 10 (jobs/s)", lq["drain_c10"]),

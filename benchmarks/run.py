@@ -54,11 +54,15 @@ class Mode:
     lq_drain_budget: float
     peer_drain_budget: float
     ceiling_quick: bool
+    conc_n: int  # jobs enqueued by 100 concurrent tasks
+    conc_budget: float
+    mem_n: int  # no-op jobs queued to measure used_memory per job
 
 
 FULL = Mode("full", 3, (1_000, 100_000, 1_000_000), 1_500, 20_000, 5_000, 1.5, 200, 2.0, 20,
-            30.0, 5.0, False)
-QUICK = Mode("quick", 1, (1_000, 100_000), 300, 2_000, 500, 0.3, 30, 1.0, 3, 5.0, 2.0, True)
+            30.0, 5.0, False, 20_000, 3.0, 100_000)
+QUICK = Mode("quick", 1, (1_000, 100_000), 300, 2_000, 500, 0.3, 30, 1.0, 3, 5.0, 2.0, True,
+             2_000, 0.5, 100_000)
 
 
 @dataclass(frozen=True)
@@ -125,12 +129,14 @@ def bench_flags(mode: Mode, url: str, drain_budget: float) -> list[str]:
     return ["--url", url, "--n", str(mode.n), "--one-n", str(mode.one_n), "--one-budget",
             str(mode.one_budget), "--e2s-n", str(mode.e2s_n), "--e2s-budget",
             str(mode.e2s_budget), "--e2s-min", str(mode.e2s_min), "--drain-budget",
-            str(drain_budget)]
+            str(drain_budget), "--conc-n", str(mode.conc_n), "--conc-budget",
+            str(mode.conc_budget), "--mem-n", str(mode.mem_n)]
 
 
 def rep_timeout(mode: Mode, drain_budget: float, drains: int = 1) -> float:
     """A generous bound: budgets plus fills, start-ups and a margin."""
-    return 2 * (mode.one_budget + drains * drain_budget + mode.e2s_budget) + 60
+    return (2 * (mode.one_budget + mode.conc_budget + drains * drain_budget + mode.e2s_budget)
+            + 60 + mode.mem_n / 5_000)
 
 
 def run_ceiling(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None:

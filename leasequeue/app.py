@@ -48,6 +48,7 @@ from .registry import Defaults, JobOptions, Registry
 from .resources import DEFAULT_TTL, CloseFn, Ledger, ResourceKind, ResourceKinds
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
+from .store.coalesce import EnqueueCoalescer
 from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
     DEFAULT_PREFIX,
@@ -113,6 +114,10 @@ class App:
         self._verified: set[str] = set()  # logical queues whose shard count agrees
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
+        #: concurrent enqueue calls of one queue share a script call (group commit)
+        self.coalescer = EnqueueCoalescer(lambda qk, jobs: self.scripts.enqueue(qk, jobs),
+                                          ENQUEUE_CHUNK)
+        self._verifying: dict[str, anyio.Event] = {}  # first enqueues checking a queue
         # layers 2 and 3 of the limits; in-process unless told otherwise
         self.limiter: Limiter = limiter if limiter is not None else LocalLimiter()
         self.limiter.bind(self.redis, url, self.prefix)
@@ -299,9 +304,10 @@ class App:
         try:
             logical_queue, job = self.producer.prepare(request, infos)
             if logical(logical_queue) not in self._verified:
-                await self.verify_queues([logical_queue])
+                await self._verify_once(logical_queue)
             qk = self.producer.keys_for(logical_queue, job.id)
-            ((created, state),) = await self.scripts.enqueue(qk, [job])
+            # concurrent calls for one queue go as one script call (store/coalesce.py)
+            created, state = await self.coalescer.enqueue(qk, job)
             answer = EnqueuedJob(job.id, logical_queue, job.name, created, state)
             return answer
         finally:
@@ -333,6 +339,22 @@ class App:
         return answers
 
     # -- shard counts recorded in Redis ---------------------------------------
+
+    async def _verify_once(self, queue: str) -> None:
+        """verify_queues for an enqueue: concurrent first enqueues of a queue
+        wait for the one check in flight instead of each sending their own
+        (after a failed check, each tries itself, and gets its own error)."""
+        name = logical(queue)
+        while (pending := self._verifying.get(name)) is not None:
+            await pending.wait()
+        if name in self._verified:
+            return
+        done = self._verifying[name] = anyio.Event()
+        try:
+            await self.verify_queues([queue])
+        finally:
+            del self._verifying[name]
+            done.set()
 
     async def verify_queues(self, queues: Iterable[str]) -> None:
         """Check this App routes each logical queue like every other process:

@@ -9,9 +9,11 @@ export const STAMPS = "bench:stamps";
 
 export function parseArgs(argv) {
   const a = { role: "bench", n: 20000, oneN: 5000, oneBudget: 3, e2sN: 300, e2sBudget: 8,
-    drainBudget: 30, e2sMin: 1, sections: "enqueue,drain,e2s" };
+    drainBudget: 30, e2sMin: 1, concN: 20000, concBudget: 3, memN: 100000,
+    sections: "enqueue,drain,e2s,memory" };
   const names = { "--url": "url", "--n": "n", "--one-n": "oneN", "--one-budget": "oneBudget",
     "--e2s-n": "e2sN", "--e2s-budget": "e2sBudget", "--e2s-min": "e2sMin", "--drain-budget": "drainBudget",
+    "--conc-n": "concN", "--conc-budget": "concBudget", "--mem-n": "memN",
     "--sections": "sections" };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] in names) {
@@ -46,21 +48,63 @@ export async function flush(a) {
   await r.quit();
 }
 
-// left: async () => jobs not finished (waiting + active)
-export async function measureDrain(left, a) {
-  const deadline = performance.now() + a.drainBudget * 1000;
-  let tFirst = 0, leftFirst = a.n;
-  for (;;) {
-    const l = await left();
-    const t = performance.now();
-    if (!tFirst && l < a.n) { tFirst = t; leftFirst = l; }
-    if (l === 0 && tFirst) return drainResult(a.n, leftFirst, tFirst, 0, t, true);
-    if (t > deadline) {
-      if (!tFirst) throw new Error(`no job finished within ${a.drainBudget} s`);
-      return drainResult(a.n, leftFirst, tFirst, l, t, false);
-    }
-    await sleep(5);
+// the redis-server's CPU seconds so far (INFO cpu: user + sys)
+async function redisCpu(r) {
+  const info = await r.info("cpu");
+  const field = (k) => Number(info.match(new RegExp(`^${k}:([0-9.]+)`, "m"))[1]);
+  return field("used_cpu_user") + field("used_cpu_sys");
+}
+
+export async function usedMemory(a) {
+  const r = new IORedis(a.connection);
+  try {
+    return Number((await r.info("memory")).match(/^used_memory:(\d+)/m)[1]);
+  } finally {
+    await r.quit();
   }
+}
+
+// left: async () => jobs not finished (waiting + active). As common.measure_drain:
+// the redis-server's CPU over the measured window, % of one core and µs per job.
+export async function measureDrain(left, a) {
+  const r = new IORedis(a.connection);
+  try {
+    const deadline = performance.now() + a.drainBudget * 1000;
+    let tFirst = 0, leftFirst = a.n, cpu0 = 0;
+    const withCpu = async (res) => {
+      const cpu = await redisCpu(r) - cpu0;
+      return { ...res, redis_cpu_pct: Math.round(1000 * cpu / res.seconds) / 10,
+        redis_us_per_job: res.measured_jobs ? Math.round(1e8 * cpu / res.measured_jobs) / 100
+          : null };
+    };
+    for (;;) {
+      const l = await left();
+      const t = performance.now();
+      if (!tFirst && l < a.n) { tFirst = t; leftFirst = l; cpu0 = await redisCpu(r); }
+      if (l === 0 && tFirst) return withCpu(drainResult(a.n, leftFirst, tFirst, 0, t, true));
+      if (t > deadline) {
+        if (!tFirst) throw new Error(`no job finished within ${a.drainBudget} s`);
+        return withCpu(drainResult(a.n, leftFirst, tFirst, l, t, false));
+      }
+      await sleep(5);
+    }
+  } finally {
+    await r.quit();
+  }
+}
+
+// as common.concurrent_enqueue: CONC_TASKS promises, each awaiting one
+// enqueue at a time in a loop, until n jobs are in or the budget is spent
+export const CONC_TASKS = 100;
+export async function concurrentEnqueue(addOne, n, budget) {
+  let done = 0;
+  const started = performance.now();
+  const deadline = started + budget * 1000;
+  const loop = async () => {
+    while (done < n && performance.now() < deadline) { done++; await addOne(); }
+  };
+  await Promise.all(Array.from({ length: CONC_TASKS }, loop));
+  return { ...rate(done, (performance.now() - started) / 1000), tasks: CONC_TASKS };
 }
 
 function drainResult(n, leftFirst, tFirst, leftLast, tLast, complete) {
@@ -126,8 +170,9 @@ export async function stopWorker(child) {
 
 
 // The sequence every Node peer goes through, as peers/driver.py: enqueue one
-// per call, bulk enqueue, then a worker process drains and serves the
-// enqueue-to-start probes. peer: { addOne, addBulk(k), bulkApi, left, probe, close }.
+// per call, then from 100 concurrent promises, used_memory per queued job,
+// bulk enqueue, then a worker process drains and serves the enqueue-to-start
+// probes. peer: { addOne, addBulk(k), bulkApi, left, probe, close }.
 export async function runSequence(a, peer) {
   const sections = new Set(a.sections.split(","));
   if (sections.has("enqueue")) {
@@ -138,6 +183,21 @@ export async function runSequence(a, peer) {
       while (n < a.oneN && performance.now() < deadline) { await peer.addOne(); n++; }
       emit("enqueue_one", rate(n, (performance.now() - started) / 1000));
     } catch (e) { emitError("enqueue_one", e); }
+    await flush(a);
+    try {
+      emit("enqueue_concurrent", await concurrentEnqueue(peer.addOne, a.concN, a.concBudget));
+    } catch (e) { emitError("enqueue_concurrent", e); }
+    await flush(a);
+  }
+  if (sections.has("memory")) {
+    // used_memory bytes per queued no-op job, put in with the bulk call
+    try {
+      const before = await usedMemory(a);
+      for (let s = 0; s < a.memN; s += 1000) await peer.addBulk(Math.min(1000, a.memN - s));
+      const after = await usedMemory(a);
+      emit("memory_per_job", { value: Math.round(10 * (after - before) / a.memN) / 10,
+        n: a.memN, used_memory_before: before, used_memory_after: after });
+    } catch (e) { emitError("memory_per_job", e); }
     await flush(a);
   }
   try {

@@ -583,4 +583,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "reserved, which start during the provider's pause",
         (f"{RATES}::test_push_back_moves_the_budget_and_every_reservation",),
     ),
+    # -- group commit of concurrent enqueues ------------------------------------------
+    Mutation(
+        "coalesced-reply-to-wrong-caller", "leasequeue/store/coalesce.py",
+        "zip(batch, replies, strict=True)",
+        "zip(batch, replies[::-1], strict=True)",
+        "a batch of concurrent enqueues answers each caller with another caller's "
+        "reply (created / state)",
+        ("tests/test_coalesce.py::test_each_caller_gets_its_own_reply",),
+    ),
 )
