@@ -196,7 +196,8 @@ local function park_of(parks_, parked_key_, grp, now_us_)
   return park
 end
 -- schedule a queued job of a parked group to the group's next expected start
-local function park_job(id, meta, park, records, later)
+-- (audit: false, or {events_key, events_maxlen, by, payloads_key} under audit_all)
+local function park_job(id, meta, park, records, later, audit)
   meta.grp = nil  -- parked once
   meta.state = 'scheduled'
   meta.due_ms = math.ceil(park[1] / 1000)
@@ -206,8 +207,12 @@ local function park_job(id, meta, park, records, later)
   later[#later + 1] = id
   records[#records + 1] = id
   records[#records + 1] = encode_meta(meta)
+  if audit then
+    emit(audit[1], audit[2], id, 'parked', 'rate group', audit[3], audit[4])
+  end
 end
 local parked, later = 0, {}
+local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, payloads_key}
 if count > 0 then
   local popped = redis.call('ZPOPMIN', ready_key, ARGV[1])
   local ids = {}
@@ -236,12 +241,8 @@ if count > 0 then
     local park = meta and meta.grp and meta.state == 'queued' and
                  park_of(parks, parked_key, meta.grp, now_us)
     if park then
-      park_job(id, meta, park, records, later)
+      park_job(id, meta, park, records, later, audit)
       parked = parked + 1
-      if audit_all then
-        emit(events_key, events_maxlen, id, 'parked', 'rate group', 'worker:' .. worker_id,
-             payloads_key)
-      end
     elseif meta and meta.state == 'queued' then
       meta.state = 'leased'
       if n < start_now then
@@ -315,12 +316,8 @@ if parked > 0 then
       local park = meta and meta.grp and meta.state == 'queued' and parked < PARK_SCAN and
                    park_of(parks, parked_key, meta.grp, now_us)
       if park then
-        park_job(id, meta, park, records, later)
+        park_job(id, meta, park, records, later, audit)
         parked = parked + 1
-        if audit_all then
-          emit(events_key, events_maxlen, id, 'parked', 'rate group', 'worker:' .. worker_id,
-               payloads_key)
-        end
       else
         stop = true
         back[#back + 1] = popped[2 * i]

@@ -13,6 +13,7 @@ import redis as redis_sync
 
 from leasequeue import App
 from tests.harness.redis_proc import RedisProcess
+from tests.harness.tcp_proxy import TcpProxy
 
 pytest_plugins = ["tests.conftest_cluster"]
 
@@ -85,3 +86,22 @@ def _collect_garbage() -> Iterator[None]:
     import gc
 
     gc.collect()
+
+
+@pytest.fixture
+def server() -> Iterator[RedisProcess]:
+    """A redis-server of the test's own (a module may override it with one
+    started with other options)."""
+    with RedisProcess() as proc:
+        yield proc
+
+
+@pytest.fixture
+def proxy(server: RedisProcess) -> Iterator[TcpProxy]:
+    """A TCP proxy in front of ``server`` that a test can cut and restore."""
+    p = TcpProxy(server.port)
+    p.start()
+    try:
+        yield p
+    finally:
+        p.close()

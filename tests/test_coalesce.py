@@ -6,7 +6,7 @@ caller takes nothing from the others."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -139,22 +139,6 @@ async def test_a_bad_job_among_concurrent_ones_gets_its_own_error(
         assert (await app.stats("default")).ready == N - 3
     finally:
         await app.close()
-
-
-@pytest.fixture
-def server() -> Iterator[RedisProcess]:
-    with RedisProcess() as proc:
-        yield proc
-
-
-@pytest.fixture
-def proxy(server: RedisProcess) -> Iterator[TcpProxy]:
-    p = TcpProxy(server.port)
-    p.start()
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 async def test_redis_down_fails_every_caller_and_writes_nothing_by_halves(

@@ -465,7 +465,26 @@ async def test_a_claim_parks_a_busy_keys_jobs_one_interval_apart(app: App) -> No
         assert rec.state == "scheduled" and rec.attempt == 0
     # the next expected start moved on past the five
     next_us = int((await app.redis.hget(qk.parked, "rate.t:A")).split(b"|")[0])
+    # by default parking is a hot transition, not in the audit trail
+    assert not [e for e in await app.audit(job_id="a0", queue="default")
+                if e.event == "parked"]
     assert next_us // 1000 == due[-1] + 100 or next_us // 1000 == due[-1] + 99
+
+
+async def test_parking_is_in_the_audit_trail_under_audit_all(real_app: App) -> None:
+    async with App(real_app.url, prefix=real_app.prefix,
+                   settings=StoreSettings(audit_all=True)) as app:
+        qk = app.keys("default")
+        await _grouped(app, ["x"], "rate.t:A")
+        (x,) = (await _claim(app, 1)).jobs
+        await app.scripts.release(qk, [(x.id, x.token)], 900, "rate limited",
+                                  Park("rate.t:A", 5_000_000, 1_000_000))
+        await _grouped(app, ["a0", "a1"], "rate.t:A")
+        assert (await _claim(app, 1)).jobs == []
+        for job_id in ("a0", "a1"):
+            (event,) = [e for e in await app.audit(job_id=job_id, queue="default")
+                        if e.event == "parked"]
+            assert event.by == "worker:w1" and event.detail == "rate group"
 
 
 async def test_a_parked_job_is_parked_once_then_leased(app: App) -> None:

@@ -32,12 +32,6 @@ JOB_S = 2.0  # > the 1 s lease
 
 
 @pytest.fixture
-def server() -> Iterator[RedisProcess]:
-    with RedisProcess() as proc:
-        yield proc
-
-
-@pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
     with WorkerProcs(server.url, "skew", tmp_path) as procs:
         yield procs

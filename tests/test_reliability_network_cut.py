@@ -39,22 +39,6 @@ LEASE = "1.5"
 
 
 @pytest.fixture
-def server() -> Iterator[RedisProcess]:
-    with RedisProcess() as proc:
-        yield proc
-
-
-@pytest.fixture
-def proxy(server: RedisProcess) -> Iterator[TcpProxy]:
-    p = TcpProxy(server.port)
-    p.start()
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
     with WorkerProcs(server.url, "cut", tmp_path) as procs:
         yield procs

@@ -30,12 +30,6 @@ FIRE_ID = re.compile(r"^schedule:(every-once|every-skip):(\d+)$")
 
 
 @pytest.fixture
-def server() -> Iterator[RedisProcess]:
-    with RedisProcess() as proc:
-        yield proc
-
-
-@pytest.fixture
 def workers(server: RedisProcess, tmp_path: Path) -> Iterator[WorkerProcs]:
     with WorkerProcs(server.url, PREFIX, tmp_path) as procs:
         yield procs
