@@ -65,7 +65,9 @@ async def test_a_breaker_opened_by_50_infra_failures_across_3_workers(
         starts.append((int(us) // 1000, f"{job_id}:{token}@{worker}"))
     before = [h for at, h in starts if at < opened_ms]
     assert len(before) >= 50  # 50 failures (plus runs that succeeded? none: it was down)
-    during = [(at, h) for at, h in starts if opened_ms <= at <= closed_ms]
+    # before the close: a run admitted once the probe closed it may start in
+    # the very millisecond of the closed event (two CI runs failed on that)
+    during = [(at, h) for at, h in starts if opened_ms <= at < closed_ms]
     late = [(at, h) for at, h in during if h not in probes]
     # runs that passed the breaker before it opened may record their start just
     # after: at most every executor's one run, soon after the opening. Soon:
@@ -74,7 +76,7 @@ async def test_a_breaker_opened_by_50_infra_failures_across_3_workers(
     # count is the guard (a breaker that admitted runs while open would start
     # far more); the time only says they come soon
     assert len(late) <= WORKERS * CONCURRENCY, late
-    assert all(at - opened_ms < 3000 for at, _ in late), late
+    assert all(at - opened_ms < 3000 for at, _ in late), (late, opened_ms, closed_ms)
     # every other start while it was not closed is the one probe of its period
     assert sorted(h for _, h in during if h in probes) == sorted(probes)
     assert len(probes) == kinds.count("half-open")
