@@ -50,6 +50,19 @@ anyio.run(main)
 """
 
 
+def wait_for_ping(client: redis_sync.Redis, timeout: float = 60.0) -> None:
+    """Until the redis-server just started answers (under valgrind it takes seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.ping()
+            return
+        except redis_sync.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def _callgrind(out: Path) -> list[str]:
     return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
 
@@ -75,15 +88,7 @@ def one_drain(tree: Path, n: int, on_redis: bool, concurrency: int = 100,
     client = redis_sync.Redis(port=port)
     worker: subprocess.Popen[bytes] | None = None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                client.ping()
-                break
-            except redis_sync.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        wait_for_ping(client)
         url = f"redis://127.0.0.1:{port}/0"
         bench = tree / "benchmarks"
         # a fixed hash seed: set and dict layouts (and so the instructions

@@ -23,12 +23,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import redis as redis_sync
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from instructions import wait_for_ping
 from redis_server import free_port
 
 PHASES = ("enqueue", "claim", "ack")
@@ -87,15 +87,7 @@ def per_phase(tree: Path, n: int) -> dict[str, float]:
     result: dict[str, float] = {}
     try:
         probe = redis_sync.Redis(port=port)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                probe.ping()
-                break
-            except redis_sync.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        wait_for_ping(probe)
         probe.close()
         env = {**os.environ, "PYTHONPATH": f"{tree / 'benchmarks'}{os.pathsep}{tree}",
                "PYTHONHASHSEED": "0"}
