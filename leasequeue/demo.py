@@ -182,7 +182,14 @@ class Poison:
         rec = await stage.app.get_job("poison-1", QUEUE)
         letters = [e for e in await stage.app.dead_letters(QUEUE) if e["job"] == "poison-1"]
         ok = rec.state == "dead" and rec.reason == "lease-expired" and bool(letters)
-        return ok, (f"poison job: killed {len(self.kills)} worker(s), then {rec.state} "
+        # a run can also end in the crash scene's kill: the claim that gave it
+        # to the victim can land between that scene's look and its kill
+        trail = await stage.app.audit(job_id="poison-1", queue=QUEUE)
+        ran_on = dict.fromkeys(e.detail for e in trail if e.event == "claimed")
+        others = [w for w in ran_on if w not in self.kills]
+        also = (f" (its run on {', '.join(others)} ended when the crash scene killed "
+                f"{'that worker' if len(others) == 1 else 'them'})" if others else "")
+        return ok, (f"poison job: killed {len(self.kills)} worker(s){also}, then {rec.state} "
                     f"({rec.reason}) after {rec.attempt} attempts; in the dead letters")
 
 

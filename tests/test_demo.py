@@ -36,6 +36,20 @@ def check_display(out: str, log_file: Path) -> None:
     assert f"workers' log lines: {log_file}" in out
 
 
+def check_poison(line: str, out: str) -> None:
+    """3 attempts, each ended by a kill: the poison job's own kills, and the
+    crash scene's when the claim that gave the job to the victim landed
+    between that scene's look at the leases and its kill (a CI run at
+    8057e4e; 1 of 25 local runs). A kill before the start mark landed is an
+    infrastructure failure, not an attempt: then one more."""
+    found = re.match(r"ok   poison job: killed (\d) worker\(s\)(?: \(its run on (worker-\d+) "
+                     r"ended when the crash scene killed that worker\))?, then dead "
+                     r"\(lease-expired\) after 3 attempts", line)
+    assert found, out
+    kills, crashed = int(found.group(1)), found.group(2) is not None
+    assert 3 <= kills + crashed <= 4 and kills >= 2, out
+
+
 @pytest.mark.parametrize("run", range(3))
 async def test_the_in_process_demo_loses_no_healthy_job(run: int, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,10 +64,7 @@ async def test_the_in_process_demo_loses_no_healthy_job(run: int, tmp_path: Path
     assert crash, out
     victim, held, reaped, by = crash.groups()
     assert held == reaped and int(held) > 0 and victim not in by.split(", "), out
-    # 3 kills, one per attempt (a kill before the start mark landed is an
-    # infrastructure failure, not an attempt: then one more)
-    assert re.match(r"ok   poison job: killed [34] worker\(s\), then dead \(lease-expired\) "
-                    r"after 3 attempts", lines["poison"]), out
+    check_poison(lines["poison"], out)
     assert lines["schedule"].startswith("ok   schedule 'heartbeat'"), out
     assert "task cancelled" in out and "Give --url redis://" in out  # says what it simulates
     check_display(out, log_file)
@@ -74,7 +85,7 @@ async def test_the_demo_on_redis_sigkills_a_worker_process(redis_server: RedisPr
     victim, by = re.search(r"crash: (worker-\d+) killed .* run again by (.+)$",
                            lines["crash:"]).groups()  # type: ignore[union-attr]
     assert lines["crash:"].startswith("ok") and victim not in by.split(", "), out
-    assert re.match(r"ok   poison job: killed [34] worker\(s\)", lines["poison"]), out
+    check_poison(lines["poison"], out)
     check_display(out, log_file)
     assert len(summary(out)) <= 6  # read in five seconds
 
