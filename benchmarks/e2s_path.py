@@ -1,0 +1,151 @@
+"""Where enqueue -> handler start spends its time, hop by hop (issue 11).
+
+One probe job at a time on an idle worker (concurrency 10, as the e2s
+column), with a random 2-12 ms gap between probes as `common.measure_e2s`
+leaves. The producer takes time.time_ns() before its enqueue call and after
+it returns; the worker process (a real Worker, its Waker and Scripts wrapped
+to take the time) records when its BLPOP on the wake list returned, when the
+claim that leased the probe was sent and when its reply was decoded, and the
+handler takes the time first thing. All clocks are the machine's one
+wall clock (time.time_ns), so the hops line up across the two processes.
+
+  python benchmarks/e2s_path.py [--probes 600] [--tree PATH]
+
+Prints one JSON line per hop (p50, p90, p99 in ms) and a table. With --tree
+the worker and producer import leasequeue from PATH (to compare a commit)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import RedisServer
+
+QUEUE, PREFIX, STAMPS = "path", "lqpath", "lqpath:stamps"
+HOPS = [  # (label, from, to)
+    ("enqueue call (client: send, Redis, reply)", "t0", "t_enq"),
+    ("enqueue sent -> worker's BLPOP returned", "t0", "woken"),
+    ("BLPOP returned -> claim sent", "woken", "claim_sent"),
+    ("claim round trip (sent -> reply decoded)", "claim_sent", "claim_reply"),
+    ("claim reply -> handler start", "claim_reply", "start"),
+    ("total: enqueue sent -> handler start", "t0", "start"),
+]
+
+
+def worker_main(url: str) -> None:
+    import redis as redis_sync
+
+    from leasequeue import App, Context, Worker
+    from leasequeue.runtime import waker
+    from leasequeue.store import scripts
+
+    woken = [0]
+    by_job: dict[str, tuple[int, int, int]] = {}
+    wait, claim = waker.Waker.wait, scripts.Scripts.claim
+
+    async def timed_wait(self: Any, block_for: float) -> None:
+        await wait(self, block_for)
+        woken[0] = time.time_ns()
+
+    async def timed_claim(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent = time.time_ns()
+        batch = await claim(self, *args, **kwargs)
+        reply = time.time_ns()
+        for job in batch.jobs:
+            by_job[job.id] = (woken[0], sent, reply)
+        return batch
+
+    waker.Waker.wait = timed_wait  # type: ignore[method-assign]
+    scripts.Scripts.claim = timed_claim  # type: ignore[method-assign]
+    app = App(url, prefix=PREFIX)
+    stamps = redis_sync.Redis.from_url(url)
+
+    async def probe(ctx: Context) -> None:
+        start = time.time_ns()
+        w, sent, reply = by_job.pop(ctx.job_id, (0, 0, 0))
+        stamps.rpush(STAMPS, json.dumps({"woken": w, "claim_sent": sent,
+                                         "claim_reply": reply, "start": start}))
+
+    app.job(probe, queue=QUEUE)
+    worker = Worker(app, queues=[QUEUE], concurrency=10, handle_signals=True)
+    asyncio.run(worker.run())
+
+
+async def producer(url: str, probes: int) -> list[dict[str, int]]:
+    import random
+
+    import redis.asyncio as aredis
+
+    from leasequeue import App
+
+    app = App(url, prefix=PREFIX)
+    client = aredis.Redis.from_url(url)
+    rng = random.Random(7)
+    rows: list[dict[str, int]] = []
+    try:
+        for i in range(probes + 20):  # the first 20 warm both sides up
+            await asyncio.sleep(rng.uniform(0.002, 0.012))
+            t0 = time.time_ns()
+            await app.enqueue("probe", queue=QUEUE)
+            t_enq = time.time_ns()
+            got = await client.blpop([STAMPS], timeout=10)
+            if got is None:
+                raise RuntimeError("the probe did not start within 10 s")
+            if i >= 20:
+                rows.append({"t0": t0, "t_enq": t_enq, **json.loads(got[1])})
+    finally:
+        await client.aclose()
+        await app.close()
+    return rows
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", nargs="?", default="run", choices=["run", "worker"])
+    ap.add_argument("--url")
+    ap.add_argument("--probes", type=int, default=600)
+    ap.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = ap.parse_args()
+    if args.role == "worker":
+        worker_main(args.url)
+        return
+    sys.path.insert(0, args.tree)
+    server = RedisServer()
+    server.start()
+    env = {**os.environ, "PYTHONPATH": args.tree}
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", "--url",
+                             server.url], env=env, stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        rows = asyncio.run(producer(server.url, args.probes))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        server.stop()
+    rows = [r for r in rows if r["woken"] and r["claim_sent"]]
+    print(f"| hop ({len(rows)} probes) | p50 ms | p90 ms | p99 ms |")
+    print("|---|---:|---:|---:|")
+    for label, a, b in HOPS:
+        ms = [(r[b] - r[a]) / 1e6 for r in rows]
+        print(json.dumps({"hop": label, "p50_ms": round(statistics.median(ms), 3),
+                          "p90_ms": round(pct(ms, 0.9), 3), "p99_ms": round(pct(ms, 0.99), 3)}),
+              file=sys.stderr)
+        print(f"| {label} | {statistics.median(ms):.3f} | {pct(ms, 0.9):.3f} | "
+              f"{pct(ms, 0.99):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
