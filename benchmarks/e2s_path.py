@@ -1,8 +1,8 @@
 """Where enqueue -> handler start spends its time, hop by hop (issue 11).
 
 One probe job at a time on an idle worker (concurrency 10, as the e2s
-column), with a random 2-12 ms gap between probes as `common.measure_e2s`
-leaves. The producer takes time.time_ns() before its enqueue call and after
+column), with the random 2-12 ms gap between probes that `common.gap`
+draws. The producer takes time.time_ns() before its enqueue call and after
 it returns; the worker process (a real Worker, its Waker and Scripts wrapped
 to take the time) records when its BLPOP on the wake list returned, when the
 claim that leased the probe was sent and when its reply was decoded, and the
@@ -20,13 +20,13 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common
 from redis_server import RedisServer
 
 QUEUE, PREFIX, STAMPS = "path", "lqpath", "lqpath:stamps"
@@ -80,36 +80,31 @@ def worker_main(url: str) -> None:
 
 
 async def producer(url: str, probes: int) -> list[dict[str, int]]:
-    import random
-
     import redis.asyncio as aredis
 
     from leasequeue import App
 
     app = App(url, prefix=PREFIX)
     client = aredis.Redis.from_url(url)
-    rng = random.Random(7)
     rows: list[dict[str, int]] = []
+    totals = [0]  # common.gap's phase rule reads the starts seen so far
     try:
         for i in range(probes + 20):  # the first 20 warm both sides up
-            await asyncio.sleep(rng.uniform(0.002, 0.012))
+            await asyncio.sleep(common.gap(totals))
             t0 = time.time_ns()
             await app.enqueue("probe", queue=QUEUE)
             t_enq = time.time_ns()
             got = await client.blpop([STAMPS], timeout=10)
             if got is None:
                 raise RuntimeError("the probe did not start within 10 s")
+            row = {"t0": t0, "t_enq": t_enq, **json.loads(got[1])}
+            totals.append(row["start"] - t0)
             if i >= 20:
-                rows.append({"t0": t0, "t_enq": t_enq, **json.loads(got[1])})
+                rows.append(row)
     finally:
         await client.aclose()
         await app.close()
     return rows
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
@@ -139,12 +134,10 @@ def main() -> None:
     print(f"| hop ({len(rows)} probes) | p50 ms | p90 ms | p99 ms |")
     print("|---|---:|---:|---:|")
     for label, a, b in HOPS:
-        ms = [(r[b] - r[a]) / 1e6 for r in rows]
-        print(json.dumps({"hop": label, "p50_ms": round(statistics.median(ms), 3),
-                          "p90_ms": round(pct(ms, 0.9), 3), "p99_ms": round(pct(ms, 0.99), 3)}),
-              file=sys.stderr)
-        print(f"| {label} | {statistics.median(ms):.3f} | {pct(ms, 0.9):.3f} | "
-              f"{pct(ms, 0.99):.3f} |")
+        summary = common.latency_summary([r[b] - r[a] for r in rows], (50, 90, 99))
+        print(json.dumps({"hop": label, **summary}), file=sys.stderr)
+        print(f"| {label} | {summary['p50_ms']:.3f} | {summary['p90_ms']:.3f} | "
+              f"{summary['p99_ms']:.3f} |")
 
 
 if __name__ == "__main__":
