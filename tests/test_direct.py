@@ -9,8 +9,13 @@ from collections.abc import Iterator
 import anyio
 import pytest
 import redis as redis_sync
+from redis.asyncio import Redis
+from redis.asyncio.connection import Connection
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 from leasequeue import App
+from leasequeue.errors import RedisUnavailable
+from leasequeue.store import direct
 from tests.harness.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
@@ -77,3 +82,67 @@ async def test_an_error_reply_keeps_the_connection_in_the_lane(real_app: App) ->
         await app.redis.config_set("maxmemory", 0)
     assert app.scripts._lane._idle == before  # type: ignore[union-attr]
     assert (await app.enqueue("j", job_id="c")).id == "c"
+
+
+# -- the direct read and write of a plain connection (direct._send_and_read) --
+
+async def test_a_reply_larger_than_one_read_comes_whole(real_app: App) -> None:
+    app = real_app
+    app.job(lambda ctx, blob: None, name="j")
+    blob = bytes(range(256)) * 2000  # 512 KB: the claim's reply takes many reads
+    await app.enqueue("j", {"blob": blob}, job_id="big")
+    assert direct.READ_SIZE < len(blob)
+    batch = await app.scripts.claim(app.keys("default"), 1, 30_000, "w", 1, "c1")
+    assert [j.id for j in batch.jobs] == ["big"]
+    assert blob in batch.jobs[0].payload
+    conn = app.scripts._lane._idle[0]  # type: ignore[union-attr]
+    assert direct._direct_io(conn)  # the path under test is the one taken
+
+
+async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connection(
+        debug_server: RedisProcess) -> None:
+    client = Redis.from_url(debug_server.url, socket_timeout=0.3)
+    app = App(debug_server.url, prefix="lane", redis=client)
+    app.job(lambda ctx: None, name="j")
+    try:
+        await app.enqueue("j", job_id="warm")
+        lane = app.scripts._lane
+        assert lane is not None
+        stale = [c._reader for c in lane._idle]
+        stall = _stall(debug_server, 1.0)
+        await anyio.sleep(0.1)
+        started = anyio.current_time()
+        with pytest.raises(RedisUnavailable):
+            await app.enqueue("j", job_id="late")  # two tries, each timed out
+        took = anyio.current_time() - started
+        stall.join()
+        assert 0.5 <= took < 0.95, took  # two socket timeouts, not the stall's full length
+        # the timed-out connection went (the pool may reconnect the same object)
+        assert not any(c._reader in stale for c in lane._idle)
+        assert (await app.enqueue("j", job_id="after")).id == "after"
+    finally:
+        await app.close()
+
+
+async def test_a_stream_left_in_error_is_never_reused(real_app: App) -> None:
+    app = real_app
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="a")
+    lane = app.scripts._lane
+    assert lane is not None
+    bad = lane._idle[0]._reader
+    # what a read timer that fires as its reply comes in leaves behind
+    bad.set_exception(direct._ReadTimeout())
+    # never written on the bad stream: sent there, the enqueue would run, its
+    # reply be lost, and the retry answer "existed"
+    assert (await app.enqueue("j", job_id="b")).created
+    assert [c._reader for c in lane._idle] != [bad] and lane._idle
+    assert all(c._reader is not bad for c in lane._idle)
+    assert (await app.get_job("b")) is not None
+
+
+async def test_a_sentinel_connection_keeps_redis_py_s_path() -> None:
+    pool = SentinelConnectionPool("mymaster", Sentinel([("127.0.0.1", 1)]))
+    conn = SentinelManagedConnection(connection_pool=pool)
+    assert not direct._direct_io(conn)  # READONLY after a failover must reconnect
+    assert not direct._direct_io(Connection())  # not connected yet
