@@ -146,3 +146,24 @@ async def test_a_sentinel_connection_keeps_redis_py_s_path() -> None:
     conn = SentinelManagedConnection(connection_pool=pool)
     assert not direct._direct_io(conn)  # READONLY after a failover must reconnect
     assert not direct._direct_io(Connection())  # not connected yet
+
+
+async def test_the_wake_up_blpop_returns_a_token_or_none_and_a_cut_one_fouls_nothing(
+        real_app: App) -> None:
+    app = real_app
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="a")
+    lane = app.scripts._lane
+    assert lane is not None and direct._direct_io(lane._idle[0])
+    key = app.keys("default").wake
+    await app.redis.delete(key)
+    started = anyio.current_time()
+    assert await lane.blpop([key], 0.2) is None  # Redis's own timeout, no error
+    assert 0.15 <= anyio.current_time() - started < 2.0
+    await app.redis.rpush(key, "1")
+    assert await lane.blpop([key], 1.0) == [key.encode(), b"1"]
+    with anyio.move_on_after(0.1):
+        await lane.blpop([key], 1.0)  # cut while Redis blocks
+    await app.redis.rpush(key, "1")  # a reused blocked connection would take this
+    assert (await app.enqueue("j", job_id="b")).created  # (and it pushes a token of its own)
+    assert await app.redis.llen(key) == 2

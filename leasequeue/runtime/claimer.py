@@ -50,7 +50,7 @@ class Claimer:
         self._keys = params.keys
         self._slots = params.slots
         self._waker = Waker(params.redis, [params.keys(q).wake for q in params.queues],
-                            one_call=not params.cluster)
+                            one_call=not params.cluster, lane=params.scripts.lane)
         self._turn = 0
         self._warned_at = 0.0
         # a claim whose reply never came is sent again with the same id: if it

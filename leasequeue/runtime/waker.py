@@ -3,7 +3,9 @@
 On one Redis a single BLPOP spans every list. On a cluster the lists live
 in different slots, so each gets its own BLPOP; a BLPOP is left to end on
 its own (a token or its timeout) rather than cancelled, because cancelling a
-blocked read drops its connection."""
+blocked read drops its connection. On one Redis the BLPOP goes through the
+scripts' lane (store/direct.py) when there is one: its reply is the first
+hop on a job's way to an idle worker."""
 
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ from anyio.abc import TaskGroup
 from redis.asyncio import Redis
 
 from ..errors import RedisUnavailable
+from ..store.direct import Lane
 from ..store.translate import UNAVAILABLE
 
 
 class Waker:
-    def __init__(self, redis: Redis, wake_keys: Sequence[str], one_call: bool) -> None:
+    def __init__(self, redis: Redis, wake_keys: Sequence[str], one_call: bool,
+                 lane: Lane | None = None) -> None:
         self._redis = redis
+        self._lane = lane
         self._keys = list(wake_keys)
         self._one_call = one_call or len(self._keys) == 1
         self._pending: set[str] = set()
@@ -35,7 +40,10 @@ class Waker:
     async def wait(self, block_for: float) -> None:
         try:
             if self._one_call:
-                await self._redis.blpop(self._keys, timeout=block_for)
+                if self._lane is not None:
+                    await self._lane.blpop(self._keys, block_for)
+                else:
+                    await self._redis.blpop(self._keys, timeout=block_for)
                 return
             await self._wait_any(block_for)
         except UNAVAILABLE as exc:

@@ -60,10 +60,10 @@ class Lane:
             conn = self._idle.pop() if self._idle else await self._pool.get_connection()
             try:
                 try:
-                    reply = await _evalsha(conn, script.sha, keys, args, command)
+                    reply = await _evalsha(conn, script.sha, keys, args, command, direct=True)
                 except NoScriptError:
                     await _load(conn, script)
-                    reply = await _evalsha(conn, script.sha, keys, args, command)
+                    reply = await _evalsha(conn, script.sha, keys, args, command, direct=True)
             except (RedisConnectionError, RedisTimeoutError):
                 await self._drop(conn)  # a stale connection (Redis restarted): one retry
                 if attempt == 2 or not retry:
@@ -81,9 +81,35 @@ class Lane:
             return reply
         raise AssertionError("unreachable")
 
+    async def blpop(self, keys: Sequence[str], block_for: float) -> Any:
+        """BLPOP on a lane connection (the idle claimer's wait for a wake
+        token): its reply is the first hop of a job's way to a sleeping
+        worker, so it takes the direct path too. The read may wait
+        ``block_for`` beyond the socket timeout. A call cut short (cancelled,
+        timed out) drops its connection, which a blocked reply would foul."""
+        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+        command: Any = ("BLPOP", *keys, block_for)  # (hiredis's stub types a 1-tuple)
+        try:
+            if _direct_io(conn):
+                reply = await _send_and_read(conn, hiredis.pack_command(command), wait=block_for)
+            else:
+                await conn.send_command(*command)
+                reply = await conn.read_response(timeout=block_for + (conn.socket_timeout or 0))
+        except ResponseError:
+            self._idle.append(conn)
+            raise
+        except BaseException:
+            await self._drop(conn)
+            raise
+        self._idle.append(conn)
+        return reply
+
     async def _drop(self, conn: Any) -> None:
+        # nowait, as redis-py's own error path: closing a connection whose
+        # peer went silent must not wait for its buffered bytes (a timeout
+        # raised here would skip the retry and keep it out of the pool)
         with anyio.CancelScope(shield=True):
-            await conn.disconnect()
+            await conn.disconnect(nowait=True)
             await self._pool.release(conn)
 
 
@@ -130,8 +156,11 @@ async def _on(conn: Any, script: AsyncScript, keys: Sequence[bytes], args: Seque
 
 
 async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
-                   command: str = "EVALSHA") -> Any:
-    if _direct_io(conn):
+                   command: str = "EVALSHA", direct: bool = False) -> Any:
+    """``direct``: the lane's calls, whose connection the lane drops on any
+    error; the durable path (``_on``, also on a cluster's node connections)
+    keeps redis-py's, which disconnects a failed connection itself."""
+    if direct and _direct_io(conn):
         try:
             packed = hiredis.pack_command((command, sha, len(keys), *keys, *args))
         except TypeError:
@@ -154,12 +183,13 @@ def _direct_io(conn: Any) -> bool:
             and isinstance(conn._parser, _AsyncHiredisParser) and conn.is_connected)
 
 
-async def _send_and_read(conn: Any, packed: bytes) -> Any:
+async def _send_and_read(conn: Any, packed: bytes, wait: float = 0.0) -> Any:
     """One command on the connection's own stream and hiredis reader (those
     redis-py set up at connect, so the connection stays usable by redis-py):
     the bytes written without waiting for a drain (asyncio sends at once what
     the socket takes and buffers the rest), the reply read under one timer
-    of the connection's socket timeout. A timeout or a lost connection raises
+    of the connection's socket timeout (plus ``wait``, what Redis may block
+    before it answers). A timeout or a lost connection raises
     redis-py's TimeoutError or ConnectionError; the caller then drops the
     connection, whose stream may hold a partial reply."""
     reader = conn._parser._reader
@@ -173,7 +203,7 @@ async def _send_and_read(conn: Any, packed: bytes) -> Any:
         timer = None
         if conn.socket_timeout:
             loop = asyncio.get_running_loop()
-            timer = loop.call_at(loop.time() + conn.socket_timeout, stream.set_exception,
+            timer = loop.call_at(loop.time() + conn.socket_timeout + wait, stream.set_exception,
                                  _ReadTimeout())
         try:
             while reply is NOT_ENOUGH_DATA:

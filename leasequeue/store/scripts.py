@@ -134,6 +134,12 @@ class Scripts:
             self._key_cache[(name, qk)] = cached
         return cached
 
+    @property
+    def lane(self) -> Lane | None:
+        """The connections the scripts use on one Redis (None on a cluster
+        and in memory://): the claimer's wake-up BLPOP uses them too."""
+        return self._lane
+
     async def run(self, name: str, qk: AnyKeys, args: Sequence[Any],
                   worker_keys: Sequence[str] = ()) -> Any:
         """Run a script; ``worker_keys``: the per-worker keys its spec lists last."""
