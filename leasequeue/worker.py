@@ -141,7 +141,8 @@ class Worker:
                       or self.rates.limited_queue(q, definitions)
                       # a run held back by a breaker must not have its attempt counted
                       or any(d.breakers for d in definitions if d.queue == logical(q))),
-            blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis)))
+            blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis),
+            lane=app.scripts.lane))
         self.heartbeater = Heartbeater(HeartbeaterParams(
             app.scripts, keys, self.table, lease, self.limits.limiter, self.limits.lease_s))
         self.reaper = Reaper(ReaperParams(

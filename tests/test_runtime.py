@@ -564,6 +564,48 @@ async def test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id() ->
     assert sent[0] == sent[1] and sent[2] != sent[1]
 
 
+async def test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_sent() -> None:
+    """The claimer yields after handing jobs over: an idle executor takes its
+    job before the claimer prepares and sends its next claim (that claim's
+    client work used to sit on every job's way to its handler)."""
+    from leasequeue.models import ClaimBatch, ClaimedJob
+    from leasequeue.runtime.claimer import Claimer, ClaimerParams
+    from leasequeue.runtime.dispatch import Dispatch
+    from leasequeue.runtime.slots import Slots
+
+    order: list[str] = []
+    second_claim = anyio.Event()
+
+    class Scripts:
+        async def claim(self, qk: Any, count: int, lease_ms: int, worker_id: str,
+                        start_now: int, claim_id: str) -> ClaimBatch:
+            order.append("claim")
+            if len(order) > 1:
+                second_claim.set()
+            if len(order) == 1:
+                return ClaimBatch(0, -1, [ClaimedJob("j1", "q", 1, 1, "n", b"", 0, 0, 0, 0, 0)])
+            return ClaimBatch(0, -1, [])  # (a claim is shielded: it must return)
+
+    params = ClaimerParams(redis=None, scripts=Scripts(), queues=["q"],  # type: ignore[arg-type]
+                           keys=lambda q: _Keys(), slots=Slots(10),  # type: ignore[arg-type,return-value]
+                           table=RunTable(30), lease_ms=30_000, worker_id="w",
+                           limited_queues=frozenset(), blocking=False)
+    dispatch = Dispatch()
+
+    async def executor() -> None:
+        run = await dispatch.get()
+        order.append(f"took {run.job.id}")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(executor)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(Claimer(params)._loop, dispatch)
+            await second_claim.wait()
+            tg.cancel_scope.cancel()
+    assert order[:3] == ["claim", "took j1", "claim"]
+
+
 class _Keys:
     wake = "wake"
 

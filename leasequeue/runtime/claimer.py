@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from ..errors import RedisUnavailable, ScriptError
 from ..log import get_log
 from ..models import ClaimBatch
+from ..store.direct import Lane
 from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 from .dispatch import Dispatch
@@ -41,6 +42,7 @@ class ClaimerParams:
     limited_queues: frozenset[str]  # runs there may wait for a slot: never started at claim
     blocking: bool = True  # False for memory:// (fakeredis cannot block)
     cluster: bool = False
+    lane: Lane | None = None  # the scripts' lane (one Redis): the wake-up BLPOP takes it
 
 
 class Claimer:
@@ -50,7 +52,7 @@ class Claimer:
         self._keys = params.keys
         self._slots = params.slots
         self._waker = Waker(params.redis, [params.keys(q).wake for q in params.queues],
-                            one_call=not params.cluster, lane=params.scripts.lane)
+                            one_call=not params.cluster, lane=params.lane)
         self._turn = 0
         self._warned_at = 0.0
         # a claim whose reply never came is sent again with the same id: if it
@@ -79,8 +81,14 @@ class Claimer:
             try:
                 got, next_due_ms = await self._claim_round(dispatch)
                 # the claim itself was shielded: a stop that came meanwhile lands
-                # here, after its jobs were handed over (and will be released)
-                await anyio.lowlevel.checkpoint_if_cancelled()
+                # here, after its jobs were handed over (and will be released).
+                # With jobs handed over, yield: their executors start them before
+                # this loop prepares and sends its next claim (a job's way to its
+                # handler would otherwise wait behind that claim's client work)
+                if got:
+                    await anyio.lowlevel.checkpoint()
+                else:
+                    await anyio.lowlevel.checkpoint_if_cancelled()
                 if not got:
                     await self._idle(next_due_ms)
                 backoff = 0.1
