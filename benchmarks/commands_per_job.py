@@ -17,7 +17,7 @@ import redis
 import leasequeue as lq
 
 
-async def drain(port: int, jobs: int, retention: float) -> str:
+async def drain(port: int, jobs: int, retention: float, concurrency: int) -> str:
     app = lq.App(f"redis://127.0.0.1:{port}/0", prefix=f"cpj{time.time_ns()}")
 
     @app.job(retention=retention)
@@ -27,7 +27,7 @@ async def drain(port: int, jobs: int, retention: float) -> str:
     await app.enqueue_many([lq.JobRequest("noop", {}) for _ in range(jobs)])
     r = redis.Redis(port=port)
     r.config_resetstat()
-    worker = lq.Worker(app, concurrency=50, lease=30)
+    worker = lq.Worker(app, concurrency=concurrency, lease=30)
     stats_key = app.keys("default").stats
     polls = 0  # one HGET each, taken off the count
     async with anyio.create_task_group() as tg:
@@ -42,7 +42,9 @@ async def drain(port: int, jobs: int, retention: float) -> str:
     await app.close()
     calls = sum(v["calls"] for k, v in stats.items()
                 if k not in ("cmdstat_config", "cmdstat_info")) - polls
-    return f"retention={retention} jobs={jobs} commands/job={calls / jobs:.3f}"
+    scripts = stats.get("cmdstat_evalsha", {}).get("calls", 0)
+    return (f"retention={retention} jobs={jobs} concurrency={concurrency} "
+            f"commands/job={calls / jobs:.3f} script calls/job={scripts / jobs:.3f}")
 
 
 def main() -> None:
@@ -50,8 +52,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--retention", type=float, default=86400.0)
+    ap.add_argument("--concurrency", type=int, default=50)
     args = ap.parse_args()
-    print(anyio.run(drain, args.port, args.jobs, args.retention))
+    print(anyio.run(drain, args.port, args.jobs, args.retention, args.concurrency))
 
 
 if __name__ == "__main__":

@@ -109,14 +109,14 @@ async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connec
         lane = app.scripts._lane
         assert lane is not None
         stale = [c._reader for c in lane._idle]
-        stall = _stall(debug_server, 1.0)
+        stall = _stall(debug_server, 2.0)
         await anyio.sleep(0.1)
         started = anyio.current_time()
         with pytest.raises(RedisUnavailable):
             await app.enqueue("j", job_id="late")  # two tries, each timed out
         took = anyio.current_time() - started
         stall.join()
-        assert 0.5 <= took < 0.95, took  # two socket timeouts, not the stall's full length
+        assert 0.5 <= took < 1.5, took  # two socket timeouts, not the stall's full length
         # the timed-out connection went (the pool may reconnect the same object)
         assert not any(c._reader in stale for c in lane._idle)
         assert (await app.enqueue("j", job_id="after")).id == "after"

@@ -23,7 +23,7 @@ reply directly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -56,29 +56,21 @@ class Lane:
         ``retry``, a dropped connection (a Redis restart) is retried once;
         ``read_only`` sends EVALSHA_RO (a no-writes script)."""
         command = "EVALSHA_RO" if read_only else "EVALSHA"
-        for attempt in (1, 2):
-            conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+
+        async def call(conn: Any) -> Any:
             try:
-                try:
-                    reply = await _evalsha(conn, script.sha, keys, args, command, direct=True)
-                except NoScriptError:
-                    await _load(conn, script)
-                    reply = await _evalsha(conn, script.sha, keys, args, command, direct=True)
+                return await _evalsha(conn, script.sha, keys, args, command, direct=True)
+            except NoScriptError:
+                await _load(conn, script)
+                return await _evalsha(conn, script.sha, keys, args, command, direct=True)
+
+        for attempt in (1, 2):
+            try:
+                return await self._on_connection(call)
             except (RedisConnectionError, RedisTimeoutError):
-                await self._drop(conn)  # a stale connection (Redis restarted): one retry
+                # a stale connection (Redis restarted), dropped: one retry
                 if attempt == 2 or not retry:
                     raise
-                continue
-            except ResponseError:
-                self._idle.append(conn)  # an error reply was read: the connection is clean
-                raise
-            except BaseException:
-                # anything else (a cancellation mid-call) may leave a reply unread;
-                # redis-py closes such a connection itself, this returns it to the pool
-                await self._drop(conn)
-                raise
-            self._idle.append(conn)
-            return reply
         raise AssertionError("unreachable")
 
     async def blpop(self, keys: Sequence[str], block_for: float) -> Any:
@@ -87,16 +79,27 @@ class Lane:
         worker, so it takes the direct path too. The read may wait
         ``block_for`` beyond the socket timeout. A call cut short (cancelled,
         timed out) drops its connection, which a blocked reply would foul."""
-        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
         command: Any = ("BLPOP", *keys, block_for)  # (hiredis's stub types a 1-tuple)
-        try:
+
+        async def call(conn: Any) -> Any:
             if _direct_io(conn):
-                reply = await _send_and_read(conn, hiredis.pack_command(command), wait=block_for)
-            else:
-                await conn.send_command(*command)
-                reply = await conn.read_response(timeout=block_for + (conn.socket_timeout or 0))
+                return await _send_and_read(conn, hiredis.pack_command(command), wait=block_for)
+            await conn.send_command(*command)
+            return await conn.read_response(timeout=block_for + (conn.socket_timeout or 0))
+
+        return await self._on_connection(call)
+
+    async def _on_connection(self, call: Callable[[Any], Awaitable[Any]]) -> Any:
+        """``call`` on an idle lane connection (or a new one from the pool).
+        The connection goes back to the lane only after a reply was read in
+        full, an error reply too; after anything else (a lost connection, a
+        timeout, a cancellation mid-call, which may leave a reply unread) it
+        is dropped."""
+        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+        try:
+            reply = await call(conn)
         except ResponseError:
-            self._idle.append(conn)
+            self._idle.append(conn)  # an error reply was read: the connection is clean
             raise
         except BaseException:
             await self._drop(conn)
