@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 
 import anyio
+import hiredis
 import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
@@ -167,3 +168,23 @@ async def test_the_wake_up_blpop_returns_a_token_or_none_and_a_cut_one_fouls_not
     await app.redis.rpush(key, "1")  # a reused blocked connection would take this
     assert (await app.enqueue("j", job_id="b")).created  # (and it pushes a token of its own)
     assert await app.redis.llen(key) == 2
+
+
+async def test_a_resp3_push_before_the_reply_is_skipped(real_app: App) -> None:
+    """redis-py speaks RESP3 by default: a push (here a client-tracking
+    invalidation) may come on a lane connection before a script's reply."""
+    app = real_app
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="a")
+    lane = app.scripts._lane
+    assert lane is not None
+    conn = lane._idle[0]
+    assert conn.protocol == 3 and direct._direct_io(conn)
+    assert await direct._send_and_read(conn, hiredis.pack_command(
+        ("CLIENT", "TRACKING", "ON"))) == b"OK"
+    await direct._send_and_read(conn, hiredis.pack_command(("GET", "watched")))
+    await app.redis.set("watched", "1")  # an invalidation push for the lane connection
+    await anyio.sleep(0.05)  # (it is in the socket's buffer by now, or comes first anyway)
+    second = await app.enqueue("j", job_id="b")
+    assert second.created and second.id == "b"
+    assert lane._idle == [conn]  # the same connection, read to the end of its reply

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import hiredis
+from hiredis import PushNotification
 from redis._parsers.hiredis import NOT_ENOUGH_DATA, _AsyncHiredisParser
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
@@ -202,18 +203,26 @@ async def _send_and_read(conn: Any, packed: bytes, wait: float = 0.0) -> Any:
         raise RedisConnectionError("Connection's stream is in error.")
     conn._writer.write(packed)
     reply = reader.gets()
-    if reply is NOT_ENOUGH_DATA:
+    if reply is NOT_ENOUGH_DATA or isinstance(reply, PushNotification):
         timer = None
         if conn.socket_timeout:
             loop = asyncio.get_running_loop()
             timer = loop.call_at(loop.time() + conn.socket_timeout + wait, stream.set_exception,
                                  _ReadTimeout())
         try:
-            while reply is NOT_ENOUGH_DATA:
-                data = await stream.read(READ_SIZE)
-                if not data:
-                    raise RedisConnectionError("Connection closed by server.")
-                reader.feed(data)
+            while True:
+                if isinstance(reply, PushNotification):
+                    # RESP3 (redis-py's default): a push (an invalidation, a
+                    # maintenance notice) is no reply; redis-py's parser
+                    # hands it to its handler and reads on, as here
+                    await conn._parser.handle_push_response(reply)
+                elif reply is not NOT_ENOUGH_DATA:
+                    break
+                else:
+                    data = await stream.read(READ_SIZE)
+                    if not data:
+                        raise RedisConnectionError("Connection closed by server.")
+                    reader.feed(data)
                 reply = reader.gets()
         except _ReadTimeout:
             raise RedisTimeoutError("Timeout reading from socket") from None
