@@ -126,3 +126,26 @@ async def test_config_errors_are_typed(app: App) -> None:
     with pytest.raises(ConfigError):
         await app.enqueue("j", queue=Q, job_id="x" * 513)
     assert await written(app) == []
+
+
+async def test_a_connection_closed_under_a_call_inside_redis_py_is_unavailable() -> None:
+    """redis-py's cluster client disconnects a node's connections in a
+    failover while other tasks' commands use them; those fail inside
+    redis-py with an AttributeError on the closed writer. It is a lost
+    connection (RedisUnavailable), not a crash of the task that sent it; an
+    AttributeError of anyone else's code still rises as it is."""
+    from redis.asyncio.connection import Connection
+
+    from leasequeue.errors import RedisUnavailable
+    from leasequeue.store.translate import translate_errors
+
+    closed = Connection()  # never connected: its writer is None, as after a disconnect
+    with pytest.raises(RedisUnavailable):
+        await translate_errors("redis://x", "start", closed._send_packed_command([b"PING"]))
+
+    async def our_bug() -> None:
+        none: Any = None
+        none.writelines([b"PING"])
+
+    with pytest.raises(AttributeError):
+        await translate_errors("redis://x", "start", our_bug())

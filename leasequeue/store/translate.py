@@ -6,6 +6,7 @@ operation. Every component that talks to Redis goes through here."""
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,31 @@ def redis_errors(url: str, operation: str, keys: tuple[str, ...] = ()) -> Iterat
         if permission_refused(exc):
             raise PermissionDenied(operation, redact(str(exc), url), keys) from exc
         raise ScriptError(operation, redact(str(exc), url)) from exc
+    except AttributeError as exc:
+        if closed_under_a_call(exc):
+            raise RedisUnavailable(url, RedisConnectionError(str(exc))) from exc
+        raise
+
+
+_REDIS_PY = f"{os.sep}redis{os.sep}"
+
+
+def closed_under_a_call(exc: AttributeError) -> bool:
+    """A redis-py connection closed by another task while a call used it:
+    redis-py's cluster client, refreshing its slot map in a failover,
+    disconnects the connections of a node that commands of other tasks are
+    using, and those fail inside redis-py with ``'NoneType' object has no
+    attribute 'writelines'`` (seen in a worker in
+    test_master_failover_loses_no_durably_acknowledged_job: the starter's
+    task died of it and the worker stopped). The connection is gone, so the
+    call is unavailable, as for any lost connection. Any other
+    AttributeError is a bug and rises as it is."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return (last is not None and _REDIS_PY in last.tb_frame.f_code.co_filename
+            and str(exc).startswith("'NoneType' object has no attribute"))
 
 
 async def translate_errors(url: str, operation: str, call: Awaitable[T],
@@ -104,5 +130,6 @@ def unavailable(exc: BaseException) -> bool:
     return isinstance(exc, UNAVAILABLE)
 
 
-__all__ = ["TOPOLOGY_ERRORS", "UNAVAILABLE", "redis_errors", "translate_errors", "unavailable"]
+__all__ = ["TOPOLOGY_ERRORS", "UNAVAILABLE", "closed_under_a_call", "redis_errors",
+           "translate_errors", "unavailable"]
 
