@@ -137,15 +137,19 @@ async def test_a_connection_closed_under_a_call_inside_redis_py_is_unavailable()
     from redis.asyncio.connection import Connection
 
     from leasequeue.errors import RedisUnavailable
-    from leasequeue.store.translate import translate_errors
+    from leasequeue.store.translate import translate_errors, unavailable
 
     closed = Connection()  # never connected: its writer is None, as after a disconnect
     with pytest.raises(RedisUnavailable):
         await translate_errors("redis://x", "start", closed._send_packed_command([b"PING"]))
+    with pytest.raises(AttributeError) as raw:  # the waker's own check of the same
+        await closed._send_packed_command([b"PING"])
+    assert unavailable(raw.value)
 
     async def our_bug() -> None:
         none: Any = None
         none.writelines([b"PING"])
 
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError) as ours:
         await translate_errors("redis://x", "start", our_bug())
+    assert not unavailable(ours.value)

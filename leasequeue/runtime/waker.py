@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from ..errors import RedisUnavailable
 from ..store.direct import Lane
-from ..store.translate import UNAVAILABLE
+from ..store.translate import unavailable
 
 
 class Waker:
@@ -46,8 +46,10 @@ class Waker:
                     await self._redis.blpop(self._keys, timeout=block_for)
                 return
             await self._wait_any(block_for)
-        except UNAVAILABLE as exc:
-            raise RedisUnavailable("(wake list)", exc) from exc
+        except Exception as exc:
+            if unavailable(exc):
+                raise RedisUnavailable("(wake list)", exc) from exc
+            raise
 
     async def _wait_any(self, block_for: float) -> None:
         if self._tg is None:
@@ -65,7 +67,9 @@ class Waker:
         try:
             if await self._redis.blpop([key], timeout=block_for):
                 self._woken.set()
-        except UNAVAILABLE:
+        except Exception as exc:
+            if not unavailable(exc):
+                raise
             # this list's Redis is down (a shard in a failover): wait a little
             # rather than wake the claimer into a tight loop
             await anyio.sleep(0.5)

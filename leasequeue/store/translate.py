@@ -126,8 +126,10 @@ async def translate_errors(url: str, operation: str, call: Awaitable[T],
 
 
 def unavailable(exc: BaseException) -> bool:
-    """True for an error that means Redis cannot be reached right now."""
-    return isinstance(exc, UNAVAILABLE)
+    """True for an error that means Redis cannot be reached right now (a
+    redis-py connection closed under the call included)."""
+    return isinstance(exc, UNAVAILABLE) or (isinstance(exc, AttributeError)
+                                            and closed_under_a_call(exc))
 
 
 __all__ = ["TOPOLOGY_ERRORS", "UNAVAILABLE", "closed_under_a_call", "redis_errors",
