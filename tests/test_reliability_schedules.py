@@ -76,7 +76,7 @@ def test_four_skewed_workers_fire_each_instant_once_and_no_burst_after_an_outage
         fire (at a whole second of the server clock) is 300 ms or more away:
         the kills below land before it. Killed right after a fire, as this
         test once did, the fire's job could be left unrun with no worker up
-        (CI at b75147d, 1 run in many)."""
+        (CI at 0466277, 1 run in many)."""
         now = fires(r)
         return (min(len(v) for v in now.values()) >= FIRES
                 and len(ticks(r)) >= sum(len(v) for v in now.values())
