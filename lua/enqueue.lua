@@ -10,24 +10,34 @@
 -- ARGV[1] events_maxlen   int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all       0|1   also record the hot transitions (enqueued)
 -- ARGV[3] wake_cap        int   most tokens kept in the wake list
--- ARGV[4..] per job, 8 values: id, name, payload, delay_ms, priority,
+-- ARGV[4..] runs of jobs alike, each a head of 7 values: count, name, delay_ms, priority,
 --           max_attempts, max_infra, grp (its rate key to park it by, '' = none:
---           see claim.lua)
--- Returns: per job two values: CODE_CREATED (new) or CODE_EXISTED, and its
---          state ('malformed' when the existing record cannot be decoded).
+--           see claim.lua), then per job, 2 values: id, payload (count pairs)
+-- Returns: per job, in order, two values: CODE_CREATED (new) or CODE_EXISTED,
+--          and its state ('malformed' when the existing record cannot be decoded).
+-- Why runs: a batch of one kind of job is one run, two values per job; eight
+-- per job cost a Lua string and a Redis object each, and the client as much
+-- to pack.
 local CODE_EXISTED, CODE_CREATED = 0, 1
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local wake_cap = tonumber(ARGV[3])
-local FIELDS = 8
+local RUN_HEAD = 7
 
 local now = now_ms()
 local now_text = int(now)
-local ids = {}
-for base = 4, #ARGV, FIELDS do
-  ids[#ids + 1] = ARGV[base]
+-- every job's id, and where each run starts
+local ids, runs = {}, {}
+local at = 4
+while at <= #ARGV do
+  local count = tonumber(ARGV[at])
+  runs[#runs + 1] = at
+  for i = at + RUN_HEAD, at + RUN_HEAD + 2 * count - 1, 2 do
+    ids[#ids + 1] = ARGV[i]
+  end
+  at = at + RUN_HEAD + 2 * count
 end
 local raws = bulk('HMGET', jobs_key, ids)
 -- reserve one sequence number per job (unused ones leave harmless gaps)
@@ -37,43 +47,53 @@ local reply = {}
 local created = 0
 local fresh = {}  -- ids created by this call, so a repeat in the batch is no duplicate
 local records, payloads, ready, scheduled = {}, {}, {}, {}
-for i, id in ipairs(ids) do
-  local base = 4 + (i - 1) * FIELDS
-  seq = seq + 1
-  local state = fresh[id]
-  if not state and raws[i] then
-    local meta = parse_meta(raws[i])
-    state = meta and meta.state or 'malformed'
-  end
-  if state then
-    reply[#reply + 1] = CODE_EXISTED
-    reply[#reply + 1] = state
+local n = 0  -- jobs seen
+for _, run in ipairs(runs) do
+  local count, name, delay_ms = tonumber(ARGV[run]), ARGV[run + 1], tonumber(ARGV[run + 2])
+  local prio = ARGV[run + 3]
+  local run_state, ready_ms, due_ms, base_score
+  if delay_ms > 0 then
+    run_state, ready_ms, due_ms = 'scheduled', '0', int(now + delay_ms)
   else
-    local delay_ms = tonumber(ARGV[base + 3])
-    local prio = ARGV[base + 4]
-    local ready_ms, due_ms  -- and state (nil here): the new job's
-    if delay_ms > 0 then
-      state, ready_ms, due_ms = 'scheduled', '0', int(now + delay_ms)
-      scheduled[#scheduled + 1] = due_ms
-      scheduled[#scheduled + 1] = id
+    run_state, ready_ms, due_ms = 'queued', now_text, '0'
+    base_score = (PRIO_OFFSET - tonumber(prio)) * SEQ_SPAN  -- ready_score without the seq
+  end
+  local head, tail = record_around_seq(run_state, ARGV[run + 4], ARGV[run + 5], prio, now_text,
+                                       ready_ms, due_ms, name, ARGV[run + 6])
+  for i = run + RUN_HEAD, run + RUN_HEAD + 2 * count - 1, 2 do
+    n = n + 1
+    seq = seq + 1
+    local id = ARGV[i]
+    local state = fresh[id]
+    if not state and raws[n] then
+      local meta = parse_meta(raws[n])
+      state = meta and meta.state or 'malformed'
+    end
+    if state then
+      reply[#reply + 1] = CODE_EXISTED
+      reply[#reply + 1] = state
     else
-      state, ready_ms, due_ms = 'queued', now_text, '0'
-      ready[#ready + 1] = ready_score({prio = prio, seq = seq})
-      ready[#ready + 1] = id
+      state = run_state
+      if base_score then
+        ready[#ready + 1] = int(base_score + seq)
+        ready[#ready + 1] = id
+      else
+        scheduled[#scheduled + 1] = due_ms
+        scheduled[#scheduled + 1] = id
+      end
+      records[#records + 1] = id
+      records[#records + 1] = head .. int(seq) .. tail
+      payloads[#payloads + 1] = id
+      payloads[#payloads + 1] = ARGV[i + 1]
+      if audit_all then
+        emit(events_key, events_maxlen, id, 'enqueued', state, enqueued_by(id), nil,
+             envelope_corr(ARGV[i + 1]))
+      end
+      fresh[id] = state
+      created = created + 1
+      reply[#reply + 1] = CODE_CREATED
+      reply[#reply + 1] = state
     end
-    records[#records + 1] = id
-    records[#records + 1] = new_record(state, ARGV[base + 5], ARGV[base + 6], prio, int(seq),
-                                       now_text, ready_ms, due_ms, ARGV[base + 1], ARGV[base + 7])
-    payloads[#payloads + 1] = id
-    payloads[#payloads + 1] = ARGV[base + 2]
-    if audit_all then
-      emit(events_key, events_maxlen, id, 'enqueued', state, enqueued_by(id), nil,
-           envelope_corr(ARGV[base + 2]))
-    end
-    fresh[id] = state
-    created = created + 1
-    reply[#reply + 1] = CODE_CREATED
-    reply[#reply + 1] = state
   end
 end
 bulk('HSET', jobs_key, records)

@@ -42,6 +42,8 @@ ARGV_LINE = re.compile(r"^-- ARGV\[(\d+)\]\s+(\w+)")
 GROUP_LINE = re.compile(r"^-- ARGV\[(\d+)\.\.\]\s+(.*)")
 NEXT_ENTRY = re.compile(r"^-- (KEYS|ARGV|Returns)")
 GROUP_TEXT = re.compile(r"^per job(?: name)?, (\d+) values?: (.*)$")
+RUNS_TEXT = re.compile(
+    r"^runs of jobs alike, each a head of (\d+) values: (.*?), then (per job, .*)$")
 
 
 @dataclass
@@ -109,7 +111,14 @@ def test_header_agrees_with_spec(name: str) -> None:
     assert spec.keys[len(spec.keys) - len(spec.worker_keys):] == spec.worker_keys
     assert [i for i, _ in head.argv] == list(range(1, len(head.argv) + 1))
     assert tuple(a for _, a in head.argv) == spec.argv
-    if spec.per_item:
+    if spec.run_head:
+        assert head.group_start == len(spec.argv) + 1
+        runs = RUNS_TEXT.match(re.sub(r"\([^)]*\)", "", head.group_text).strip())
+        assert runs, head.group_text
+        names = tuple(n.strip() for n in runs[2].split(","))
+        assert len(names) == int(runs[1]) and names == spec.run_head
+        assert group_names(runs[3]) == spec.per_item
+    elif spec.per_item:
         assert head.group_start == len(spec.argv) + 1
         assert group_names(head.group_text) == spec.per_item
     else:
@@ -123,6 +132,18 @@ def test_body_uses_exactly_the_declared_keys_and_argv(name: str) -> None:
     assert used_keys == set(range(1, len(head.keys) + 1))
     used_argv = {int(i) for i in re.findall(r"ARGV\[(\d+)\]", head.body)}
     assert used_argv == set(range(1, len(spec.argv) + 1))
+    if spec.run_head:
+        # runs: a head of len(run_head) values, then count groups of per_item
+        assert re.search(rf"local at = {len(spec.argv) + 1}\n", head.body)
+        assert "while at <= #ARGV do" in head.body
+        assert re.search(rf"local RUN_HEAD = {len(spec.run_head)}\n", head.body)
+        offsets = [int(o) for o in re.findall(r"ARGV\[run \+ (\d+)\]", head.body)]
+        assert max(offsets) == len(spec.run_head) - 1
+        step = re.findall(r"(?:at|run) \+ RUN_HEAD \+ (\d+) \* count - 1, (\d+) do", head.body)
+        assert len(step) == 2 and all(int(a) == int(b) == len(spec.per_item) for a, b in step)
+        pair = [int(o) for o in re.findall(r"ARGV\[i \+ (\d+)\]", head.body)]
+        assert max(pair) == len(spec.per_item) - 1
+        return
     loop = re.search(r"for (\w+) = (\d+), #ARGV(?:, (\w+))? do", head.body)
     if not spec.per_item:
         assert loop is None and "#ARGV" not in head.body
@@ -191,7 +212,9 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             with pytest.raises(Captured) as caught:
                 await call
             spec = SPECS[caught.value.name]
-            assert len(caught.value.args_) == len(spec.argv) + 2 * len(spec.per_item), spec.name
+            # (enqueue's two jobs alike are one run: one head)
+            assert (len(caught.value.args_)
+                    == len(spec.argv) + len(spec.run_head) + 2 * len(spec.per_item)), spec.name
             seen.add(spec.name)
         assert seen == set(SPECS)
 
@@ -303,25 +326,29 @@ def test_each_script_gets_the_helpers_it_uses_and_no_other() -> None:
         assert defined <= used, (name, defined - used)
 
 
-@pytest.mark.parametrize("state,ready_ms,due_ms", [
-    ("queued", "1700000000123", "0"), ("scheduled", "0", "1700000005123")])
+@pytest.mark.parametrize("state,ready_ms,due_ms,grp", [
+    ("queued", "1700000000123", "0", ""), ("scheduled", "0", "1700000005123", ""),
+    ("queued", "1700000000123", "0", "tenant:7")])
 def test_new_record_is_what_encode_meta_writes(sync_redis: Any, state: str, ready_ms: str,
-                                               due_ms: str) -> None:
-    """enqueue.lua builds a new job's record in one concatenation (new_record),
-    not through encode_meta: both must write the same text, which parse_meta
-    reads back field by field."""
+                                               due_ms: str, grp: str) -> None:
+    """enqueue.lua builds a new job's record around its seq
+    (record_around_seq: head .. seq .. tail), not through encode_meta: both
+    must write the same text, which parse_meta reads back field by field
+    (a park group makes it version 3)."""
     lib = (LUA / "_lib.lua").read_text()
     snippet = f"""
-local built = new_record('{state}', '3', '0', '-5', int(42), '1700000000000', '{ready_ms}',
-                         '{due_ms}', 'mail.send')
+local head, tail = record_around_seq('{state}', '3', '0', '-5', '1700000000000', '{ready_ms}',
+                                     '{due_ms}', 'mail.send', '{grp}')
+local built = head .. int(42) .. tail
 local meta = {{state = '{state}', token = '0', attempt = '0', work_fail = '0', infra_fail = '0',
               max_attempts = '3', max_infra = '0', cancel = '0', started = '0', prio = '-5',
               seq = 42, enq_ms = '1700000000000', ready_ms = '{ready_ms}', due_ms = '{due_ms}',
-              claim_ms = '0', end_ms = '0', name = 'mail.send', worker = '', reason = ''}}
+              claim_ms = '0', end_ms = '0', name = 'mail.send', worker = '', reason = '',
+              grp = '{grp}'}}
 local parsed = parse_meta(built)
 local same = 1
 for field, value in pairs(meta) do
-  if parsed[field] ~= tostring(value) then
+  if (parsed[field] or '') ~= tostring(value) then
     same = 0
   end
 end

@@ -58,6 +58,43 @@ async def test_priority_then_exact_fifo(app: App) -> None:
     assert order == [f"p5-{i}" for i in range(50)] + [f"p0-{i}" for i in range(50)] + ["neg"]
 
 
+async def test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options(app: App) -> None:
+    """enqueue.lua takes a batch as runs of jobs alike (one head per run, an
+    id and a payload per job): a batch that changes name, delay, priority or
+    budgets from job to job is cut into runs, and each job's record holds
+    its own options, in order, with a repeated id answered as existing."""
+    from leasequeue.store.scripts import enqueue_args
+    reqs = [
+        JobRequest("a", {"i": 0}, job_id="a0", queue=Q),
+        JobRequest("a", {"i": 1}, job_id="a1", queue=Q),
+        JobRequest("b", {"i": 2}, job_id="b2", queue=Q, delay=60),
+        JobRequest("a", {"i": 3}, job_id="a3", queue=Q, priority=4),
+        JobRequest("a", {"i": 4}, job_id="a4", queue=Q, priority=4, max_attempts=2,
+                   max_infra_attempts=7),
+        JobRequest("a", {"i": 5}, job_id="a0", queue=Q),  # repeats a0: existed
+        JobRequest("a", {"i": 6}, job_id="a6", queue=Q),
+    ]
+    jobs = [app.producer.prepare(r)[1] for r in reqs]
+    args = enqueue_args(app.scripts.settings, jobs)
+    # five runs (a a | b | a+4 | a+4 budgets | a a): 3 + 5 heads of 7 + 7 pairs
+    assert len(args) == 3 + 5 * 7 + 2 * 7
+    out = await app.enqueue_many(reqs)
+    assert [(e.id, e.created, e.state) for e in out] == [
+        ("a0", True, "queued"), ("a1", True, "queued"), ("b2", True, "scheduled"),
+        ("a3", True, "queued"), ("a4", True, "queued"), ("a0", False, "queued"),
+        ("a6", True, "queued")]
+    for job_id, name, i, prio, budgets in [
+            ("a0", "a", 0, 0, (None, None)), ("a1", "a", 1, 0, (None, None)),
+            ("b2", "b", 2, 0, (None, None)), ("a3", "a", 3, 4, (None, None)),
+            ("a4", "a", 4, 4, (2, 7)), ("a6", "a", 6, 0, (None, None))]:
+        rec = await app.get_job(job_id)
+        assert (rec.name, rec.payload, rec.priority) == (name, {"i": i}, prio), job_id
+        assert (rec.max_attempts, rec.max_infra_attempts) == budgets, job_id
+    assert (await app.get_job("b2")).due_ms is not None
+    batch = await claim(app, 10)
+    assert [j.id for j in batch.jobs] == ["a3", "a4", "a0", "a1", "a6"]
+
+
 async def test_claim_leases_on_server_clock(app: App) -> None:
     job = await app.enqueue("j", queue=Q)
     before = await server_ms(app)

@@ -493,17 +493,34 @@ class Scripts:
 # -- shared with the sync client (sync_scripts.py): arguments and replies --
 
 def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
+    """enqueue.lua's arguments: the settings, then the jobs in runs of jobs
+    alike (same name, delay, priority, budgets and park group), each run a
+    head (count and those six) and an (id, payload) pair per job."""
     args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
+    shape: tuple[str, int, int, int, int, str] | None = None
+    head = 0  # where the current run's count is
     for j in jobs:
-        args += [j.id, j.name, j.payload, j.delay_ms, j.priority, j.max_attempts, j.max_infra,
-                 j.grp]
+        this = (j.name, j.delay_ms, j.priority, j.max_attempts, j.max_infra, j.grp)
+        if this != shape:
+            shape, head = this, len(args)
+            args += [0, *this]
+        args[head] += 1
+        args += [j.id, j.payload]
     return args
 
 
 def enqueue_replies(reply: Any) -> list[tuple[bool, str]]:
-    """(created, state) per job."""
-    return [(EnqueueReply(int(reply[i])) == EnqueueReply.CREATED, text(reply[i + 1]))
-            for i in range(0, len(reply), 2)]
+    """(created, state) per job; ValueError on a code the script does not send."""
+    out = []
+    for i in range(0, len(reply), 2):
+        code = int(reply[i])
+        if code not in _ENQUEUE_CODES:
+            EnqueueReply(code)  # raises ValueError, naming the code
+        out.append((code == EnqueueReply.CREATED, text(reply[i + 1])))
+    return out
+
+
+_ENQUEUE_CODES = frozenset(EnqueueReply)
 
 
 def queue_config_reply(qk: QueueKeys, raw: Any) -> int:

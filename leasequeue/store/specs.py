@@ -18,6 +18,9 @@ class ScriptSpec:
     keys: tuple[str, ...]
     argv: tuple[str, ...]
     per_item: tuple[str, ...] = ()  # the repeated ARGV group after `argv`, if any
+    # when set, the groups come in runs: this head (its first value the
+    # run's count of groups), then that many per_item groups (enqueue.lua)
+    run_head: tuple[str, ...] = ()
     # keys built per worker (QueueKeys methods taking the worker id), last in KEYS
     worker_keys: tuple[str, ...] = ()
 
@@ -29,8 +32,9 @@ SPECS: dict[str, ScriptSpec] = {
             "enqueue",
             ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events"),
             ("events_maxlen", "audit_all", "wake_cap"),
-            ("id", "name", "payload", "delay_ms", "priority", "max_attempts", "max_infra",
-             "grp"),
+            ("id", "payload"),
+            run_head=("count", "name", "delay_ms", "priority", "max_attempts", "max_infra",
+                      "grp"),
         ),
         ScriptSpec(
             "claim",
