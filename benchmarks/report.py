@@ -6,7 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "memory_per_job")
+RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "memory_per_job",
+                "drain_c1")  # drain_c1: the Node peers only
 LQ_RATES = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain_c1", "drain_c10",
             "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
             "memory_per_job")
@@ -249,6 +250,8 @@ def _peers_table(results: dict[str, Any], out: list[str]) -> None:
 # column -> (where leasequeue's figure is, the peers' metric, field, higher is better)
 BEST_COLUMNS = (
     ("drain, concurrency 100 (jobs/s)", LQ_DRAIN_FOR_PEERS, "drain", "value", True),
+    # the Node peers run it (node/common.mjs); the Python peers' driver does not
+    ("drain, concurrency 1 (jobs/s; the Node peers)", "drain_c1", "drain_c1", "value", True),
     ("enqueue, one per call (jobs/s)", "enqueue_one", "enqueue_one", "value", True),
     ("enqueue, 100 concurrent tasks (jobs/s)", "enqueue_concurrent", "enqueue_concurrent",
      "value", True),

@@ -195,7 +195,9 @@ def run_peer(spec: PeerSpec, status: envs.EnvStatus, server: RedisServer, mode: 
         else:
             argv = [status.python, "-m", spec.module, "bench"]
         argv += bench_flags(mode, server.url, mode.peer_drain_budget)
-        lines, error = run_lines(argv, rep_timeout(mode, mode.peer_drain_budget),
+        # the Node peers drain twice (concurrency 100, then 1: node/common.mjs)
+        drains = 2 if spec.name in envs.NODE_PEERS else 1
+        lines, error = run_lines(argv, rep_timeout(mode, mode.peer_drain_budget, drains),
                                  f"{spec.name}-{rep}")
         out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
         log(f"{spec.name} rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))

@@ -39,7 +39,7 @@ async function bench(a) {
 async function worker(a) {
   const stamps = new IORedis(a.connection);
   const queue = new Queue(QUEUE, { redis: redisOf(a), getEvents: false });
-  queue.process(CONCURRENCY, async (job) => {
+  queue.process(a.concurrency, async (job) => {
     if (job.data.probe) {
       await stamps.rpush(STAMPS, nowNs().toString());
     }

@@ -32,7 +32,7 @@ async function worker(a) {
       const t = nowNs();
       await stamps.rpush(STAMPS, t.toString());
     }
-  }, { connection: new IORedis(a.connection), concurrency: CONCURRENCY });
+  }, { connection: new IORedis(a.connection), concurrency: a.concurrency });
   await new Promise((r) => process.once("SIGTERM", r));
   await w.close();
   await stamps.quit();

@@ -10,11 +10,11 @@ export const STAMPS = "bench:stamps";
 export function parseArgs(argv) {
   const a = { role: "bench", n: 20000, oneN: 5000, oneBudget: 3, e2sN: 300, e2sBudget: 8,
     drainBudget: 30, e2sMin: 1, concN: 20000, concBudget: 3, memN: 100000,
-    sections: "enqueue,drain,e2s,memory" };
+    concurrency: CONCURRENCY, sections: "enqueue,drain,e2s,memory,drain_c1" };
   const names = { "--url": "url", "--n": "n", "--one-n": "oneN", "--one-budget": "oneBudget",
     "--e2s-n": "e2sN", "--e2s-budget": "e2sBudget", "--e2s-min": "e2sMin", "--drain-budget": "drainBudget",
     "--conc-n": "concN", "--conc-budget": "concBudget", "--mem-n": "memN",
-    "--sections": "sections" };
+    "--concurrency": "concurrency", "--sections": "sections" };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] in names) {
       const key = names[argv[i]];
@@ -153,9 +153,10 @@ export async function measureE2s(add, a, count, budget, minN = 1) {
     p99_ms: percentile(samples, 99) / 1e6 };
 }
 
-// the worker role of the calling script (argv[1])
-export function spawnWorker(a) {
-  return spawn(process.execPath, [process.argv[1], "worker", "--url", a.url],
+// the worker role of the calling script (argv[1]), at that concurrency
+export function spawnWorker(a, concurrency = CONCURRENCY) {
+  return spawn(process.execPath,
+    [process.argv[1], "worker", "--url", a.url, "--concurrency", String(concurrency)],
     { stdio: "ignore" });
 }
 
@@ -226,6 +227,16 @@ export async function runSequence(a, peer) {
         await measureE2s(peer.probe, a, 1, 30);
         emit("e2s", await measureE2s(peer.probe, a, a.e2sN, a.e2sBudget, a.e2sMin));
       } catch (e) { emitError("e2s", e); }
+    }
+    if (sections.has("drain_c1")) {
+      // as lq_bench.py's drain_c1: the same n jobs, one worker process at concurrency 1
+      await stopWorker(child);
+      await flush(a);
+      try {
+        for (let s = 0; s < a.n; s += 1000) await peer.addBulk(Math.min(1000, a.n - s));
+        child = spawnWorker(a, 1);
+        emit("drain_c1", { concurrency: 1, ...await measureDrain(peer.left, a) });
+      } catch (e) { emitError("drain_c1", e); }
     }
   } finally {
     await stopWorker(child);
