@@ -332,10 +332,15 @@ class App:
         await self.verify_queues({queue for queue, _ in prepared})
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
         for physical, indexes in self.producer.group(prepared).items():
-            qk = self.keys(physical)
-            for chunk in chunks(indexes):
-                replies = await self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
-                self.producer.answer(answers, prepared, physical, chunk, replies)
+            parts = chunks(indexes)
+
+            def answer(k: int, replies: list[tuple[bool, str]], physical: str = physical,
+                       parts: list[list[int]] = parts) -> None:
+                self.producer.answer(answers, prepared, physical, parts[k], replies)
+
+            # in order, pipelined on one connection where it can be (Scripts.enqueue_in_order)
+            await self.scripts.enqueue_in_order(
+                self.keys(physical), [[prepared[i][1] for i in part] for part in parts], answer)
         return answers
 
     # -- shard counts recorded in Redis ---------------------------------------

@@ -188,3 +188,93 @@ async def test_a_resp3_push_before_the_reply_is_skipped(real_app: App) -> None:
     second = await app.enqueue("j", job_id="b")
     assert second.created and second.id == "b"
     assert lane._idle == [conn]  # the same connection, read to the end of its reply
+
+
+# -- run_many: enqueue_many's chunks pipelined on one connection ----------------
+
+async def _claim_order(app: App, n: int) -> list[str]:
+    from tests.helpers import START_ALL, new_claim_id
+    batch = await app.scripts.claim(app.keys("default"), n, 30_000, "w", START_ALL,
+                                    new_claim_id())
+    return [j.id for j in batch.jobs]
+
+
+async def test_enqueue_many_pipelines_its_chunks_and_keeps_their_order(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four chunks of 500: the first through run(), then each call written
+    before the reply to the one before it is read; Redis runs them in order,
+    so the batch claims back in exact FIFO order across the chunks."""
+    from leasequeue import JobRequest
+    events: list[str] = []
+    write, read = direct._write, direct._read
+
+    def logged_write(conn: object, packed: bytes) -> None:
+        events.append("w")
+        write(conn, packed)
+
+    async def logged_read(conn: object, wait: float = 0.0) -> object:
+        events.append("r")
+        return await read(conn, wait)
+
+    await real_app.verify_queues(["default"])  # its script call is not logged
+    monkeypatch.setattr(direct, "_write", logged_write)
+    monkeypatch.setattr(direct, "_read", logged_read)
+    n = 1800
+    ids = [f"j{i:05d}" for i in range(n)]
+    out = await real_app.enqueue_many([JobRequest("j", job_id=i, queue="default") for i in ids])
+    assert [e.id for e in out] == ids and all(e.created for e in out)
+    # run(): write read; then w w r, w r, ... : the second pipelined call is
+    # written before the first pipelined reply is read
+    assert events == ["w", "r", "w", "w", "r", "w", "r", "r"]
+    assert await _claim_order(real_app, n) == ids
+
+
+async def test_a_lost_reply_mid_pipeline_sends_the_rest_one_by_one_and_loses_no_job(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection lost as the first pipelined reply is read: the calls not
+    answered go through run(); every job exists once, in order, and each is
+    answered (the calls that ran and lost their replies answer their jobs as
+    existing, as run()'s own retry does)."""
+    from leasequeue import JobRequest
+    read = direct._read
+    reads = 0
+
+    async def failing_read(conn: object, wait: float = 0.0) -> object:
+        nonlocal reads
+        reads += 1
+        if reads == 2:  # the first pipelined reply: that call ran, its reply is lost
+            raise direct.RedisConnectionError("lost")
+        return await read(conn, wait)
+
+    await real_app.verify_queues(["default"])  # its script call is not counted
+    monkeypatch.setattr(direct, "_read", failing_read)
+    ids = [f"k{i:05d}" for i in range(1500)]
+    out = await real_app.enqueue_many([JobRequest("j", job_id=i, queue="default") for i in ids])
+    assert [e.id for e in out] == ids
+    # the second and third calls were both written (two in flight) and both ran
+    assert [e.created for e in out] == [True] * 500 + [False] * 1000
+    assert await real_app.redis.hlen(real_app.keys("default").jobs) == 1500
+    assert await _claim_order(real_app, 1500) == ids
+
+
+async def test_a_script_flushed_mid_pipeline_is_loaded_again_and_no_job_is_lost(
+        real_app: App, sync_redis: redis_sync.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SCRIPT FLUSH after the first call: the pipelined calls answer NOSCRIPT,
+    run() loads the script and sends them again; every job is created once."""
+    from leasequeue import JobRequest
+    write = direct._write
+    flushed = False
+
+    def flushing_write(conn: object, packed: bytes) -> None:
+        nonlocal flushed
+        if not flushed and packed.startswith(b"*") and b"EVALSHA" in packed[:40]:
+            sync_redis.script_flush()
+            flushed = True
+        write(conn, packed)
+
+    monkeypatch.setattr(direct, "_write", flushing_write)
+    ids = [f"s{i:05d}" for i in range(1500)]
+    out = await real_app.enqueue_many([JobRequest("j", job_id=i, queue="default") for i in ids])
+    assert flushed
+    assert [e.id for e in out] == ids and all(e.created for e in out)
+    assert await _claim_order(real_app, 1500) == ids

@@ -23,7 +23,8 @@ reply directly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
@@ -40,6 +41,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
 from .translate import TOPOLOGY_ERRORS
+
+Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and arguments
 
 
 class Lane:
@@ -73,6 +76,53 @@ class Lane:
                 if attempt == 2 or not retry:
                     raise
         raise AssertionError("unreachable")
+
+    async def run_many(self, script: AsyncScript, calls: Iterable[Call],
+                       handle: Callable[[Any], None]) -> None:
+        """EVALSHA per call, in order, each reply given to ``handle`` in order:
+        pipelined on one direct connection, each call written before the
+        reply to the one before it is read (two in flight, and Redis runs
+        one connection's commands in order), so the client packs the next
+        call and handles a reply while Redis runs the other. ``calls`` is
+        read lazily, so building their arguments overlaps too.
+
+        The first call goes through run() (it loads the script on NOSCRIPT and
+        checks the connection). After that, anything unexpected (an error
+        reply, a lost connection, a timeout, a connection run() would not
+        drive directly) drops the connection and sends every call not yet
+        answered through run(), one after the other, which raises what is
+        wrong: a call that ran and lost its reply runs again, as run()'s
+        own retry does."""
+        pending: deque[Call] = deque()
+        rest = iter(calls)
+        first = next(rest, None)
+        if first is None:
+            return
+        handle(await self.run(script, *first))
+        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+        try:
+            if not _direct_io(conn):
+                raise _NotDirect
+            for call in rest:
+                pending.append(call)  # before the write: a failed one is sent again
+                _write(conn, _pack_evalsha(script.sha, *call))
+                if len(pending) == 2:
+                    reply = await _read(conn)
+                    pending.popleft()
+                    handle(reply)
+            while pending:
+                reply = await _read(conn)
+                pending.popleft()
+                handle(reply)
+        except (_NotDirect, ResponseError, RedisConnectionError, RedisTimeoutError):
+            await self._drop(conn)
+            for keys, args in [*pending, *rest]:
+                handle(await self.run(script, keys, args))
+            return
+        except BaseException:
+            await self._drop(conn)
+            raise
+        self._idle.append(conn)
 
     async def blpop(self, keys: Sequence[str], block_for: float) -> Any:
         """BLPOP on a lane connection (the idle claimer's wait for a wake
@@ -196,12 +246,22 @@ async def _send_and_read(conn: Any, packed: bytes, wait: float = 0.0) -> Any:
     before it answers). A timeout or a lost connection raises
     redis-py's TimeoutError or ConnectionError; the caller then drops the
     connection, whose stream may hold a partial reply."""
-    reader = conn._parser._reader
-    stream = conn._reader
-    if stream.exception() is not None:
+    _write(conn, packed)
+    return await _read(conn, wait)
+
+
+def _write(conn: Any, packed: bytes) -> None:
+    if conn._reader.exception() is not None:
         # a read timer that fired as its reply came in: never reuse the stream
         raise RedisConnectionError("Connection's stream is in error.")
     conn._writer.write(packed)
+
+
+async def _read(conn: Any, wait: float = 0.0) -> Any:
+    """The next reply on the connection (see _send_and_read); an error reply
+    is raised."""
+    reader = conn._parser._reader
+    stream = conn._reader
     reply = reader.gets()
     if reply is NOT_ENOUGH_DATA or isinstance(reply, PushNotification):
         timer = None
@@ -234,6 +294,19 @@ async def _send_and_read(conn: Any, packed: bytes, wait: float = 0.0) -> Any:
     if isinstance(reply, ResponseError):  # hiredis gives error replies as values
         raise reply
     return reply
+
+
+class _NotDirect(Exception):
+    """run_many cannot drive the call directly: not a direct connection, or
+    arguments hiredis cannot pack (redis-py's path encodes or refuses them)."""
+
+
+def _pack_evalsha(sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> bytes:
+    try:
+        packed: bytes = hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args))
+        return packed
+    except TypeError:
+        raise _NotDirect from None
 
 
 class _ReadTimeout(Exception):

@@ -5,7 +5,7 @@ client and run with EVALSHA (reloaded on NOSCRIPT)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,6 +174,34 @@ class Scripts:
     async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
         reply = await self.run_durable("enqueue", qk, enqueue_args(self.settings, jobs))
         return enqueue_replies(reply)
+
+    async def enqueue_in_order(self, qk: QueueKeys, batches: Sequence[Sequence[NewJob]],
+                               handle: Callable[[int, list[tuple[bool, str]]], None]) -> None:
+        """enqueue() for each batch, in order, each batch's replies given to
+        ``handle(index, replies)`` as they come: pipelined on one connection
+        on one Redis (Lane.run_many: the client builds the next call while
+        Redis runs this one), one call after the other elsewhere (a cluster,
+        memory://, the durable mode, which WAITs after each call)."""
+        if self._lane is None or self.settings.durable_replicas > 0 or len(batches) < 2:
+            for index, batch in enumerate(batches):
+                handle(index, await self.enqueue(qk, batch))
+            return
+        keys = self._keys_of("enqueue", qk)
+        s = self.settings
+        answered = 0
+
+        def one(reply: Any) -> None:
+            nonlocal answered
+            replies = enqueue_replies(reply)
+            if len(replies) != len(batches[answered]):
+                raise RuntimeError(f"enqueue answered {len(replies)} replies for "
+                                   f"{len(batches[answered])} jobs")
+            handle(answered, replies)
+            answered += 1
+
+        await translate_errors(self._url, "enqueue", self._lane.run_many(
+            self._scripts["enqueue"], ((keys, enqueue_args(s, b)) for b in batches), one),
+            _names(keys))
 
     async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,
                     start_now: int, claim_id: str) -> ClaimBatch:
