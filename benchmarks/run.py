@@ -150,7 +150,7 @@ def run_ceiling(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None:
             f"{x['metric']}={x.get('value', x.get('error'))}" for x in lines))
 
 
-def run_leasequeue(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None:
+def run_lq_claim(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None:
     server.flush()
     sizes = ",".join(str(s) for s in mode.claim_sizes)
     argv = [sys.executable, str(HERE / "lq_bench.py"), "claim", "--url", server.url,
@@ -162,13 +162,15 @@ def run_leasequeue(server: RedisServer, mode: Mode, out: dict[str, Any]) -> None
     out["claim"] = {"lines": lines, "error": error}
     log(f"leasequeue claim latency: {len(lines)} lines" + (f", ERROR {error}" if error else ""))
     server.flush()
-    for rep in range(mode.reps):
-        argv = [sys.executable, str(HERE / "lq_bench.py"), "bench",
-                *bench_flags(mode, server.url, mode.lq_drain_budget)]
-        lines, error = run_lines(argv, rep_timeout(mode, mode.lq_drain_budget, 6), f"lq-{rep}")
-        out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
-        log(f"leasequeue rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))
-        server.flush()
+
+
+def run_lq_rep(server: RedisServer, mode: Mode, out: dict[str, Any], rep: int) -> None:
+    argv = [sys.executable, str(HERE / "lq_bench.py"), "bench",
+            *bench_flags(mode, server.url, mode.lq_drain_budget)]
+    lines, error = run_lines(argv, rep_timeout(mode, mode.lq_drain_budget, 6), f"lq-{rep}")
+    out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
+    log(f"leasequeue rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))
+    server.flush()
 
 
 def _brief(lines: list[dict[str, Any]]) -> str:
@@ -181,26 +183,30 @@ def _brief(lines: list[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def run_peer(spec: PeerSpec, status: envs.EnvStatus, server: RedisServer, mode: Mode,
-             out: dict[str, Any]) -> None:
+def peer_ready(spec: PeerSpec, status: envs.EnvStatus, out: dict[str, Any]) -> bool:
     out["install_seconds"] = round(status.seconds, 1)
     if status.error is not None or status.python is None:
         out["error"] = f"not installed: {status.error}"
         log(f"{spec.name}: {out['error']}")
-        return
-    for rep in range(mode.reps):
-        server.flush()
-        if spec.name in envs.NODE_PEERS:
-            argv = [status.python, str(HERE / spec.module), "bench"]
-        else:
-            argv = [status.python, "-m", spec.module, "bench"]
-        argv += bench_flags(mode, server.url, mode.peer_drain_budget)
-        # the Node peers drain twice (concurrency 100, then 1: node/common.mjs)
-        drains = 2 if spec.name in envs.NODE_PEERS else 1
-        lines, error = run_lines(argv, rep_timeout(mode, mode.peer_drain_budget, drains),
-                                 f"{spec.name}-{rep}")
-        out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
-        log(f"{spec.name} rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))
+        return False
+    return True
+
+
+def run_peer_rep(spec: PeerSpec, status: envs.EnvStatus, server: RedisServer, mode: Mode,
+                 out: dict[str, Any], rep: int) -> None:
+    assert status.python is not None
+    server.flush()
+    if spec.name in envs.NODE_PEERS:
+        argv = [status.python, str(HERE / spec.module), "bench"]
+    else:
+        argv = [status.python, "-m", spec.module, "bench"]
+    argv += bench_flags(mode, server.url, mode.peer_drain_budget)
+    # the Node peers drain twice (concurrency 100, then 1: node/common.mjs)
+    drains = 2 if spec.name in envs.NODE_PEERS else 1
+    lines, error = run_lines(argv, rep_timeout(mode, mode.peer_drain_budget, drains),
+                             f"{spec.name}-{rep}")
+    out.setdefault("runs", []).append({"rep": rep, "lines": lines, "error": error})
+    log(f"{spec.name} rep {rep + 1}: " + _brief(lines) + (f" ERROR {error}" if error else ""))
     server.flush()
 
 
@@ -301,10 +307,20 @@ def main() -> None:
     results["versions"]["redis"] = server.version()
     try:
         run_ceiling(server, mode, results["ceiling"])
-        run_leasequeue(server, mode, results["leasequeue"])
+        run_lq_claim(server, mode, results["leasequeue"])
+        ready = []
         for spec in selected:
             results["peers"][spec.name] = {}
-            run_peer(spec, statuses[spec.name], server, mode, results["peers"][spec.name])
+            if peer_ready(spec, statuses[spec.name], results["peers"][spec.name]):
+                ready.append(spec)
+        # interleaved: each repetition runs every queue once, so that the
+        # machine's drift (these shared machines move within minutes) falls on
+        # all of them alike, not on whichever queue ran last
+        for rep in range(mode.reps):
+            run_lq_rep(server, mode, results["leasequeue"], rep)
+            for spec in ready:
+                run_peer_rep(spec, statuses[spec.name], server, mode,
+                             results["peers"][spec.name], rep)
     finally:
         server.stop()
     results["code_fingerprint_end"] = code_fingerprint()
