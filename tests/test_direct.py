@@ -278,3 +278,22 @@ async def test_a_script_flushed_mid_pipeline_is_loaded_again_and_no_job_is_lost(
     assert flushed
     assert [e.id for e in out] == ids and all(e.created for e in out)
     assert await _claim_order(real_app, 1500) == ids
+
+
+async def test_on_a_connection_not_driven_directly_enqueue_many_goes_call_by_call(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Sentinel connection (any _direct_io False) is not pipelined: every
+    call goes through run() and redis-py's path, in order, and the lane
+    keeps the connection."""
+    from leasequeue import JobRequest
+
+    def never(conn: object, packed: bytes) -> None:
+        raise AssertionError("pipelined write on a connection not driven directly")
+
+    monkeypatch.setattr(direct, "_direct_io", lambda conn: False)
+    monkeypatch.setattr(direct, "_write", never)
+    ids = [f"n{i:05d}" for i in range(1500)]
+    out = await real_app.enqueue_many([JobRequest("j", job_id=i, queue="default") for i in ids])
+    assert [e.id for e in out] == ids and all(e.created for e in out)
+    assert len(real_app.scripts._lane._idle) == 1  # type: ignore[union-attr]
+    assert await _claim_order(real_app, 1500) == ids

@@ -88,11 +88,12 @@ class Lane:
 
         The first call goes through run() (it loads the script on NOSCRIPT and
         checks the connection). After that, anything unexpected (an error
-        reply, a lost connection, a timeout, a connection run() would not
-        drive directly) drops the connection and sends every call not yet
-        answered through run(), one after the other, which raises what is
-        wrong: a call that ran and lost its reply runs again, as run()'s
-        own retry does."""
+        reply, a lost connection, a timeout, arguments hiredis cannot pack)
+        drops the connection and sends every call not yet answered through
+        run(), one after the other, which raises what is wrong: a call that
+        ran and lost its reply runs again, as run()'s own retry does. On a
+        connection run() does not drive directly (Sentinel's), every call
+        goes through run()."""
         pending: deque[Call] = deque()
         rest = iter(calls)
         first = next(rest, None)
@@ -100,9 +101,12 @@ class Lane:
             return
         handle(await self.run(script, *first))
         conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+        if not _direct_io(conn):  # a Sentinel connection: redis-py's path, call by call
+            self._idle.append(conn)
+            for keys, args in rest:
+                handle(await self.run(script, keys, args))
+            return
         try:
-            if not _direct_io(conn):
-                raise _NotDirect
             for call in rest:
                 pending.append(call)  # before the write: a failed one is sent again
                 _write(conn, _pack_evalsha(script.sha, *call))
@@ -297,8 +301,8 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
 
 
 class _NotDirect(Exception):
-    """run_many cannot drive the call directly: not a direct connection, or
-    arguments hiredis cannot pack (redis-py's path encodes or refuses them)."""
+    """run_many cannot pack a call's arguments with hiredis (redis-py's path
+    encodes or refuses them)."""
 
 
 def _pack_evalsha(sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> bytes:
