@@ -592,4 +592,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         "reply (created / state)",
         ("tests/test_coalesce.py::test_each_caller_gets_its_own_reply",),
     ),
+    # -- batch enqueue: runs and the pipeline -------------------------------------------
+    Mutation(
+        "enqueue-run-keeps-first-options", "leasequeue/store/scripts.py",
+        "        if this != shape:\n",
+        "        if shape is None:\n",
+        "enqueue_args puts a whole batch in one run: every job gets the first job's name, "
+        "delay, priority and budgets",
+        (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",),
+    ),
+    Mutation(
+        "enqueue-run-reads-wrong-payload", "lua/enqueue.lua",
+        "      payloads[#payloads + 1] = ARGV[i + 1]\n",
+        "      payloads[#payloads + 1] = ARGV[run + RUN_HEAD + 1]\n",
+        "enqueue.lua stores the first payload of a run for every job of it",
+        (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",),
+    ),
+    Mutation(
+        "pipeline-not-resent-after-a-lost-reply", "leasequeue/store/direct.py",
+        "            for keys, args in [*pending, *rest]:\n",
+        "            for keys, args in rest:\n",
+        "a connection lost mid-pipeline drops the calls in flight: their jobs are never "
+        "answered (or never written)",
+        ("tests/test_direct.py::test_a_lost_reply_mid_pipeline_sends_the_rest_one_by_one_"
+         "and_loses_no_job",),
+    ),
 )
