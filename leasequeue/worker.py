@@ -260,6 +260,8 @@ class Worker:
     async def _wait_stop_then_cancel(self, scope: anyio.CancelScope) -> None:
         await self._stop.wait()
         scope.cancel()
+        with anyio.CancelScope(shield=True):  # the claimer's idle wait is shielded: end it
+            await self.claimer.interrupt()
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

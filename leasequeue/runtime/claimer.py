@@ -63,6 +63,13 @@ class Claimer:
         self._claim_prefix = f"{uuid.uuid4().hex[:12]}."
         self._claims = itertools.count(1)
         self._log = get_log("claimer", worker_id=params.worker_id)
+        # one queue on one Redis: an idle wait carries the next claim behind it
+        # (Scripts.wait_then_claim), and the worker's own wake list ends it
+        self._pipelined = (params.lane is not None and params.blocking and not params.cluster
+                           and len(self._queues) == 1)
+        self._own_wake = (params.keys(self._queues[0]).wake_own(params.worker_id)
+                          if self._pipelined else "")
+        self._waiting = False
 
     async def run(self, dispatch: Dispatch) -> None:
         async with anyio.create_task_group() as tg:
@@ -72,6 +79,7 @@ class Claimer:
     async def _loop(self, dispatch: Dispatch) -> None:
         backoff = 0.1
         threshold = max(1, min(self._slots.size // 2, MAX_BATCH // 2))
+        claimed_empty: int | None = None  # a wait's claim found nothing: its next due
         while True:
             self._slots.refresh_ahead()
             await self._slots.wait_free()
@@ -79,7 +87,12 @@ class Claimer:
                 with anyio.move_on_after(BATCH_WINDOW):
                     await self._slots.wait_free(threshold)
             try:
-                got, next_due_ms = await self._claim_round(dispatch)
+                if claimed_empty is not None:
+                    # the claim behind the wait just ran and found nothing: it
+                    # was this round's claim
+                    got, next_due_ms, claimed_empty = 0, claimed_empty, None
+                else:
+                    got, next_due_ms = await self._claim_round(dispatch)
                 # the claim itself was shielded: a stop that came meanwhile lands
                 # here, after its jobs were handed over (and will be released).
                 # With jobs handed over, yield: their executors start them before
@@ -90,7 +103,9 @@ class Claimer:
                 else:
                     await anyio.lowlevel.checkpoint_if_cancelled()
                 if not got:
-                    await self._idle(next_due_ms)
+                    woken, claimed_empty = await self._idle(next_due_ms, dispatch)
+                    if woken:
+                        await anyio.lowlevel.checkpoint()
                 backoff = 0.1
             except (RedisUnavailable, ScriptError) as exc:
                 # bounded reconnect rate: at most a few attempts per second
@@ -151,11 +166,61 @@ class Claimer:
         del self._unanswered[queue]
         return batch, sent_at
 
-    async def _idle(self, next_due_ms: int) -> None:
+    async def _idle(self, next_due_ms: int, dispatch: Dispatch) -> tuple[int, int | None]:
+        """Wait for a wake token (or the next due job, at most IDLE_POLL).
+        With the claim pipelined behind the wait: (the jobs it handed over,
+        its next due when it found none); else (0, None)."""
         timeout = IDLE_POLL if next_due_ms < 0 else min(IDLE_POLL, next_due_ms / 1000.0)
         if timeout <= 0:
-            return
+            return 0, None
         if not self._p.blocking:
             await anyio.sleep(min(timeout, 0.01))
-            return
+            return 0, None
+        if self._pipelined and self._slots.free > 0:
+            return await self._wait_then_claim(max(timeout, 0.01), dispatch)
         await self._waker.wait(max(timeout, 0.01))
+        return 0, None
+
+    async def _wait_then_claim(self, block_for: float,
+                               dispatch: Dispatch) -> tuple[int, int | None]:
+        """The idle wait with the next claim behind it on one connection: Redis
+        runs the claim as the wait ends, so a job enqueued meanwhile reaches
+        this worker leased, with no claim round trip after the wake-up.
+        Shielded like any claim (a stop ends it through interrupt()); its
+        count and starts are this moment's free slots and idle executors,
+        which only grow while the claimer waits."""
+        queue = self._queues[0]
+        qk = self._keys(queue)
+        claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"
+        self._unanswered[queue] = claim_id
+        start_now = 0 if queue in self._p.limited_queues else dispatch.idle_takers
+        sent_at = time.monotonic()  # the lease starts later (at the wake): a safe underestimate
+        self._waiting = True
+        try:
+            with anyio.CancelScope(shield=True):
+                batch = await self._p.scripts.wait_then_claim(
+                    qk, [qk.wake, self._own_wake], block_for, min(self._slots.free, MAX_BATCH),
+                    self._p.lease_ms, self._p.worker_id, start_now, claim_id)
+        finally:
+            self._waiting = False
+        del self._unanswered[queue]
+        if not batch.jobs:
+            return 0, batch.next_due_in_ms
+        self._slots.take(len(batch.jobs))
+        dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at))
+        return len(batch.jobs), None
+
+    async def interrupt(self) -> None:
+        """End an idle wait now (the worker is stopping): a token on this
+        worker's own wake list, which no other worker blocks on. Redis down:
+        the wait ends at its own timeout."""
+        if not self._waiting:
+            return
+        try:
+            pipe = self._p.redis.pipeline(transaction=False)
+            pipe.rpush(self._own_wake, "1")
+            pipe.pexpire(self._own_wake, 10_000)  # a token the wait did not take expires
+            await pipe.execute()
+        except Exception as exc:
+            self._log.warning("could not end the idle wait; it ends at its timeout",
+                              error=str(exc))

@@ -144,6 +144,41 @@ class Lane:
 
         return await self._on_connection(call)
 
+    async def blpop_then(self, keys: Sequence[str], block_for: float, script: AsyncScript,
+                         script_keys: Sequence[bytes], args: Sequence[Any]) -> tuple[Any, Any]:
+        """BLPOP, then EVALSHA written right behind it on the same connection:
+        Redis runs one connection's commands in order, so the script runs as
+        soon as the BLPOP ends (a token, or ``block_for`` passed), with no
+        round trip to the client between them. (The BLPOP's reply, the
+        script's reply.) NOSCRIPT loads the script and runs it again on the
+        connection; a call cut short drops the connection, as blpop() does
+        (the script may have run: the caller's script must be idempotent, as
+        the claim is by its claim id). A connection not driven directly
+        (Sentinel's) sends the two one after the other."""
+        blpop: Any = ("BLPOP", *keys, block_for)
+
+        async def call(conn: Any) -> tuple[Any, Any]:
+            if _direct_io(conn):
+                packed = hiredis.pack_command(blpop) + _pack_evalsha(script.sha, script_keys, args)
+                _write(conn, packed)
+                popped = await _read(conn, wait=block_for)
+                try:
+                    return popped, await _read(conn)
+                except NoScriptError:
+                    pass  # both replies read: the connection is clean
+            else:
+                await conn.send_command(*blpop)
+                popped = await conn.read_response(timeout=block_for + (conn.socket_timeout or 0))
+                try:
+                    return popped, await _evalsha(conn, script.sha, script_keys, args)
+                except NoScriptError:
+                    pass
+            await _load(conn, script)
+            return popped, await _evalsha(conn, script.sha, script_keys, args, direct=True)
+
+        result: tuple[Any, Any] = await self._on_connection(call)
+        return result
+
     async def _on_connection(self, call: Callable[[Any], Awaitable[Any]]) -> Any:
         """``call`` on an idle lane connection (or a new one from the pool).
         The connection goes back to the lane only after a reply was read in

@@ -196,6 +196,12 @@ class QueueKeys:
         declare one key per waiter, and both share the queue's hash tag."""
         return f"{self.waiting}:{job_id}"
 
+    def wake_own(self, worker_id: str) -> str:
+        """One worker's own wake LIST on this queue: its idle BLPOP spans this
+        and ``wake``, so the worker can end its own wait (a stop) without
+        waking another worker."""
+        return self._key(f"wake:{check_worker_id(worker_id)}")
+
     def claim(self, worker_id: str) -> str:
         """One worker's last claim on this queue (STRING, expires with the lease):
         its claim id and the (id, token) it leased, so a retried claim is idempotent."""

@@ -209,28 +209,39 @@ class Scripts:
         attempt counted), the rest wait for start(). A call repeated with the same
         ``claim_id`` (a lost reply) returns the same jobs and leases nothing new:
         use a fresh id per claim."""
+        args, claim_key = self._claim_args(qk, count, lease_ms, worker_id, start_now, claim_id)
+        reply = await self.run("claim", qk, args, worker_keys=(claim_key,))
+        return claim_batch(qk, reply)
+
+    async def wait_then_claim(self, qk: QueueKeys, wake_keys: Sequence[str], block_for: float,
+                              count: int, lease_ms: int, worker_id: str, start_now: int,
+                              claim_id: str) -> ClaimBatch:
+        """An idle worker's wait and its next claim in one round trip: BLPOP on
+        ``wake_keys`` with the claim pipelined behind it on the same connection
+        (Lane.blpop_then), so Redis runs the claim as soon as the BLPOP ends (a
+        token, or ``block_for`` passed) instead of when the worker, woken,
+        sends it. The claim is claim()'s, with its idempotent ``claim_id``.
+        Needs the lane (one Redis)."""
+        if self._lane is None:
+            raise RuntimeError("wait_then_claim needs the lane (one Redis, not a cluster)")
+        args, claim_key = self._claim_args(qk, count, lease_ms, worker_id, start_now, claim_id)
+        keys = [*self._keys_of("claim", qk), claim_key.encode()]
+        _, reply = await translate_errors(
+            self._url, "claim", self._lane.blpop_then(wake_keys, block_for,
+                                                      self._scripts["claim"], keys, args),
+            _names(keys))
+        return claim_batch(qk, reply)
+
+    def _claim_args(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,
+                    start_now: int, claim_id: str) -> tuple[list[Any], str]:
         s = self.settings
         claim_key = self._claim_keys.get((qk, worker_id))
         if claim_key is None:  # built and checked once per (queue, worker)
             claim_key = self._claim_keys[(qk, worker_id)] = qk.claim(worker_id)
         if not _CLAIM_ID.fullmatch(claim_id):
             raise ValueError(f"invalid claim id {claim_id!r}: use 1-100 of A-Z a-z 0-9 _ . : -")
-        reply = await self.run(
-            "claim", qk,
-            [count, lease_ms, worker_id, s.promote_batch, s.events_maxlen, s.audit_flag,
-             s.letters_maxlen, start_now, claim_id],
-            worker_keys=(claim_key,),
-        )
-        jobs = []
-        queue = qk.queue
-        now = int(reply[0])
-        for i in range(3, 3 + 11 * int(reply[2]), 11):
-            r = reply[i:i + 11]
-            jobs.append(ClaimedJob(
-                r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4], int(r[5]),
-                int(r[6]), int(r[7]), int(r[8]), int(r[9]), int(r[10]) == 1, now,
-            ))
-        return ClaimBatch(now, int(reply[1]), jobs)
+        return ([count, lease_ms, worker_id, s.promote_batch, s.events_maxlen, s.audit_flag,
+                 s.letters_maxlen, start_now, claim_id], claim_key)
 
     async def start(self, qk: QueueKeys, held: Sequence[tuple[str, int]]) -> list[StartReply]:
         """Mark leased runs started (their attempt counted once); held: (id, token)."""
@@ -519,6 +530,20 @@ class Scripts:
             "resource_clear", rk, [rk.member, queue, job, token])))
 
 # -- shared with the sync client (sync_scripts.py): arguments and replies --
+
+def claim_batch(qk: QueueKeys, reply: Any) -> ClaimBatch:
+    """claim.lua's reply: now, next due, count, then 11 values per job."""
+    jobs = []
+    queue = qk.queue
+    now = int(reply[0])
+    for i in range(3, 3 + 11 * int(reply[2]), 11):
+        r = reply[i:i + 11]
+        jobs.append(ClaimedJob(
+            r[0].decode(), queue, int(r[1]), int(r[2]), r[3].decode(), r[4], int(r[5]),
+            int(r[6]), int(r[7]), int(r[8]), int(r[9]), int(r[10]) == 1, now,
+        ))
+    return ClaimBatch(now, int(reply[1]), jobs)
+
 
 def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
     """enqueue.lua's arguments: the settings, then the jobs in runs of jobs

@@ -1,0 +1,135 @@
+"""An idle worker's wait carries its next claim (Claimer._wait_then_claim,
+Lane.blpop_then): a job enqueued while the worker waits reaches it leased,
+with no claim sent after the wake-up; a stop ends the wait at once; a
+script flushed meanwhile is loaded again; a lost reply is claimed again
+under the same claim id."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+import redis as redis_sync
+
+from leasequeue import App, Worker
+from leasequeue.store import direct
+from tests.helpers import eventually, worker_running
+
+pytestmark = pytest.mark.anyio
+
+
+def _register(app: App, ran: list[str]) -> None:
+    async def j(ctx: Any) -> None:
+        ran.append(ctx.job_id)
+
+    app.job(j, name="j")
+
+
+async def _waiting(worker: Worker) -> None:
+    await eventually(lambda: worker.claimer._waiting, what="the claimer waits")
+
+
+async def test_a_job_enqueued_during_the_wait_arrives_leased_without_a_claim_after_it(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = real_app
+    ran: list[str] = []
+    _register(app, ran)
+    by_claim: list[str] = []  # jobs a claim sent after a wake-up leased
+    by_wait: list[str] = []  # jobs the claim behind a wait leased
+    claim, wait_then_claim = app.scripts.claim, app.scripts.wait_then_claim
+
+    async def plain(*args: Any, **kwargs: Any) -> Any:
+        batch = await claim(*args, **kwargs)
+        by_claim.extend(j.id for j in batch.jobs)
+        return batch
+
+    async def behind(*args: Any, **kwargs: Any) -> Any:
+        batch = await wait_then_claim(*args, **kwargs)
+        by_wait.extend(j.id for j in batch.jobs)
+        return batch
+
+    monkeypatch.setattr(app.scripts, "claim", plain)
+    monkeypatch.setattr(app.scripts, "wait_then_claim", behind)
+    async with worker_running(app, concurrency=2) as worker:
+        assert worker.claimer._pipelined
+        await _waiting(worker)
+        job = await app.enqueue("j")
+        await eventually(lambda: job.id in ran, what="the job ran")
+        assert by_wait == [job.id] and by_claim == []
+        assert (await app.get_job(job.id)).attempt == 1
+
+
+async def test_a_stop_ends_the_idle_wait_at_once(real_app: App) -> None:
+    """The wait is shielded (a claim is never cut on the wire); interrupt()
+    puts a token on the worker's own wake list, so the worker stops well
+    before the wait's own timeout (1 s)."""
+    app = real_app
+    _register(app, [])
+    worker = Worker(app, concurrency=2, lease=2.0, shutdown_timeout=5.0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        await _waiting(worker)
+        await anyio.sleep(0.05)  # the BLPOP is in Redis
+        started = time.monotonic()
+        worker.stop()
+    assert time.monotonic() - started < 0.5
+    assert (await app.stats("default")).leased == 0
+
+
+async def test_a_token_for_another_worker_is_not_taken_by_a_stop(real_app: App) -> None:
+    """A stop wakes only its own worker: the queue's wake list keeps its
+    tokens for the others."""
+    app = real_app
+    _register(app, [])
+    qk = app.keys("default")
+    async with worker_running(app, concurrency=1) as worker:
+        await _waiting(worker)
+    assert await app.redis.llen(qk.wake) == 0
+    own = qk.wake_own(worker.worker_id)
+    assert await app.redis.pttl(own) in (-2, *range(0, 10_001))  # gone, or expiring
+
+
+async def test_a_script_flushed_during_the_wait_is_loaded_again(
+        real_app: App, sync_redis: redis_sync.Redis) -> None:
+    app = real_app
+    ran: list[str] = []
+    _register(app, ran)
+    async with worker_running(app, concurrency=2) as worker:
+        await _waiting(worker)
+        await anyio.sleep(0.05)
+        sync_redis.script_flush()  # the claim behind the BLPOP answers NOSCRIPT
+        job = await app.enqueue("j")
+        await eventually(lambda: job.id in ran, what="the job ran")
+        assert (await app.get_job(job.id)).attempt == 1
+
+
+async def test_a_lost_wait_reply_claims_again_under_the_same_claim_id(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection is lost after the wait's claim ran (its reply never
+    read): the next claim goes with the same claim id, and Redis answers
+    with the jobs that claim leased, so the job runs once, with one
+    attempt."""
+    app = real_app
+    ran: list[str] = []
+    _register(app, ran)
+    read = direct._read
+    lost = 0
+
+    async def losing(conn: Any, wait: float = 0.0) -> Any:
+        nonlocal lost
+        reply = await read(conn, wait)
+        if wait == 0.0 and not lost and isinstance(reply, list) and len(reply) > 3:
+            lost += 1  # a claim reply with a job: dropped on the floor
+            raise direct.RedisConnectionError("lost")
+        return reply
+
+    async with worker_running(app, concurrency=2) as worker:
+        await _waiting(worker)
+        monkeypatch.setattr(direct, "_read", losing)
+        job = await app.enqueue("j")
+        await eventually(lambda: job.id in ran, what="the job ran")
+        assert lost == 1
+        assert ran.count(job.id) == 1
+        assert (await app.get_job(job.id)).attempt == 1
