@@ -133,3 +133,42 @@ async def test_a_lost_wait_reply_claims_again_under_the_same_claim_id(
         assert lost == 1
         assert ran.count(job.id) == 1
         assert (await app.get_job(job.id)).attempt == 1
+
+
+async def test_a_job_arriving_at_the_end_of_a_long_wait_keeps_its_lease(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait's claim dates its lease from the send (the lease begins at
+    the wake, later), so the wait lasts at most a quarter lease: with a 1 s
+    lease a job that comes 0.9 s into the idle time arrives with three
+    quarters of its lease left by the worker's clock, starts (a run starts
+    with a third left, no less), runs for longer than a lease, renewed, and
+    succeeds from its first claim."""
+    app = real_app
+    done: list[str] = []
+
+    async def slow(ctx: Any) -> None:
+        await anyio.sleep(1.5)
+        done.append(ctx.job_id)
+
+    app.job(slow, name="slow")
+    released: list[Any] = []
+    release = app.scripts.release
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        released.append(args)
+        return await release(*args, **kwargs)
+
+    monkeypatch.setattr(app.scripts, "release", counted)
+    async with worker_running(app, concurrency=1, lease=1.0) as worker:
+        for _ in range(3):
+            await _waiting(worker)
+            # where a 1 s wait (IDLE_POLL) would near its end: its claim's
+            # lease would be dated 0.9 s before the job came
+            await anyio.sleep(0.9)
+            job = await app.enqueue("slow")
+            await eventually(lambda: job.id in done, what="the slow job finished")
+            rec = await app.get_job(job.id)
+            assert (rec.state, rec.attempt) == ("succeeded", 1)
+            # not refused first for too little lease left (it would have gone
+            # back to the queue through release)
+            assert released == []

@@ -177,7 +177,11 @@ class Claimer:
             await anyio.sleep(min(timeout, 0.01))
             return 0, None
         if self._pipelined and self._slots.free > 0:
-            return await self._wait_then_claim(max(timeout, 0.01), dispatch)
+            # at most a quarter lease: the claim's lease is dated from the send
+            # (a safe underestimate), so a run it leases arrives with at least
+            # three quarters of its lease left by this worker's clock
+            block_for = min(timeout, self._p.lease_ms / 4000)
+            return await self._wait_then_claim(max(block_for, 0.01), dispatch)
         await self._waker.wait(max(timeout, 0.01))
         return 0, None
 

@@ -609,6 +609,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",),
     ),
     Mutation(
+        "wait-claim-lease-not-capped", "leasequeue/runtime/claimer.py",
+        "            block_for = min(timeout, self._p.lease_ms / 4000)\n",
+        "            block_for = timeout\n",
+        "an idle wait with the claim behind it lasts up to 1 s whatever the lease: a job "
+        "that comes late in it arrives with its lease (dated from the send) nearly spent, "
+        "is refused a start and goes back to the queue",
+        ("tests/test_wait_then_claim.py::test_a_job_arriving_at_the_end_of_a_long_wait_"
+         "keeps_its_lease",),
+    ),
+    Mutation(
         "pipeline-not-resent-after-a-lost-reply", "leasequeue/store/direct.py",
         "            for keys, args in [*pending, *rest]:\n",
         "            for keys, args in rest:\n",
