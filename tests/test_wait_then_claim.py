@@ -166,7 +166,7 @@ async def test_a_job_arriving_at_the_end_of_a_long_wait_keeps_its_lease(
             # lease would be dated 0.9 s before the job came
             await anyio.sleep(0.9)
             job = await app.enqueue("slow")
-            await eventually(lambda: job.id in done, what="the slow job finished")
+            await eventually(lambda j=job.id: j in done, what="the slow job finished")
             rec = await app.get_job(job.id)
             assert (rec.state, rec.attempt) == ("succeeded", 1)
             # not refused first for too little lease left (it would have gone
