@@ -28,7 +28,7 @@ def _register(app: App, ran: list[str]) -> None:
 
 
 async def _waiting(worker: Worker) -> None:
-    await eventually(lambda: worker.claimer._waiting, what="the claimer waits")
+    await eventually(lambda: worker.claimer._wait_scope is not None, what="the claimer waits")
 
 
 async def test_a_job_enqueued_during_the_wait_arrives_leased_without_a_claim_after_it(
@@ -172,3 +172,45 @@ async def test_a_job_arriving_at_the_end_of_a_long_wait_keeps_its_lease(
             # not refused first for too little lease left (it would have gone
             # back to the queue through release)
             assert released == []
+
+
+async def test_an_error_reply_to_the_wait_keeps_the_connection_in_step(real_app: App) -> None:
+    """The BLPOP answered with an error (here WRONGTYPE: the worker's own wake
+    list holds a string): the claim's reply behind it is read too, so the
+    next call on the connection gets its own reply; the claim did run, and
+    claiming again with its claim id returns its jobs."""
+    from leasequeue.errors import LeaseQueueError
+    app = real_app
+    qk = app.keys("default")
+    await app.enqueue("j", job_id="x", queue="default")
+    await app.redis.delete(qk.wake)  # no token: the BLPOP reads the other list
+    await app.redis.set(qk.wake_own("w1"), "not a list")
+    with pytest.raises(LeaseQueueError):
+        await app.scripts.wait_then_claim(qk, [qk.wake, qk.wake_own("w1")], 0.1, 5, 30_000,
+                                          "w1", 0, "c1")
+    other = await app.scripts.claim(qk, 5, 30_000, "w2", 0, "c2")
+    assert other.jobs == []  # not w1's reply, read late
+    again = await app.scripts.claim(qk, 5, 30_000, "w1", 0, "c1")
+    assert [j.id for j in again.jobs] == ["x"]
+
+
+async def test_a_stop_that_cannot_send_its_token_cancels_the_wait(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """interrupt() cannot reach Redis (its pipeline fails): it cancels the
+    wait where it is (the lane drops that connection) instead of leaving the
+    stop to wait for the wait's own end."""
+    app = real_app
+    _register(app, [])
+    worker = Worker(app, concurrency=2, lease=30.0, shutdown_timeout=5.0)  # 1 s waits
+
+    def unreachable() -> Any:
+        raise ConnectionError("Redis unreachable")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        await _waiting(worker)
+        await anyio.sleep(0.05)
+        monkeypatch.setattr(app.redis, "pipeline", unreachable)
+        started = time.monotonic()
+        worker.stop()
+    assert time.monotonic() - started < 0.5

@@ -69,7 +69,7 @@ class Claimer:
                            and len(self._queues) == 1)
         self._own_wake = (params.keys(self._queues[0]).wake_own(params.worker_id)
                           if self._pipelined else "")
-        self._waiting = False
+        self._wait_scope: anyio.CancelScope | None = None  # the idle wait in flight
 
     async def run(self, dispatch: Dispatch) -> None:
         async with anyio.create_task_group() as tg:
@@ -191,40 +191,52 @@ class Claimer:
         runs the claim as the wait ends, so a job enqueued meanwhile reaches
         this worker leased, with no claim round trip after the wake-up.
         Shielded like any claim (a stop ends it through interrupt()); its
-        count and starts are this moment's free slots and idle executors,
-        which only grow while the claimer waits."""
+        count is this moment's free slots, which only grow while the claimer
+        waits. Its runs count as claimed when its reply came (their lease as
+        confirmed at the send)."""
         queue = self._queues[0]
         qk = self._keys(queue)
         claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"
         self._unanswered[queue] = claim_id
-        start_now = 0 if queue in self._p.limited_queues else dispatch.idle_takers
         sent_at = time.monotonic()  # the lease starts later (at the wake): a safe underestimate
-        self._waiting = True
+        self._wait_scope = anyio.CancelScope(shield=True)
+        batch: ClaimBatch | None = None
         try:
-            with anyio.CancelScope(shield=True):
+            with self._wait_scope:
+                # start_now 0: none of its runs is marked started by the claim,
+                # so a worker that froze or lost its network while it waited
+                # (the claim runs anyway, when the wait times out or a token
+                # comes) is charged no attempt: its jobs are reaped unstarted
+                # after a lease. The executors mark them as they start
                 batch = await self._p.scripts.wait_then_claim(
                     qk, [qk.wake, self._own_wake], block_for, min(self._slots.free, MAX_BATCH),
-                    self._p.lease_ms, self._p.worker_id, start_now, claim_id)
+                    self._p.lease_ms, self._p.worker_id, 0, claim_id)
         finally:
-            self._waiting = False
+            self._wait_scope = None
+        if batch is None:  # interrupt() cancelled the wait (the worker stops)
+            raise RedisUnavailable("(own wake list)", RuntimeError("a stop cancelled the wait"))
         del self._unanswered[queue]
         if not batch.jobs:
             return 0, batch.next_due_in_ms
         self._slots.take(len(batch.jobs))
-        dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at))
+        dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at, time.monotonic()))
         return len(batch.jobs), None
 
     async def interrupt(self) -> None:
         """End an idle wait now (the worker is stopping): a token on this
-        worker's own wake list, which no other worker blocks on. Redis down:
-        the wait ends at its own timeout."""
-        if not self._waiting:
+        worker's own wake list, which no other worker blocks on. When that
+        cannot be sent within half a second (Redis unreachable), the wait is
+        cancelled where it is (its connection dropped)."""
+        scope = self._wait_scope
+        if scope is None:
             return
         try:
-            pipe = self._p.redis.pipeline(transaction=False)
-            pipe.rpush(self._own_wake, "1")
-            pipe.pexpire(self._own_wake, 10_000)  # a token the wait did not take expires
-            await pipe.execute()
+            with anyio.fail_after(0.5):
+                pipe = self._p.redis.pipeline(transaction=False)
+                pipe.rpush(self._own_wake, "1")
+                pipe.pexpire(self._own_wake, 10_000)  # a token the wait did not take expires
+                await pipe.execute()
         except Exception as exc:
-            self._log.warning("could not end the idle wait; it ends at its timeout",
+            self._log.warning("could not end the idle wait with a token; cancelling it",
                               error=str(exc))
+            scope.cancel()

@@ -97,7 +97,7 @@ class RunRecord:
 
     job: ClaimedJob
     lease_s: float
-    claimed_at: float  # monotonic: when the claim request was sent
+    claimed_at: float  # monotonic: when the claim request was sent (or ran: RunTable.claimed)
     phase: Phase = Phase.CLAIMED
     lease_confirmed_at: float = 0.0  # send time of the claim or renew that confirmed it
     stop_reason: StopReason | None = None
@@ -186,11 +186,17 @@ class RunTable:
             raise InvalidTransition(f"run {run.job.id}:{run.job.token}: {run.phase} -> {to}")
         run.phase = to
 
-    def claimed(self, jobs: Iterable[ClaimedJob], sent_at: float) -> list[RunRecord]:
+    def claimed(self, jobs: Iterable[ClaimedJob], sent_at: float,
+                received_at: float | None = None) -> list[RunRecord]:
+        """Records for the jobs a claim sent at ``sent_at`` leased (their lease
+        confirmed then, a safe underestimate). ``received_at``: when the claim
+        ran, at the latest, if long after the send (the claim behind an idle
+        wait): the run counts as claimed from then (its wait, its confirm)."""
         runs = []
+        claimed_at = sent_at if received_at is None else received_at
         for job in jobs:
             key = (job.queue, job.id, job.token)
-            run = RunRecord(job, self.lease_s, sent_at, lease_confirmed_at=sent_at,
+            run = RunRecord(job, self.lease_s, claimed_at, lease_confirmed_at=sent_at,
                             start_known=job.started, key=key)
             self._runs[key] = run
             runs.append(run)

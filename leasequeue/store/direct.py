@@ -23,6 +23,7 @@ reply directly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -161,7 +162,16 @@ class Lane:
             if _direct_io(conn):
                 packed = hiredis.pack_command(blpop) + _pack_evalsha(script.sha, script_keys, args)
                 _write(conn, packed)
-                popped = await _read(conn, wait=block_for)
+                try:
+                    popped = await _read(conn, wait=block_for)
+                except ResponseError:
+                    # an error reply to the BLPOP (MISCONF, BUSY, NOPERM...): the
+                    # script's reply is read too, so the connection stays in
+                    # step (the claim behind it may have run: its caller claims
+                    # again with the same claim id)
+                    with contextlib.suppress(ResponseError):
+                        await _read(conn)
+                    raise
                 try:
                     return popped, await _read(conn)
                 except NoScriptError:
