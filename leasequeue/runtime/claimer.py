@@ -154,8 +154,7 @@ class Claimer:
         marked started by the claim itself; the rest (claimed ahead, or in a
         queue whose runs may wait for a limiter slot) are marked when they
         start, so a lost reply or a killed worker's buffer costs no attempt."""
-        claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"
-        self._unanswered[queue] = claim_id
+        claim_id = self._claim_id(queue)
         start_now = 0 if queue in self._p.limited_queues else dispatch.idle_takers
         sent_at = time.monotonic()
         # shielded: a claim cancelled on the wire (shutdown) would still lease
@@ -165,6 +164,13 @@ class Claimer:
                                                 self._p.worker_id, start_now, claim_id)
         del self._unanswered[queue]
         return batch, sent_at
+
+    def _claim_id(self, queue: str) -> str:
+        """The id of the next claim on ``queue``: the unanswered one's again (its
+        reply was lost: Redis answers with the jobs it leased), else a new one."""
+        claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"
+        self._unanswered[queue] = claim_id
+        return claim_id
 
     async def _idle(self, next_due_ms: int, dispatch: Dispatch) -> tuple[int, int | None]:
         """Wait for a wake token (or the next due job, at most IDLE_POLL).
@@ -196,8 +202,7 @@ class Claimer:
         confirmed at the send)."""
         queue = self._queues[0]
         qk = self._keys(queue)
-        claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"
-        self._unanswered[queue] = claim_id
+        claim_id = self._claim_id(queue)
         sent_at = time.monotonic()  # the lease starts later (at the wake): a safe underestimate
         self._wait_scope = anyio.CancelScope(shield=True)
         batch: ClaimBatch | None = None

@@ -619,6 +619,27 @@ MUTATIONS: tuple[Mutation, ...] = (
          "keeps_its_lease",),
     ),
     Mutation(
+        "wait-error-leaves-claim-reply", "leasequeue/store/direct.py",
+        "                    with contextlib.suppress(ResponseError):\n"
+        "                        await _read(conn)\n",
+        "",
+        "an error reply to the idle wait's BLPOP leaves the claim's reply unread on the "
+        "connection: the next call on it reads a late reply (another worker gets this "
+        "one's jobs)",
+        ("tests/test_wait_then_claim.py::test_an_error_reply_to_the_wait_keeps_the_"
+         "connection_in_step",),
+    ),
+    Mutation(
+        "wait-claim-marks-started", "leasequeue/runtime/claimer.py",
+        "                    self._p.lease_ms, self._p.worker_id, 0, claim_id)\n",
+        "                    self._p.lease_ms, self._p.worker_id, dispatch.idle_takers,"
+        " claim_id)\n",
+        "the claim behind an idle wait marks its runs started: a worker frozen in its wait "
+        "is charged an attempt for each job that claim took",
+        ("tests/test_wait_then_claim_processes.py::test_a_worker_frozen_in_its_wait_is_"
+         "charged_no_attempt_for_the_job_it_took",),
+    ),
+    Mutation(
         "pipeline-not-resent-after-a-lost-reply", "leasequeue/store/direct.py",
         "            for keys, args in [*pending, *rest]:\n",
         "            for keys, args in rest:\n",
