@@ -265,8 +265,8 @@ async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[An
     keeps redis-py's, which disconnects a failed connection itself."""
     if direct and _direct_io(conn):
         try:
-            packed = hiredis.pack_command((command, sha, len(keys), *keys, *args))
-        except TypeError:
+            packed = _pack_evalsha(sha, keys, args, command)
+        except _NotDirect:
             pass  # what hiredis cannot pack goes redis-py's way (DataError, or packed)
         else:
             return await _send_and_read(conn, packed)
@@ -346,13 +346,15 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
 
 
 class _NotDirect(Exception):
-    """run_many cannot pack a call's arguments with hiredis (redis-py's path
-    encodes or refuses them)."""
+    """hiredis cannot pack a call's arguments (redis-py's path encodes or
+    refuses them)."""
 
 
-def _pack_evalsha(sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> bytes:
+def _pack_evalsha(sha: str, keys: Sequence[bytes], args: Sequence[Any],
+                  command: str = "EVALSHA") -> bytes:
+    """The one place a script call's bytes are built for the direct path."""
     try:
-        packed: bytes = hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args))
+        packed: bytes = hiredis.pack_command((command, sha, len(keys), *keys, *args))
         return packed
     except TypeError:
         raise _NotDirect from None

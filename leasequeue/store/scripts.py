@@ -134,6 +134,13 @@ class Scripts:
             self._key_cache[(name, qk)] = cached
         return cached
 
+    def _call_keys(self, name: str, qk: AnyKeys, worker_keys: Sequence[str] = ()) -> list[bytes]:
+        """A call's KEYS: the script's keys of ``qk``, then its per-worker keys."""
+        keys = self._keys_of(name, qk)
+        if worker_keys:
+            keys = [*keys, *(k.encode() for k in worker_keys)]
+        return keys
+
     @property
     def lane(self) -> Lane | None:
         """The connections the scripts use on one Redis (None on a cluster
@@ -143,9 +150,7 @@ class Scripts:
     async def run(self, name: str, qk: AnyKeys, args: Sequence[Any],
                   worker_keys: Sequence[str] = ()) -> Any:
         """Run a script; ``worker_keys``: the per-worker keys its spec lists last."""
-        keys = self._keys_of(name, qk)
-        if worker_keys:
-            keys = [*keys, *(k.encode() for k in worker_keys)]
+        keys = self._call_keys(name, qk, worker_keys)
         if self._lane is not None:
             # a dropped connection is retried once: every script is fenced or
             # idempotent, the claim too (by its claim id); a read-only script
@@ -225,7 +230,7 @@ class Scripts:
         if self._lane is None:
             raise RuntimeError("wait_then_claim needs the lane (one Redis, not a cluster)")
         args, claim_key = self._claim_args(qk, count, lease_ms, worker_id, start_now, claim_id)
-        keys = [*self._keys_of("claim", qk), claim_key.encode()]
+        keys = self._call_keys("claim", qk, (claim_key,))
         _, reply = await translate_errors(
             self._url, "claim", self._lane.blpop_then(wake_keys, block_for,
                                                       self._scripts["claim"], keys, args),
