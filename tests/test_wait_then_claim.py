@@ -67,7 +67,7 @@ async def test_a_stop_ends_the_idle_wait_at_once(real_app: App) -> None:
     before the wait's own timeout (1 s)."""
     app = real_app
     _register(app, [])
-    worker = Worker(app, concurrency=2, lease=2.0, shutdown_timeout=5.0)
+    worker = Worker(app, concurrency=2, lease=30.0, shutdown_timeout=5.0)  # 1 s waits
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         await _waiting(worker)

@@ -1,0 +1,79 @@
+"""What Producer.prepare costs per no-op job (the client's share of every
+enqueue), and the two choices inside it that 2026-12-01 changed: a job id
+from uuid.uuid4().hex or os.urandom(16).hex(), and a frozen or plain
+dataclass for NewJob. Micro-benchmarks on this tree's package (run it with
+PYTHONPATH=<tree> to measure another commit's prepare).
+
+Run: python benchmarks/prepare_cost.py > benchmarks/results/prepare_cost.txt
+     PYTHONPATH=<worktree at another commit> python benchmarks/prepare_cost.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import timeit
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+if "PYTHONPATH" not in os.environ:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from leasequeue import App, JobRequest
+
+N = 50_000
+
+
+def per_call_us(fn: object, n: int = N) -> float:
+    """Median of 5 timings of ``n`` calls, in µs per call."""
+    return statistics.median(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    a: str
+    b: str
+    c: bytes
+    d: int
+    e: int
+    f: int
+    g: int
+    h: str = ""
+
+
+@dataclass(slots=True)
+class Plain:
+    a: str
+    b: str
+    c: bytes
+    d: int
+    e: int
+    f: int
+    g: int
+    h: str = ""
+
+
+def main() -> None:
+    app = App("memory://prepare-cost", prefix="prepare-cost")
+
+    @app.job()
+    async def noop() -> None: ...
+
+    request = JobRequest("noop")
+    import leasequeue
+    print(f"leasequeue from {Path(leasequeue.__file__).parent.parent}, Python "
+          f"{sys.version.split()[0]}, {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.2f}; medians of 5 x {N:,} calls")
+    prepare = per_call_us(lambda: app.producer.prepare(request))
+    print(f"Producer.prepare, no-op job:  {prepare:.2f} us")
+    print(f"uuid.uuid4().hex:             {per_call_us(lambda: uuid.uuid4().hex):.2f} us")
+    print(f"os.urandom(16).hex():         {per_call_us(lambda: os.urandom(16).hex()):.2f} us")
+    args = ("x", "y", b"", 0, 0, 0, 0, "")
+    print(f"frozen slots dataclass, 8 fields: {per_call_us(lambda: Frozen(*args)):.2f} us")
+    print(f"plain slots dataclass, 8 fields:  {per_call_us(lambda: Plain(*args)):.2f} us")
+
+
+if __name__ == "__main__":
+    main()
