@@ -125,6 +125,42 @@ async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connec
         await app.close()
 
 
+async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
+        debug_server: RedisProcess) -> None:
+    """A connection keeps one read timer armed across reads (direct._Watch): a
+    wait that may block 5 s arms it for then; when the wait ends early, the
+    next read must still time out within its own socket timeout, not at the
+    wait's deadline."""
+    client = Redis.from_url(debug_server.url, socket_timeout=0.3)
+    app = App(debug_server.url, prefix="lane", redis=client)
+    app.job(lambda ctx: None, name="j")
+    pusher = redis_sync.Redis(port=debug_server.port)
+    try:
+        await app.enqueue("j", job_id="warm")
+        lane = app.scripts._lane
+        assert lane is not None
+
+        async def token_soon() -> None:
+            await anyio.sleep(0.6)  # the timer the warm-up armed fires in the wait
+            pusher.rpush("{lane}:token", "1")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(token_soon)
+            assert await lane.blpop(["{lane}:token"], 5.0) is not None  # cut short at 0.6 s
+        stall = _stall(debug_server, 2.0)
+        await anyio.sleep(0.1)
+        started = anyio.current_time()
+        with pytest.raises(RedisUnavailable):
+            await app.enqueue("j", job_id="late")  # two tries, each timed out
+        took = anyio.current_time() - started
+        stall.join()
+        assert 0.5 <= took < 1.5, took  # the socket timeout's, not the wait's (5 s)
+        assert (await app.enqueue("j", job_id="after")).id == "after"
+    finally:
+        pusher.close()
+        await app.close()
+
+
 async def test_a_stream_left_in_error_is_never_reused(real_app: App) -> None:
     app = real_app
     app.job(lambda ctx: None, name="j")

@@ -290,9 +290,9 @@ async def _send_and_read(conn: Any, packed: bytes, wait: float = 0.0) -> Any:
     """One command on the connection's own stream and hiredis reader (those
     redis-py set up at connect, so the connection stays usable by redis-py):
     the bytes written without waiting for a drain (asyncio sends at once what
-    the socket takes and buffers the rest), the reply read under one timer
-    of the connection's socket timeout (plus ``wait``, what Redis may block
-    before it answers). A timeout or a lost connection raises
+    the socket takes and buffers the rest), the reply read within the
+    connection's socket timeout (plus ``wait``, what Redis may block before
+    it answers; see _Watch). A timeout or a lost connection raises
     redis-py's TimeoutError or ConnectionError; the caller then drops the
     connection, whose stream may hold a partial reply."""
     _write(conn, packed)
@@ -313,11 +313,12 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
     stream = conn._reader
     reply = reader.gets()
     if reply is NOT_ENOUGH_DATA or isinstance(reply, PushNotification):
-        timer = None
+        watch = None
         if conn.socket_timeout:
-            loop = asyncio.get_running_loop()
-            timer = loop.call_at(loop.time() + conn.socket_timeout + wait, stream.set_exception,
-                                 _ReadTimeout())
+            watch = conn.__dict__.get("_lq_watch")
+            if watch is None:
+                watch = conn._lq_watch = _Watch()
+            watch.begin(stream, conn.socket_timeout + wait)
         try:
             while True:
                 if isinstance(reply, PushNotification):
@@ -338,8 +339,8 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
         except OSError as exc:
             raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
         finally:
-            if timer is not None:
-                timer.cancel()
+            if watch is not None:
+                watch.stream = None  # no read in flight
     if isinstance(reply, ResponseError):  # hiredis gives error replies as values
         raise reply
     return reply
@@ -362,6 +363,53 @@ def _pack_evalsha(sha: str, keys: Sequence[bytes], args: Sequence[Any],
 
 class _ReadTimeout(Exception):
     """Set on the stream by the read timer: the pending read raises it."""
+
+
+class _Watch:
+    """The read timeout of one lane connection: one timer that stays armed
+    while reads come and go, instead of a timer armed and cancelled per read.
+    A read sets its deadline (two stores); the timer, when it fires, fails
+    the read in flight if its deadline passed, re-arms itself for that
+    deadline if not, and stays off while the connection is idle. So a busy
+    connection fires it about once per socket timeout, and a read still fails
+    within its own deadline (plus the loop's lag).
+
+    Why: a timer per read cost 5-15 us of client CPU per script call on this
+    project's VM benchmark machine (arming and cancelling a kernel timer
+    under the event loop's epoll_wait, beside Python's TimerHandle), as much
+    as a tenth of a one-job enqueue (benchmarks/results/read_timer.txt)."""
+
+    __slots__ = ("deadline", "handle", "loop", "stream")
+
+    def __init__(self) -> None:
+        self.deadline = 0.0
+        self.stream: asyncio.StreamReader | None = None  # the stream of the read in flight
+        self.handle: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def begin(self, stream: asyncio.StreamReader, timeout: float) -> None:
+        """A read on ``stream`` starts: it must end within ``timeout``."""
+        loop = asyncio.get_running_loop()
+        self.deadline = deadline = loop.time() + timeout
+        self.stream = stream
+        handle = self.handle
+        if handle is None or self.loop is not loop or handle.when() > deadline:
+            # none armed (or on a loop that is gone), or armed for later than
+            # this read's deadline (after a long blocking wait): arm it anew
+            if handle is not None:
+                handle.cancel()
+            self.loop = loop
+            self.handle = loop.call_at(deadline, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        stream = self.stream
+        if stream is None or self.loop is None:
+            return  # idle: the next read arms it
+        if self.loop.time() >= self.deadline:
+            stream.set_exception(_ReadTimeout())
+        else:
+            self.handle = self.loop.call_at(self.deadline, self._fire)
 
 
 async def _load(conn: Any, script: AsyncScript) -> None:

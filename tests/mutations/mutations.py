@@ -648,4 +648,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_direct.py::test_a_lost_reply_mid_pipeline_sends_the_rest_one_by_one_"
          "and_loses_no_job",),
     ),
+    Mutation(
+        "read-timer-never-rearmed", "leasequeue/store/direct.py",
+        "            self.handle = self.loop.call_at(self.deadline, self._fire)\n",
+        "            pass\n",
+        "a connection's read timer that fires during a read not yet due does not re-arm "
+        "itself: that read never times out, and a call to a stalled Redis hangs",
+        ("tests/test_direct.py::test_a_reply_later_than_the_socket_timeout_raises_and_"
+         "drops_the_connection",),
+    ),
+    Mutation(
+        "read-timer-kept-for-a-later-deadline", "leasequeue/store/direct.py",
+        "        if handle is None or self.loop is not loop or handle.when() > deadline:\n",
+        "        if handle is None or self.loop is not loop:\n",
+        "a read timer armed for a long wait's deadline is kept for the reads after it: "
+        "a read to a stalled Redis right after a wait cut short waits out the wait's "
+        "deadline instead of its own socket timeout",
+        ("tests/test_direct.py::test_a_read_after_a_long_wait_cut_short_times_out_at_its_"
+         "own_deadline",),
+    ),
 )
