@@ -98,10 +98,6 @@ class RateAnswer:
 _CLAIM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
 
 
-def _names(keys: Sequence[bytes]) -> tuple[str, ...]:
-    return tuple(k.decode() for k in keys)
-
-
 class Scripts:
     """Registered scripts for one Redis client, with typed calls."""
 
@@ -158,7 +154,7 @@ class Scripts:
             call = self._lane.run(self._scripts[name], keys, args, read_only=name in READ_ONLY)
         else:
             call = self._scripts[name](keys=keys, args=list(args))
-        return await translate_errors(self._url, name, call, _names(keys))
+        return await translate_errors(self._url, name, call, keys)
 
     async def run_durable(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
         """run(), then WAIT for the configured replicas; NotDurable when fewer
@@ -169,7 +165,7 @@ class Scripts:
         keys = self._keys_of(name, qk)
         reply, acked = await translate_errors(self._url, name, run_and_wait(
             self._redis, self._scripts[name], keys, list(args),
-            s.durable_replicas, s.durable_timeout_ms), _names(keys))
+            s.durable_replicas, s.durable_timeout_ms), keys)
         if acked < s.durable_replicas:
             raise NotDurable(name, acked, s.durable_replicas, reply)
         return reply
@@ -206,7 +202,7 @@ class Scripts:
 
         await translate_errors(self._url, "enqueue", self._lane.run_many(
             self._scripts["enqueue"], ((keys, enqueue_args(s, b)) for b in batches), one),
-            _names(keys))
+            keys)
 
     async def claim(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,
                     start_now: int, claim_id: str) -> ClaimBatch:
@@ -234,7 +230,7 @@ class Scripts:
         _, reply = await translate_errors(
             self._url, "claim", self._lane.blpop_then(wake_keys, block_for,
                                                       self._scripts["claim"], keys, args),
-            _names(keys))
+            keys)
         return claim_batch(qk, reply)
 
     def _claim_args(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,

@@ -667,4 +667,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_direct.py::test_a_read_after_a_long_wait_cut_short_times_out_at_its_"
          "own_deadline",),
     ),
+    Mutation(
+        "acl-refusal-names-no-keys", "leasequeue/store/translate.py",
+        "                keys = tuple(k.decode() if isinstance(k, bytes) else k"
+        " for k in self.keys)\n",
+        "                keys = ()\n",
+        "a script refused by the ACL for its keys no longer names the keys it declares: "
+        "the operator cannot tell which key pattern the user lacks",
+        ("tests/test_security_acl.py::test_producer_enqueues_and_reads_but_cannot_claim_ack_"
+         "or_purge",),
+    ),
 )
