@@ -25,6 +25,7 @@ from redis_server import RedisServer
 
 FIGURES = {  # metric -> (field, higher is better)
     "enqueue_one": ("value", True),
+    "enqueue_one_sync": ("value", True),
     "enqueue_concurrent": ("value", True),
     "enqueue_bulk": ("value", True),
     "drain_c1": ("value", True),

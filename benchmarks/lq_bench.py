@@ -26,7 +26,7 @@ import anyio
 import redis as redis_sync
 
 import leasequeue
-from leasequeue import App, JobRequest, Worker
+from leasequeue import App, JobRequest, SyncApp, Worker
 from leasequeue.models import ClaimedJob
 from leasequeue.store.keys import QueueKeys, queue_keys
 
@@ -124,6 +124,22 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
         common.emit("enqueue_one", **common.timed_rate(n, time.perf_counter() - started))
     except Exception as exc:
         common.emit_error("enqueue_one", exc)
+    common.flush(args.url)
+    try:
+        # the same, from the sync producer (WSGI code, scripts): it blocks this
+        # loop while it runs, and nothing else runs meanwhile
+        with SyncApp.from_app(app) as sync:
+            sync.enqueue("noop")  # its connection and queue check, untimed
+            common.flush(args.url)
+            n, started = 0, time.perf_counter()
+            deadline = started + args.one_budget
+            while n < args.one_n and time.perf_counter() < deadline:
+                sync.enqueue("noop")
+                n += 1
+            common.emit("enqueue_one_sync",
+                        **common.timed_rate(n, time.perf_counter() - started))
+    except Exception as exc:
+        common.emit_error("enqueue_one_sync", exc)
     common.flush(args.url)
     try:
         # 100 tasks each awaiting app.enqueue in a loop (a web service's shape)

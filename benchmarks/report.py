@@ -8,8 +8,8 @@ from typing import Any
 
 RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "memory_per_job",
                 "drain_c1")  # drain_c1: the Node peers only
-LQ_RATES = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain_c1", "drain_c10",
-            "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
+LQ_RATES = ("enqueue_one", "enqueue_one_sync", "enqueue_concurrent", "enqueue_bulk", "drain_c1",
+            "drain_c10", "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
             "memory_per_job")
 LQ_DRAIN_FOR_PEERS = "drain_c100"  # 1 process, concurrency 100: the peers' setting
 
@@ -253,6 +253,9 @@ BEST_COLUMNS = (
     # the Node peers run it (node/common.mjs); the Python peers' driver does not
     ("drain, concurrency 1 (jobs/s; the Node peers)", "drain_c1", "drain_c1", "value", True),
     ("enqueue, one per call (jobs/s)", "enqueue_one", "enqueue_one", "value", True),
+    # the same peers' figure against leasequeue's sync producer (SyncApp)
+    ("enqueue, one per call, SyncApp (jobs/s)", "enqueue_one_sync", "enqueue_one", "value",
+     True),
     ("enqueue, 100 concurrent tasks (jobs/s)", "enqueue_concurrent", "enqueue_concurrent",
      "value", True),
     ("enqueue, bulk (jobs/s)", "enqueue_bulk", "enqueue_bulk", "value", True),
@@ -325,6 +328,7 @@ def _leasequeue_section(results: dict[str, Any], out: list[str]) -> None:
     w("|---|---:|---:|---:|---:|")
     rows = [
         ("enqueue, one per call (jobs/s)", lq["enqueue_one"]),
+        ("enqueue, one per call, sync producer SyncApp (jobs/s)", lq["enqueue_one_sync"]),
         ("enqueue, 100 concurrent tasks each one per call (jobs/s)", lq["enqueue_concurrent"]),
         (f"enqueue_many, {results['settings']['n']:,} per call (jobs/s)", lq["enqueue_bulk"]),
         ("drain, 1 process, concurrency 1 (jobs/s)", lq["drain_c1"]),

@@ -374,10 +374,11 @@ class _Watch:
     connection fires it about once per socket timeout, and a read still fails
     within its own deadline (plus the loop's lag).
 
-    Why: a timer per read cost 5-15 us of client CPU per script call on this
-    project's VM benchmark machine (arming and cancelling a kernel timer
-    under the event loop's epoll_wait, beside Python's TimerHandle), as much
-    as a tenth of a one-job enqueue (benchmarks/results/read_timer.txt)."""
+    Why: on this project's VM benchmark machine a timer armed and cancelled
+    per round trip cost 11-12 us of client CPU per PING in two runs of
+    benchmarks/read_timer.py out of three (the third: under 1 us), one
+    timer left pending under 1 us (benchmarks/results/read_timer.txt); a
+    one-job enqueue costs about 100-150 us of client CPU there."""
 
     __slots__ = ("deadline", "handle", "loop", "stream")
 

@@ -27,6 +27,7 @@ from .record import text
 from .scripts import enqueue_args, enqueue_replies, queue_config_reply, stats_reply
 from .settings import StoreSettings
 from .specs import SPECS
+from .sync_lane import SyncLane
 from .translate import redis_errors
 
 # what a producer runs; a worker's scripts stay on the async client
@@ -66,8 +67,9 @@ class SyncScripts:
         self._redis = client
         self.settings = settings
         shebang = not is_memory_url(url)
-        # one Redis or Sentinel: EVALSHA straight on a pooled connection
-        self._direct = shebang and not isinstance(client, RedisCluster)
+        # one Redis or Sentinel: EVALSHA on connections the lane keeps (and
+        # on one Redis, written and read on their sockets: sync_lane.py)
+        self._lane = SyncLane(client) if shebang and not isinstance(client, RedisCluster) else None
         self._scripts: dict[str, Script] = {
             name: client.register_script(script_source(name, shebang))
             for name in PRODUCER_SCRIPTS}
@@ -82,9 +84,9 @@ class SyncScripts:
 
     def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
         keys = self._keys_of(name, qk)
-        with redis_errors(self._url, name):
-            if self._direct:
-                return _run_on_pool(self._redis, self._scripts[name], keys, args)[0]
+        with redis_errors(self._url, name, keys):
+            if self._lane is not None:
+                return self._lane.run(self._scripts[name], keys, args)
             return self._scripts[name](keys=keys, args=list(args))
 
     def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:

@@ -677,4 +677,43 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_security_acl.py::test_producer_enqueues_and_reads_but_cannot_claim_ack_"
          "or_purge",),
     ),
+    Mutation(
+        "sync-lane-keeps-a-timed-out-connection", "leasequeue/store/sync_lane.py",
+        "            except (RedisConnectionError, RedisTimeoutError):\n"
+        "                self._drop(conn)\n",
+        "            except (RedisConnectionError, RedisTimeoutError):\n"
+        "                self._idle.append(conn)\n",
+        "the sync producer keeps a connection whose read timed out: the late reply waits "
+        "on it, and the next call reads it as its own",
+        ("tests/test_sync_lane.py::test_a_reply_later_than_the_socket_timeout_is_never_read_"
+         "by_the_next_call",),
+    ),
+    Mutation(
+        "sync-lane-shared-after-fork", "leasequeue/store/sync_lane.py",
+        "os.register_at_fork(after_in_child=_forget_all_in_child)\n",
+        "\n",
+        "a forked child keeps its parent's idle connections: both processes write and "
+        "read on one socket, and each may read the other's replies",
+        ("tests/test_sync_lane.py::test_a_forked_child_never_talks_on_its_parent_s_"
+         "connection",),
+    ),
+    Mutation(
+        "sync-lane-shared-by-threads", "leasequeue/store/sync_lane.py",
+        "            return self._idle.pop()\n",
+        "            return self._idle[-1]\n",
+        "two threads of the sync producer take the same idle connection at once: their "
+        "commands interleave on one socket and a thread reads the other's reply",
+        ("tests/test_sync_lane.py::test_threads_share_the_lane_and_each_reads_its_own_"
+         "replies",),
+    ),
+    Mutation(
+        "sync-lane-no-reload-on-noscript", "leasequeue/store/sync_lane.py",
+        "    except NoScriptError:\n"
+        "        _command(conn, (\"SCRIPT\", \"LOAD\", script.script))\n",
+        "    except KeyError:\n"
+        "        _command(conn, (\"SCRIPT\", \"LOAD\", script.script))\n",
+        "the sync producer does not load a script Redis lost (SCRIPT FLUSH, a restart "
+        "without persistence): every enqueue fails with NOSCRIPT",
+        ("tests/test_sync.py::test_scripts_reload_after_a_script_flush",),
+    ),
 )

@@ -1,0 +1,173 @@
+"""The sync producer's script calls on connections it drives itself (the
+synchronous twin of direct.Lane).
+
+redis-py's synchronous path costs more than the round trip it wraps: its
+per-command machinery (the pool's lock and fork check, the retry wrapper, its
+Python command packer, the response callbacks). One enqueue per call, in one
+run (benchmarks/sync_enqueue.py, benchmarks/results/sync_enqueue.txt): 94 us
+of client CPU per enqueue on this lane against 142 us by redis-py's
+``send_command``/``read_response`` on a pooled connection (what SyncApp did
+before) and 207 us by redis-py's ``Script`` call; 1.41x the async App's
+rate, where the pooled path was 1.05x.
+
+So a ``SyncLane`` takes connections from the client's pool once and keeps the
+idle ones itself; a call packs its command with hiredis, writes it with one
+``sendall`` and feeds the connection's own hiredis reader from ``recv``. A
+connection goes back to the lane only after a reply was read in full (an
+error reply too); after anything else (a timeout, a lost connection, an
+interrupt mid-call) it is disconnected and given back to the pool, which
+reconnects it when next asked. A dropped connection is retried once on a
+fresh one: every producer script is idempotent or deduplicated by job id,
+as on the async lane.
+
+- Threads: each call holds its connection alone (taken from and given back
+  to a list, atomic under the GIL), so threads of a WSGI server share a lane.
+- Fork: a child process must never read from its parent's sockets; the lane
+  forgets its idle connections in a forked child (the pool resets itself
+  there too).
+- A connection this module does not drive (Sentinel's, which turns a
+  READONLY reply into a reconnect to the new master, or one without the
+  hiredis parser) keeps redis-py's ``send_command``/``read_response``."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+import redis
+from hiredis import PushNotification
+from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+from redis.commands.core import Script
+from redis.connection import Connection, UnixDomainSocketConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import SentinelManagedConnection
+
+READ_SIZE = 65536
+
+_LANES: weakref.WeakSet[SyncLane] = weakref.WeakSet()
+
+
+class SyncLane:
+    """The connections the producer scripts of one synchronous client use,
+    kept out of the pool's per-call bookkeeping. They stay in the pool's
+    in-use set, so closing the pool closes them."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._pool: Any = client.connection_pool
+        self._idle: list[Any] = []
+        _LANES.add(self)
+
+    def run(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+        """EVALSHA (the script loaded on NOSCRIPT); a dropped connection or a
+        timeout is retried once on another connection."""
+        for attempt in (1, 2):
+            conn = self._take()
+            try:
+                reply = _call(conn, script, keys, args)
+            except ResponseError:
+                self._idle.append(conn)  # an error reply was read whole: the connection is clean
+                raise
+            except (RedisConnectionError, RedisTimeoutError):
+                self._drop(conn)
+                if attempt == 2:
+                    raise
+                continue
+            except BaseException:
+                self._drop(conn)  # cut mid-call (an interrupt): a reply may be left unread
+                raise
+            self._idle.append(conn)
+            return reply
+        raise AssertionError("unreachable")
+
+    def _take(self) -> Any:
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return self._pool.get_connection()
+
+    def _drop(self, conn: Any) -> None:
+        try:
+            conn.disconnect()
+        finally:
+            self._pool.release(conn)
+
+    def _forget(self) -> None:
+        """In a forked child: the idle connections are the parent's sockets."""
+        self._idle = []
+
+
+def _forget_all_in_child() -> None:
+    for lane in list(_LANES):
+        lane._forget()
+
+
+os.register_at_fork(after_in_child=_forget_all_in_child)
+
+
+def direct_io(conn: Any) -> bool:
+    """Whether this module drives ``conn``'s socket itself: a plain TCP, TLS
+    or Unix-socket connection, connected, parsed by hiredis (not Sentinel's)."""
+    return (isinstance(conn, (Connection, UnixDomainSocketConnection))
+            and not isinstance(conn, SentinelManagedConnection)
+            and isinstance(conn._parser, _HiredisParser) and conn._sock is not None)
+
+
+def _call(conn: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+    try:
+        return _evalsha(conn, script.sha, keys, args)
+    except NoScriptError:
+        _command(conn, ("SCRIPT", "LOAD", script.script))
+        return _evalsha(conn, script.sha, keys, args)
+
+
+def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+    return _command(conn, ("EVALSHA", sha, len(keys), *keys, *args))
+
+
+def _command(conn: Any, command: tuple[Any, ...]) -> Any:
+    if direct_io(conn):
+        try:
+            packed = hiredis.pack_command(command)
+        except TypeError:
+            pass  # what hiredis cannot pack goes redis-py's way (DataError, or packed)
+        else:
+            return _send_and_read(conn, packed)
+    conn.send_command(*command)
+    return conn.read_response()
+
+
+def _send_and_read(conn: Any, packed: bytes) -> Any:
+    """One command on the connection's socket and hiredis reader (those
+    redis-py set up at connect, so the connection stays usable by redis-py).
+    Each recv waits at most the socket's timeout (set by redis-py at
+    connect). A timeout or a lost connection raises redis-py's TimeoutError
+    or ConnectionError; the caller then drops the connection."""
+    sock = conn._sock
+    reader = conn._parser._reader
+    try:
+        sock.sendall(packed)
+        while True:
+            reply = reader.gets()
+            if reply is NOT_ENOUGH_DATA:
+                data = sock.recv(READ_SIZE)
+                if not data:
+                    raise RedisConnectionError("Connection closed by server.")
+                reader.feed(data)
+            elif isinstance(reply, PushNotification):
+                # RESP3: a push (an invalidation, a maintenance notice) is no
+                # reply; redis-py's parser hands it to its handler, as here
+                conn._parser.handle_push_response(reply)
+            else:
+                break
+    except TimeoutError:  # socket.timeout
+        raise RedisTimeoutError("Timeout reading from socket") from None
+    except OSError as exc:
+        raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
+    if isinstance(reply, ResponseError):  # hiredis gives error replies as values
+        raise reply
+    return reply
