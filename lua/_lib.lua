@@ -66,14 +66,15 @@ local function ready_score(meta)
   return int((PRIO_OFFSET - tonumber(meta.prio)) * SEQ_SPAN + tonumber(meta.seq))
 end
 
-local RECORD_PATTERN = '^2|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|' ..
-                       '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
+-- Each pattern is one literal, lines too long and all: constants joined with
+-- '..' are joined again on every call (Lua 5.1 folds no strings), which cost
+-- these three 5.5k Redis instructions per call of every script that parses a
+-- record, 3% of a one-job enqueue (benchmarks/enqueue_instructions.py)
+local RECORD_PATTERN = '^2|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$' -- luacheck: ignore 631
 -- version 3: version 2 and the job's park group (written only for a job that
 -- has one: see claim.lua; every other record stays version 2)
-local RECORD_PATTERN_V3 = '^3|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|' ..
-                          '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]+)$'
-local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|' ..
-                          '(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$'
+local RECORD_PATTERN_V3 = '^3|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]+)$' -- luacheck: ignore 631
+local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$' -- luacheck: ignore 631
 
 -- Fields stay text as parsed (tonumber and number formatting cost more than
 -- the rest of a claim); scripts call tonumber on the few they compute with.

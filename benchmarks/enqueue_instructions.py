@@ -1,0 +1,138 @@
+"""Where Redis spends a one-job enqueue, counted in instructions by
+valgrind's callgrind (repeatable, whatever else the machine does): one
+redis-server under callgrind; each variant script is called N times with one
+fresh job each, the counters dumped (callgrind_control) before and after, so
+a figure is Redis's instructions per call (the command's parsing and reply
+included, a little of serverCron too). Each variant starts from empty keys
+and makes 300 calls before the counted ones (the hashes and the sorted set
+past their small encodings, as in a queue in use).
+
+Variants, from the tree given (its lua/ and loader):
+- an empty script (``return 1``): EVALSHA's own cost;
+- bee-queue's shape (HEXISTS, HSET, LPUSH: what its addJob does);
+- enqueue.lua cut before each of its steps (``return 1`` there), then whole:
+  each step's cost is the difference to the line above.
+
+  python benchmarks/enqueue_instructions.py [--tree PATH] [--n 1000]
+
+Needs valgrind (apt-get install valgrind)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import redis as redis_sync
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from instructions import wait_for_ping  # noqa: E402
+from redis_server import free_port  # noqa: E402
+
+KEYS = [f"{{bench:q}}:{k}" for k in
+        ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events")]
+PAYLOAD = b"\x94\x01\xa0\xa0\x80"  # an envelope [1, '', '', {}]: a no-op job's
+# enqueue.lua's ARGV for one job: settings (no audit trail), then one run
+HEAD = [0, 0, 1000, 1, "noop", 0, 0, 0, 0, ""]
+WARM = 300  # calls before the counted ones
+BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[11]) == 1 then return nil end\n"
+       "redis.call('HSET', KEYS[1], ARGV[11], ARGV[12])\n"
+       "redis.call('LPUSH', KEYS[6], ARGV[11])\n"
+       "return ARGV[11]")
+# enqueue.lua's steps, by the line each begins with
+CUTS = ("local now = now_ms()", "local raws = bulk('HMGET'", "local seq = redis.call('HINCRBY'",
+        "local reply = {}", "bulk('HSET', jobs_key", "bulk('HSET', payloads_key",
+        "bulk('ZADD', ready_key", "if created > 0 then")
+
+
+def variants(tree: Path) -> list[tuple[str, str]]:
+    sys.path.insert(0, str(tree))
+    from leasequeue.store.loader import script_source
+
+    src = script_source("enqueue", shebang=True)
+    lines = src.split("\n")
+    out = [("empty script (return 1)", "return 1"),
+           ("bee-queue's shape: HEXISTS, HSET, LPUSH", BEE)]
+    for cut in CUTS:
+        at = next(i for i, line in enumerate(lines) if line.startswith(cut))
+        label = ("enqueue.lua: its helpers only" if cut == CUTS[0]
+                 else f"enqueue.lua up to `{cut}`")
+        out.append((label, "\n".join(lines[:at]) + "\nreturn 1"))
+    out.append(("enqueue.lua whole", src))
+    return out
+
+
+def _last_total(prefix: str) -> int:
+    files = sorted(glob.glob(prefix + ".*"), key=os.path.getmtime)
+    for line in Path(files[-1]).read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {files[-1]}")
+
+
+def measure(scripts: list[tuple[str, str]], n: int) -> list[tuple[str, float]]:
+    work = tempfile.mkdtemp(prefix="lq-enqueue-instr-")
+    out = f"{work}/callgrind.out"
+    port = free_port()
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
+         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", work, "--hz", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    figures = []
+    try:
+        client = redis_sync.Redis(port=port)
+        wait_for_ping(client)
+
+        def dump() -> None:
+            subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        for label, text in scripts:
+            sha = client.script_load(text)
+            client.delete(*KEYS)  # each variant from empty keys
+            for _ in range(WARM):  # past the small encodings (128 entries), as a queue is
+                client.evalsha(sha, len(KEYS), *KEYS, *HEAD, os.urandom(16).hex(), PAYLOAD)
+            client.delete(KEYS[5])
+            ids = [os.urandom(16).hex() for _ in range(n)]
+            dump()
+            for job_id in ids:
+                client.evalsha(sha, len(KEYS), *KEYS, *HEAD, job_id, PAYLOAD)
+            dump()
+            figures.append((label, _last_total(out) / n))
+            client.delete(KEYS[5])
+        client.close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(300)
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", default=str(HERE.parent), help="the source tree (lua/, loader)")
+    ap.add_argument("--n", type=int, default=1000, help="calls per variant")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    figures = measure(variants(Path(args.tree).resolve()), args.n)
+    print(f"Redis instructions per one-job enqueue call (callgrind), tree {args.tree}, "
+          f"{args.n} calls per variant")
+    print("| variant | instructions per call | over the line above |")
+    print("|---|---:|---:|")
+    previous = None
+    for label, value in figures:
+        step = "" if previous is None else f"{value - previous:+,.0f}"
+        print(f"| {label} | {value:,.0f} | {step} |")
+        previous = value
+
+
+if __name__ == "__main__":
+    main()
