@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import redis as redis_sync
 
-from leasequeue import App, Context, RedisUnavailable, TlsVerificationFailed
+from leasequeue import App, Context, RedisUnavailable, SyncApp, TlsVerificationFailed
+from leasequeue.store import sync_lane
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tls import make_ca, make_server_tls
 from tests.helpers import eventually, worker_running
@@ -53,6 +54,20 @@ async def test_verified_tls_connection_enqueues_and_runs(tls_server: RedisProces
         assert (await app.get_job("tls-1")).result == 42
     finally:
         await app.close()
+
+
+def test_the_sync_producer_writes_and_reads_on_the_tls_socket(tls_server: RedisProcess,
+                                                              prefix: str) -> None:
+    """SyncApp drives its connection's socket itself (store/sync_lane.py):
+    over TLS that socket is an SSLSocket, and the replies stay in step."""
+    with SyncApp(tls_server.url, prefix=prefix) as sync:
+        assert sync.enqueue("hello", {"i": 1}, job_id="sync-tls-1").created
+        assert not sync.enqueue("hello", {"i": 1}, job_id="sync-tls-1").created
+        lane = sync.scripts._lane
+        assert lane is not None and lane._idle
+        assert all(sync_lane.direct_io(conn) for conn in lane._idle)
+        assert sync.get_job("sync-tls-1").payload == {"i": 1}
+        assert sync.stats().ready == 1
 
 
 def test_the_server_speaks_tls_only(tls_server: RedisProcess) -> None:
