@@ -20,27 +20,22 @@ Needs valgrind (apt-get install valgrind)."""
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import redis as redis_sync
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from instructions import wait_for_ping  # noqa: E402
-from redis_server import free_port  # noqa: E402
+from instructions import redis_under_callgrind  # noqa: E402
 
 KEYS = [f"{{bench:q}}:{k}" for k in
         ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events")]
 PAYLOAD = b"\x94\x01\xa0\xa0\x80"  # an envelope [1, '', '', {}]: a no-op job's
 # enqueue.lua's ARGV for one job: settings (no audit trail), then one run
-HEAD = [0, 0, 1000, 1, "noop", 0, 0, 0, 0, ""]
+HEAD: list[str | int] = [0, 0, 1000, 1, "noop", 0, 0, 0, 0, ""]
 WARM = 300  # calls before the counted ones
 BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[11]) == 1 then return nil end\n"
        "redis.call('HSET', KEYS[1], ARGV[11], ARGV[12])\n"
@@ -69,31 +64,12 @@ def variants(tree: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _last_total(prefix: str) -> int:
-    files = sorted(glob.glob(prefix + ".*"), key=os.path.getmtime)
-    for line in Path(files[-1]).read_text(errors="replace").splitlines():
-        if line.startswith(("summary:", "totals:")):
-            return int(line.split()[1])
-    raise RuntimeError(f"no totals in {files[-1]}")
-
-
 def measure(scripts: list[tuple[str, str]], n: int) -> list[tuple[str, float]]:
-    work = tempfile.mkdtemp(prefix="lq-enqueue-instr-")
-    out = f"{work}/callgrind.out"
-    port = free_port()
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
-         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", work, "--hz", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     figures = []
-    try:
+    # hz 1: serverCron, which runs by the wall clock, 50x slower under callgrind,
+    # adds less to the counts
+    with redis_under_callgrind("--hz", "1") as (port, count):
         client = redis_sync.Redis(port=port)
-        wait_for_ping(client)
-
-        def dump() -> None:
-            subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
         for label, text in scripts:
             sha = client.script_load(text)
             client.delete(*KEYS)  # each variant from empty keys
@@ -101,17 +77,11 @@ def measure(scripts: list[tuple[str, str]], n: int) -> list[tuple[str, float]]:
                 client.evalsha(sha, len(KEYS), *KEYS, *HEAD, os.urandom(16).hex(), PAYLOAD)
             client.delete(KEYS[5])
             ids = [os.urandom(16).hex() for _ in range(n)]
-            dump()
+            count()
             for job_id in ids:
                 client.evalsha(sha, len(KEYS), *KEYS, *HEAD, job_id, PAYLOAD)
-            dump()
-            figures.append((label, _last_total(out) / n))
-            client.delete(KEYS[5])
+            figures.append((label, count() / n))
         client.close()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(300)
-        shutil.rmtree(work, ignore_errors=True)
     return figures
 
 

@@ -22,6 +22,7 @@ full load, not a prediction of a rate."""
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shutil
 import signal
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis as redis_sync
@@ -61,6 +64,39 @@ def wait_for_ping(client: redis_sync.Redis, timeout: float = 60.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+@contextmanager
+def redis_under_callgrind(*extra: str) -> Iterator[tuple[int, Callable[[], int]]]:
+    """A redis-server under callgrind on a free loopback port (no persistence,
+    its own data dir, ``extra`` arguments): (its port, count), where count()
+    dumps the counters (callgrind_control) and returns Redis's instructions
+    since the previous count(). The server is stopped and its files removed
+    on exit."""
+    work = tempfile.mkdtemp(prefix="lq-callgrind-redis-")
+    out = f"{work}/callgrind.out"
+    port = free_port()
+    server = subprocess.Popen(
+        [*_callgrind(Path(out)), "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", work, *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def count() -> int:
+        # a dump writes the counts since the previous one and starts again
+        subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        files = sorted(glob.glob(out + ".*"), key=os.path.getmtime)
+        return _total(Path(files[-1]))
+
+    try:
+        probe = redis_sync.Redis(port=port)
+        wait_for_ping(probe)
+        probe.close()
+        yield port, count
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(300)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _callgrind(out: Path) -> list[str]:

@@ -16,20 +16,14 @@ Needs valgrind (apt-get install valgrind)."""
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-import redis as redis_sync
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instructions import wait_for_ping
-from redis_server import free_port
+from instructions import redis_under_callgrind
 
 PHASES = ("enqueue", "claim", "ack")
 
@@ -67,52 +61,29 @@ anyio.run(main)
 """
 
 
-def _last_total(prefix: str) -> int:
-    files = sorted(glob.glob(prefix + ".*"), key=os.path.getmtime)
-    for line in Path(files[-1]).read_text(errors="replace").splitlines():
-        if line.startswith(("summary:", "totals:")):
-            return int(line.split()[1])
-    raise RuntimeError(f"no totals in {files[-1]}")
-
-
 def per_phase(tree: Path, n: int) -> dict[str, float]:
-    work = tempfile.mkdtemp(prefix="lq-script-instr-")
-    out = f"{work}/callgrind.out"
-    port = free_port()
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
-         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client: subprocess.Popen[str] | None = None
     result: dict[str, float] = {}
-    try:
-        probe = redis_sync.Redis(port=port)
-        wait_for_ping(probe)
-        probe.close()
+    with redis_under_callgrind() as (port, count):
         env = {**os.environ, "PYTHONPATH": f"{tree / 'benchmarks'}{os.pathsep}{tree}",
                "PYTHONHASHSEED": "0"}
         code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=n)
         client = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert client.stdin is not None and client.stdout is not None
-        for phase in ("ready", *PHASES):
-            line = client.stdout.readline().strip()
-            if line != phase:
-                raise RuntimeError(f"the client of {tree} said {line!r}, not {phase!r}")
-            # a dump writes the counts since the previous one and starts again
-            subprocess.run(["callgrind_control", "-d", str(server.pid)], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if phase != "ready":
-                result[phase] = _last_total(out) / n
-            client.stdin.write("\n")
-            client.stdin.flush()
-        client.wait(60)
-    finally:
-        if client is not None and client.poll() is None:
-            client.kill()
-        server.send_signal(signal.SIGTERM)
-        server.wait(300)
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            assert client.stdin is not None and client.stdout is not None
+            for phase in ("ready", *PHASES):
+                line = client.stdout.readline().strip()
+                if line != phase:
+                    raise RuntimeError(f"the client of {tree} said {line!r}, not {phase!r}")
+                instructions = count()
+                if phase != "ready":
+                    result[phase] = instructions / n
+                client.stdin.write("\n")
+                client.stdin.flush()
+            client.wait(60)
+        finally:
+            if client.poll() is None:
+                client.kill()
     return result
 
 

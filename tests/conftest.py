@@ -27,6 +27,14 @@ def redis_server() -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
+def debug_server() -> Iterator[RedisProcess]:
+    """A redis-server of its own that accepts DEBUG (Redis 7 refuses it by
+    default): DEBUG SLEEP stalls it (stall_in_background)."""
+    with RedisProcess(extra=["--enable-debug-command", "yes"]) as server:
+        yield server
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     # redis-py's async client is asyncio-only
     return "asyncio"

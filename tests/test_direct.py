@@ -3,8 +3,7 @@ pool's per-call bookkeeping must never hand a stale reply to the next call."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import anyio
 import hiredis
@@ -17,32 +16,9 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelMan
 from leasequeue import App
 from leasequeue.errors import RedisUnavailable
 from leasequeue.store import direct
-from tests.harness.redis_proc import RedisProcess
+from tests.harness.redis_proc import RedisProcess, stall_in_background
 
 pytestmark = pytest.mark.anyio
-
-
-def _stall(server: RedisProcess, seconds: float) -> threading.Thread:
-    """DEBUG SLEEP on a connection of its own: Redis answers nobody meanwhile."""
-    def sleep() -> None:
-        client = redis_sync.Redis(port=server.port)
-        try:
-            client.execute_command("DEBUG", "SLEEP", seconds)
-        finally:
-            client.close()
-    thread = threading.Thread(target=sleep)
-    thread.start()
-    return thread
-
-
-@pytest.fixture
-def debug_server() -> Iterator[RedisProcess]:
-    proc = RedisProcess(extra=["--enable-debug-command", "yes"])  # Redis 7 refuses DEBUG
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.cleanup()
 
 
 async def test_a_call_cancelled_mid_reply_does_not_leave_its_reply_to_the_next(
@@ -50,7 +26,7 @@ async def test_a_call_cancelled_mid_reply_does_not_leave_its_reply_to_the_next(
     app = App(debug_server.url, prefix="lane")
     app.job(lambda ctx: None, name="j")
     await app.enqueue("j", job_id="warm")  # the lane holds one idle connection now
-    stall = _stall(debug_server, 0.5)
+    stall = stall_in_background(debug_server, 0.5)
     await anyio.sleep(0.1)  # the sleep has begun
     with anyio.move_on_after(0.1) as scope:
         await app.enqueue("j", job_id="first")  # sent, its reply comes after the stall
@@ -110,7 +86,7 @@ async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connec
         lane = app.scripts._lane
         assert lane is not None
         stale = [c._reader for c in lane._idle]
-        stall = _stall(debug_server, 2.0)
+        stall = stall_in_background(debug_server, 2.0)
         await anyio.sleep(0.1)
         started = anyio.current_time()
         with pytest.raises(RedisUnavailable):
@@ -147,7 +123,7 @@ async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
         async with anyio.create_task_group() as tg:
             tg.start_soon(token_soon)
             assert await lane.blpop(["{lane}:token"], 5.0) is not None  # cut short at 0.6 s
-        stall = _stall(debug_server, 2.0)
+        stall = stall_in_background(debug_server, 2.0)
         await anyio.sleep(0.1)
         started = anyio.current_time()
         with pytest.raises(RedisUnavailable):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis as redis_sync
@@ -14,30 +13,7 @@ import redis as redis_sync
 from leasequeue import SyncApp
 from leasequeue.errors import RedisUnavailable
 from leasequeue.store import sync_lane
-from tests.harness.redis_proc import RedisProcess
-
-
-@pytest.fixture
-def debug_server() -> Iterator[RedisProcess]:
-    proc = RedisProcess(extra=["--enable-debug-command", "yes"])  # Redis 7 refuses DEBUG
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.cleanup()
-
-
-def _stall(server: RedisProcess, seconds: float) -> threading.Thread:
-    """DEBUG SLEEP on a connection of its own: Redis answers nobody meanwhile."""
-    def sleep() -> None:
-        client = redis_sync.Redis(port=server.port)
-        try:
-            client.execute_command("DEBUG", "SLEEP", seconds)
-        finally:
-            client.close()
-    thread = threading.Thread(target=sleep)
-    thread.start()
-    return thread
+from tests.harness.redis_proc import RedisProcess, stall_in_background
 
 
 def _idle(sync: SyncApp) -> list[object]:
@@ -63,7 +39,7 @@ def test_a_reply_later_than_the_socket_timeout_is_never_read_by_the_next_call(
     client = redis_sync.Redis.from_url(debug_server.url, socket_timeout=0.3)
     with SyncApp(debug_server.url, prefix=prefix, redis=client) as sync:
         sync.enqueue("j", job_id="warm")
-        stall = _stall(debug_server, 1.5)
+        stall = stall_in_background(debug_server, 1.5)
         try:
             threading.Event().wait(0.2)  # the sleep has begun
             with pytest.raises(RedisUnavailable):

@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -134,3 +135,18 @@ def env_with_path() -> dict[str, str]:
     root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def stall_in_background(server: RedisProcess, seconds: float) -> threading.Thread:
+    """DEBUG SLEEP on a connection of its own, from a thread: Redis answers
+    nobody meanwhile (the server needs --enable-debug-command). Join the
+    thread to wait for the end of the stall."""
+    def sleep() -> None:
+        client = redis.Redis(port=server.port)
+        try:
+            client.execute_command("DEBUG", "SLEEP", seconds)
+        finally:
+            client.close()
+    thread = threading.Thread(target=sleep)
+    thread.start()
+    return thread
