@@ -14,6 +14,7 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parent.parent
 # repository files the README links to, relative to its root
 LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
+          "benchmarks/results/node_peers_rerun",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
