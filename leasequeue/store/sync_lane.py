@@ -36,7 +36,6 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-import hiredis
 import redis
 from hiredis import PushNotification
 from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
@@ -47,7 +46,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import SentinelManagedConnection
 
-READ_SIZE = 65536
+from .direct import READ_SIZE, _NotDirect, _pack_evalsha
 
 _LANES: weakref.WeakSet[SyncLane] = weakref.WeakSet()
 
@@ -121,23 +120,21 @@ def _call(conn: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any])
     try:
         return _evalsha(conn, script.sha, keys, args)
     except NoScriptError:
-        _command(conn, ("SCRIPT", "LOAD", script.script))
+        # rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load
+        conn.send_command("SCRIPT", "LOAD", script.script)
+        conn.read_response()
         return _evalsha(conn, script.sha, keys, args)
 
 
 def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
-    return _command(conn, ("EVALSHA", sha, len(keys), *keys, *args))
-
-
-def _command(conn: Any, command: tuple[Any, ...]) -> Any:
     if direct_io(conn):
         try:
-            packed = hiredis.pack_command(command)
-        except TypeError:
+            packed = _pack_evalsha(sha, keys, args)  # the bytes the async lane sends
+        except _NotDirect:
             pass  # what hiredis cannot pack goes redis-py's way (DataError, or packed)
         else:
             return _send_and_read(conn, packed)
-    conn.send_command(*command)
+    conn.send_command("EVALSHA", sha, len(keys), *keys, *args)
     return conn.read_response()
 
 

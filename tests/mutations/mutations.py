@@ -709,9 +709,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "sync-lane-no-reload-on-noscript", "leasequeue/store/sync_lane.py",
         "    except NoScriptError:\n"
-        "        _command(conn, (\"SCRIPT\", \"LOAD\", script.script))\n",
+        "        # rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load\n",
         "    except KeyError:\n"
-        "        _command(conn, (\"SCRIPT\", \"LOAD\", script.script))\n",
+        "        # rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load\n",
         "the sync producer does not load a script Redis lost (SCRIPT FLUSH, a restart "
         "without persistence): every enqueue fails with NOSCRIPT",
         ("tests/test_sync.py::test_scripts_reload_after_a_script_flush",),
