@@ -76,6 +76,19 @@ async def test_a_reply_larger_than_one_read_comes_whole(real_app: App) -> None:
     assert direct._direct_io(conn)  # the path under test is the one taken
 
 
+async def _seconds_to_fail_in_a_stall(app: App, server: RedisProcess) -> float:
+    """Redis stalled 2 s (DEBUG SLEEP): how long an enqueue takes to raise
+    RedisUnavailable (two tries, each cut by the socket timeout)."""
+    stall = stall_in_background(server, 2.0)
+    await anyio.sleep(0.1)  # the sleep has begun
+    started = anyio.current_time()
+    with pytest.raises(RedisUnavailable):
+        await app.enqueue("j", job_id="late")  # two tries, each timed out
+    took = anyio.current_time() - started
+    stall.join()
+    return took
+
+
 async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connection(
         debug_server: RedisProcess) -> None:
     client = Redis.from_url(debug_server.url, socket_timeout=0.3)
@@ -86,13 +99,7 @@ async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connec
         lane = app.scripts._lane
         assert lane is not None
         stale = [c._reader for c in lane._idle]
-        stall = stall_in_background(debug_server, 2.0)
-        await anyio.sleep(0.1)
-        started = anyio.current_time()
-        with pytest.raises(RedisUnavailable):
-            await app.enqueue("j", job_id="late")  # two tries, each timed out
-        took = anyio.current_time() - started
-        stall.join()
+        took = await _seconds_to_fail_in_a_stall(app, debug_server)
         assert 0.5 <= took < 1.5, took  # two socket timeouts, not the stall's full length
         # the timed-out connection went (the pool may reconnect the same object)
         assert not any(c._reader in stale for c in lane._idle)
@@ -123,13 +130,7 @@ async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
         async with anyio.create_task_group() as tg:
             tg.start_soon(token_soon)
             assert await lane.blpop(["{lane}:token"], 5.0) is not None  # cut short at 0.6 s
-        stall = stall_in_background(debug_server, 2.0)
-        await anyio.sleep(0.1)
-        started = anyio.current_time()
-        with pytest.raises(RedisUnavailable):
-            await app.enqueue("j", job_id="late")  # two tries, each timed out
-        took = anyio.current_time() - started
-        stall.join()
+        took = await _seconds_to_fail_in_a_stall(app, debug_server)
         assert 0.5 <= took < 1.5, took  # the socket timeout's, not the wait's (5 s)
         assert (await app.enqueue("j", job_id="after")).id == "after"
     finally:
