@@ -116,7 +116,9 @@ async def test_starts_ahead_only_while_half_the_burst_stays_free(app: App) -> No
     """A take may ask for starts with no holder: granted only while half the
     burst stays free after them; none near the limit, none for a burst of 1."""
     rc = counter(app)
-    roomy = lq.Rate(1000, per=1.0, burst=100)  # 1 ms apart, 100 at once
+    # 1 s apart, 100 at once: a slow machine's pause between the two calls
+    # refills nothing (at 1 ms apart a 2 ms pause gave "again" two starts ahead)
+    roomy = lq.Rate(100, per=100.0, burst=100)
     first = await rc.call("r", "a", ["h"], roomy.interval_us, roomy.tolerance_us, "take",
                           ahead=200)
     assert first.answers[0][0] is RateReply.TAKEN
@@ -138,14 +140,17 @@ async def test_a_refund_never_frees_a_reserved_instant(app: App) -> None:
     reservation holds: a take after the refund is reserved after the last
     reservation, not on its instant (that start would be granted twice)."""
     rc = counter(app)
-    rate = lq.Rate(10, per=1.0, burst=1)  # 100 ms apart
+    # 1 s apart, so a slow machine's pause between calls (each wait counts
+    # from its own call) stays far inside the bounds below
+    rate = lq.Rate(1, per=1.0, burst=1)
     args = (rate.interval_us, rate.tolerance_us)
     assert (await rc.call("r", "k", ["h1"], *args, "take")).answers[0][0] is RateReply.TAKEN
     (code, wait_h2), = (await rc.call("r", "k", ["h2"], *args, "take")).answers
-    assert code is RateReply.WAIT and 90_000 <= wait_h2 <= 100_000
+    assert code is RateReply.WAIT and 900_000 <= wait_h2 <= SECOND
     await rc.call("r", "k", ["ahead"] * 3, *args, "refund")
     (code, wait_h3), = (await rc.call("r", "k", ["h3"], *args, "take")).answers
-    assert code is RateReply.WAIT and wait_h3 >= wait_h2 + 95_000, (wait_h2, wait_h3)
+    # behind h2 (one interval more), not on h1's freed instant (which would be about h2's)
+    assert code is RateReply.WAIT and wait_h3 >= wait_h2 + 900_000, (wait_h2, wait_h3)
 
 
 async def test_a_burst_under_16_is_never_asked_for_starts_ahead() -> None:
