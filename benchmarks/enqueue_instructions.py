@@ -41,10 +41,14 @@ BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[11]) == 1 then return nil end\n"
        "redis.call('HSET', KEYS[1], ARGV[11], ARGV[12])\n"
        "redis.call('LPUSH', KEYS[6], ARGV[11])\n"
        "return ARGV[11]")
-# enqueue.lua's steps, by the line each begins with
-CUTS = ("local now = now_ms()", "local raws = bulk('HMGET'", "local seq = redis.call('HINCRBY'",
-        "local reply = {}", "bulk('HSET', jobs_key", "bulk('HSET', payloads_key",
-        "bulk('ZADD', ready_key", "if created > 0 then")
+# enqueue.lua's steps for one job, by the line each begins with; a cut inside
+# the one-job block (indented) closes that block after its `return 1`
+CUTS = ("local now_text = ms_text(", "if #ARGV == 3 + RUN_HEAD + 2 then",
+        "  local state, ready_ms, due_ms", "  local head, tail = record_around_seq",
+        "  if redis.call('HSETNX'", "  redis.call('HSET', payloads_key",
+        "  if state == 'queued' then", "  if audit_all then",
+        "  redis.call('HINCRBY', stats_key, 'enqueued'", "  wake(wake_key, 1, wake_cap)",
+        "  return state")
 
 
 def variants(tree: Path) -> list[tuple[str, str]]:
@@ -59,7 +63,8 @@ def variants(tree: Path) -> list[tuple[str, str]]:
         at = next(i for i, line in enumerate(lines) if line.startswith(cut))
         label = ("enqueue.lua: its helpers only" if cut == CUTS[0]
                  else f"enqueue.lua up to `{cut}`")
-        out.append((label, "\n".join(lines[:at]) + "\nreturn 1"))
+        close = "\nreturn 1\nend\nreturn 1" if cut.startswith(" ") else "\nreturn 1"
+        out.append((label, "\n".join(lines[:at]) + close))
     out.append(("enqueue.lua whole", src))
     return out
 

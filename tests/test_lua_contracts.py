@@ -357,3 +357,25 @@ return {{built, encode_meta(meta), same}}
     built, encoded, same = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0)
     assert built == encoded
     assert same == 1
+
+
+@pytest.mark.parametrize("seconds, micros", [
+    ("1700000000", "0"), ("1700000000", "5"), ("1700000000", "999"), ("1700000000", "1000"),
+    ("1700000000", "45678"), ("1700000000", "123456"), ("1700000000", "999999"),
+    ("1", "7000")])
+def test_the_clock_as_text_is_what_now_ms_computes(sync_redis: Any, seconds: str,
+                                                   micros: str) -> None:
+    """enqueue.lua reads the server clock as text (ms_text: TIME's seconds,
+    then the millisecond digits of its microseconds, no number between): the
+    same instant now_ms computes, for every width of the microseconds."""
+    lib = (LUA / "_lib.lua").read_text()
+    snippet = f"""
+local t = {{'{seconds}', '{micros}'}}
+return {{ms_text(t), int(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))}}
+"""
+    as_text, computed = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0)
+    assert as_text == computed
+    # and on the live clock, read once by each
+    live = "return {ms_text(redis.call('TIME')), int(now_ms())}"
+    first, second = (int(v) for v in sync_redis.eval(lib_for(live, lib) + "\n" + live, 0))
+    assert 0 <= second - first <= 5

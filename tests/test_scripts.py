@@ -8,6 +8,7 @@ import pytest
 
 from leasequeue import App, JobRequest
 from leasequeue.errors import MalformedJob
+from leasequeue.models import NewJob
 from leasequeue.store.record import RECORD_FIELDS
 from tests.helpers import (
     DEFAULT_BUDGET,
@@ -46,6 +47,78 @@ async def test_enqueue_dedup_returns_existing(app: App) -> None:
     assert first.created and not second.created and second.state == "queued"
     assert (await app.get_job("same")).payload == {"a": 1}
     assert (await app.stats(Q)).ready == 1
+
+
+@pytest.mark.parametrize("delay_ms, priority, budgets, grp", [
+    (0, 0, (0, 0), ""), (60_000, 0, (0, 0), ""), (0, -7, (3, 5), ""), (0, 4, (0, 0), "t:9")])
+async def test_one_job_and_a_batch_write_the_same_job(
+        app: App, delay_ms: int, priority: int, budgets: tuple[int, int], grp: str) -> None:
+    """enqueue.lua takes a call of one job on a path of its own (HSETNX, no
+    batch tables, its state alone as the reply): it must write what the batch
+    path writes for the same job, field by field, and count, order and wake
+    alike."""
+    qk = app.keys(Q)
+
+    def job(job_id: str) -> NewJob:
+        return NewJob(job_id, "mail.send", b"\x94\x01\xa0\xa0\x80", delay_ms, priority,
+                      *budgets, grp)
+
+    async def stats() -> tuple[int, int, int]:
+        seq, enqueued = await app.redis.hmget(qk.stats, ["seq", "enqueued"])
+        return int(seq or 0), int(enqueued or 0), await app.redis.llen(qk.wake)
+
+    before = await stats()
+    state = "scheduled" if delay_ms else "queued"
+    assert await app.scripts.enqueue(qk, [job("one")]) == [(True, state)]
+    after_one = await stats()
+    assert await app.scripts.enqueue(qk, [job("b1"), job("b2")]) == [(True, state)] * 2
+    after_batch = await stats()
+    assert [a - b for a, b in zip(after_one, before, strict=True)] == [1, 1, 1]
+    assert [a - b for a, b in zip(after_batch, after_one, strict=True)] == [2, 2, 2]
+
+    now = await server_ms(app)
+    one, b1, b2 = (str(r, "utf-8").split("|") for r in
+                   await app.redis.hmget(qk.jobs, ["one", "b1", "b2"]))
+    seq, enq, ready, due = (RECORD_FIELDS.index(f) + 1 for f in
+                            ("seq", "enq_ms", "ready_ms", "due_ms"))  # + 1: the version first
+    assert [int(r[seq]) for r in (one, b1, b2)] == [after_one[0], after_one[0] + 1,
+                                                    after_one[0] + 2]
+    for record in (one, b1, b2):  # the instants, on the server clock
+        assert now - 5_000 <= int(record[enq]) <= now
+        assert record[ready] == ("0" if delay_ms else record[enq])
+        assert int(record[due]) == (int(record[enq]) + delay_ms if delay_ms else 0)
+    for record in (one, b1):
+        record[seq] = record[enq] = record[ready] = record[due] = "-"
+    assert one == b1  # version, state, budgets, prio, name, grp: all alike
+    assert one[0] == ("3" if grp else "2") and one[-1] == (grp or "")
+    payloads = await app.redis.hmget(qk.payloads, ["one", "b1"])
+    assert payloads[0] == payloads[1] == b"\x94\x01\xa0\xa0\x80"
+    where = qk.scheduled if delay_ms else qk.ready
+    # FIFO within one priority across the two paths, each score as the batch's
+    members = await app.redis.zrange(where, 0, -1, withscores=True)
+    assert [m.decode() for m, _ in members] == ["one", "b1", "b2"]
+    if not delay_ms:
+        scores = [int(score) for _, score in members]
+        assert scores[1] - scores[0] == scores[2] - scores[1] == 1
+        assert scores[0] == (32767 - priority) * 2 ** 36 + after_one[0]
+
+
+async def test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_nothing(
+        app: App) -> None:
+    """A record edited into nonsense under a job id: enqueueing that id again,
+    one job or in a batch, answers 'malformed' (not created) and neither the
+    record nor anything else changes."""
+    qk = app.keys(Q)
+    await app.redis.hset(qk.jobs, "bad", "nonsense")
+    one = await app.enqueue("add", {"a": 1}, queue=Q, job_id="bad")
+    assert (one.created, one.state) == (False, "malformed")
+    many = await app.enqueue_many([JobRequest("add", job_id="bad", queue=Q),
+                                   JobRequest("add", job_id="fine", queue=Q)])
+    assert [(e.created, e.state) for e in many] == [(False, "malformed"), (True, "queued")]
+    assert await app.redis.hget(qk.jobs, "bad") == b"nonsense"
+    assert await app.redis.hexists(qk.payloads, "bad") == 0
+    assert [m.decode() for m in await app.redis.zrange(qk.ready, 0, -1)] == ["fine"]
+    assert int(await app.redis.hget(qk.stats, "enqueued")) == 1
 
 
 async def test_priority_then_exact_fifo(app: App) -> None:

@@ -564,7 +564,10 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
 
 
 def enqueue_replies(reply: Any) -> list[tuple[bool, str]]:
-    """(created, state) per job; ValueError on a code the script does not send."""
+    """(created, state) per job; ValueError on a code the script does not send.
+    A one-job call that created its job answers the state alone."""
+    if isinstance(reply, (bytes, str)):
+        return [(True, text(reply))]
     out = []
     for i in range(0, len(reply), 2):
         code = int(reply[i])

@@ -126,8 +126,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "enqueue-no-dedup", "lua/enqueue.lua",
         "  if state then\n",
         "  if false then\n",
-        "enqueue.lua overwrites a job that exists under the same id",
-        (f"{SCRIPTS}::test_enqueue_dedup_returns_existing",),
+        "enqueue.lua's batch path overwrites a job that exists under the same id",
+        (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",
+         f"{SCRIPTS}::test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_"
+         "nothing"),
+    ),
+    Mutation(
+        "enqueue-one-overwrites", "lua/enqueue.lua",
+        "  if redis.call('HSETNX', jobs_key, id, head .. int(seq) .. tail) == 0 then\n",
+        "  if redis.call('HSET', jobs_key, id, head .. int(seq) .. tail) == 0 then\n",
+        "enqueue.lua's one-job path writes its record over a job that exists under the "
+        "same id (and still answers 'existed')",
+        (f"{SCRIPTS}::test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_"
+         "nothing",),
+    ),
+    Mutation(
+        "enqueue-one-uncounted", "lua/enqueue.lua",
+        "  redis.call('HINCRBY', stats_key, 'enqueued', '1')\n",
+        "",
+        "enqueue.lua's one-job path does not count the job in the queue's stats",
+        (f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job",),
+    ),
+    Mutation(
+        "clock-text-leading-digits", "lua/_lib.lua",
+        "  return t[1] .. string.sub('00000' .. t[2], -6, -4)\n",
+        "  return t[1] .. string.sub(t[2] .. '000', 1, 3)\n",
+        "ms_text takes the first three digits of TIME's microseconds, unpadded: under "
+        "100,000 us the enqueue stamp is off by up to 999 ms",
+        ("tests/test_lua_contracts.py::test_the_clock_as_text_is_what_now_ms_computes",),
     ),
     Mutation(
         "start-does-not-count", "lua/start.lua",
