@@ -15,7 +15,8 @@
 --           see claim.lua), then per job, 2 values: id, payload (count pairs)
 -- Returns: per job, in order, two values: CODE_CREATED (new) or CODE_EXISTED,
 --          and its state ('malformed' when the existing record cannot be decoded);
---          for a call of one job that it created, its state alone (a string).
+--          when it created every job of the call, all in one state (the common
+--          case, a single enqueue too): that state alone, a string.
 -- Why runs: a batch of one kind of job is one run, two values per job; eight
 -- per job cost a Lua string and a Redis object each, and the client as much
 -- to pack.
@@ -81,6 +82,7 @@ local seq = redis.call('HINCRBY', stats_key, 'seq', int(#ids)) - #ids
 
 local reply = {}
 local created = 0
+local uniform, mixed = nil, false  -- every run's state, when they all share one
 local fresh = {}  -- ids created by this call, so a repeat in the batch is no duplicate
 local records, payloads, ready, scheduled = {}, {}, {}, {}
 local n = 0  -- jobs seen
@@ -96,6 +98,11 @@ for _, run in ipairs(runs) do
   end
   local head, tail = record_around_seq(run_state, ARGV[run + 4], ARGV[run + 5], prio, now_text,
                                        ready_ms, due_ms, name, ARGV[run + 6])
+  if uniform == nil then
+    uniform = run_state
+  elseif uniform ~= run_state then
+    mixed = true
+  end
   for i = run + RUN_HEAD, run + RUN_HEAD + 2 * count - 1, 2 do
     n = n + 1
     seq = seq + 1
@@ -139,5 +146,8 @@ bulk('ZADD', scheduled_key, scheduled)
 if created > 0 then
   redis.call('HINCRBY', stats_key, 'enqueued', int(created))
   wake(wake_key, created, wake_cap)
+end
+if created == n and not mixed then
+  return uniform  -- every job created, in one state: the client needs no pair per job
 end
 return reply

@@ -10,6 +10,7 @@ from leasequeue import App, JobRequest
 from leasequeue.errors import MalformedJob
 from leasequeue.models import NewJob
 from leasequeue.store.record import RECORD_FIELDS
+from leasequeue.store.scripts import enqueue_args
 from tests.helpers import (
     DEFAULT_BUDGET,
     START_ALL,
@@ -121,6 +122,28 @@ async def test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_no
     assert int(await app.redis.hget(qk.stats, "enqueued")) == 1
 
 
+async def test_a_batch_answers_each_job_whether_it_answers_in_pairs_or_in_one_state(
+        app: App) -> None:
+    """enqueue.lua answers a call that created every job, all in one state,
+    with that state alone, and in (code, state) pairs otherwise: each caller
+    learns its own job's fate either way."""
+    qk = app.keys(Q)
+    one_state = [JobRequest(n, job_id=f"u{i}", queue=Q) for i, n in enumerate("aab")]  # 2 runs
+    jobs = [app.producer.prepare(r)[1] for r in one_state]
+    raw = await app.scripts.run("enqueue", qk, enqueue_args(app.scripts.settings, jobs))
+    assert raw in (b"queued", "queued")  # one string for the three
+    assert [(e.created, e.state) for e in await app.enqueue_many(
+        [JobRequest("a", job_id=f"v{i}", queue=Q) for i in range(3)])] == [(True, "queued")] * 3
+    two_states = [JobRequest("a", job_id="w0", queue=Q),
+                  JobRequest("a", job_id="w1", queue=Q, delay=60),
+                  JobRequest("a", job_id="w2", queue=Q)]
+    assert [(e.id, e.created, e.state) for e in await app.enqueue_many(two_states)] == [
+        ("w0", True, "queued"), ("w1", True, "scheduled"), ("w2", True, "queued")]
+    again = [JobRequest("a", job_id="u0", queue=Q), JobRequest("a", job_id="x0", queue=Q)]
+    assert [(e.id, e.created, e.state) for e in await app.enqueue_many(again)] == [
+        ("u0", False, "queued"), ("x0", True, "queued")]
+
+
 async def test_priority_then_exact_fifo(app: App) -> None:
     reqs = [JobRequest("j", {"i": i}, job_id=f"p0-{i}", queue=Q) for i in range(50)]
     reqs += [JobRequest("j", {"i": i}, job_id=f"p5-{i}", queue=Q, priority=5) for i in range(50)]
@@ -136,7 +159,6 @@ async def test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options(app
     id and a payload per job): a batch that changes name, delay, priority or
     budgets from job to job is cut into runs, and each job's record holds
     its own options, in order, with a repeated id answered as existing."""
-    from leasequeue.store.scripts import enqueue_args
     reqs = [
         JobRequest("a", {"i": 0}, job_id="a0", queue=Q),
         JobRequest("a", {"i": 1}, job_id="a1", queue=Q),

@@ -174,7 +174,7 @@ class Scripts:
 
     async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
         reply = await self.run_durable("enqueue", qk, enqueue_args(self.settings, jobs))
-        return enqueue_replies(reply)
+        return enqueue_replies(reply, len(jobs))
 
     async def enqueue_in_order(self, qk: QueueKeys, batches: Sequence[Sequence[NewJob]],
                                handle: Callable[[int, list[tuple[bool, str]]], None]) -> None:
@@ -193,7 +193,7 @@ class Scripts:
 
         def one(reply: Any) -> None:
             nonlocal answered
-            replies = enqueue_replies(reply)
+            replies = enqueue_replies(reply, len(batches[answered]))
             if len(replies) != len(batches[answered]):
                 raise RuntimeError(f"enqueue answered {len(replies)} replies for "
                                    f"{len(batches[answered])} jobs")
@@ -563,11 +563,12 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
     return args
 
 
-def enqueue_replies(reply: Any) -> list[tuple[bool, str]]:
-    """(created, state) per job; ValueError on a code the script does not send.
-    A one-job call that created its job answers the state alone."""
+def enqueue_replies(reply: Any, jobs: int) -> list[tuple[bool, str]]:
+    """(created, state) for each of the call's ``jobs``; ValueError on a code
+    the script does not send. A call that created every job, all in one
+    state, answers that state alone."""
     if isinstance(reply, (bytes, str)):
-        return [(True, text(reply))]
+        return [(True, text(reply))] * jobs
     out = []
     for i in range(0, len(reply), 2):
         code = int(reply[i])

@@ -93,14 +93,14 @@ class SyncScripts:
         s = self.settings
         args = enqueue_args(s, jobs)
         if s.durable_replicas <= 0:
-            return enqueue_replies(self.run("enqueue", qk, args))
+            return enqueue_replies(self.run("enqueue", qk, args), len(jobs))
         with redis_errors(self._url, "enqueue"):
             reply, acked = _run_on_pool(self._pool_owner(qk), self._scripts["enqueue"],
                                         self._keys_of("enqueue", qk), args,
                                         (s.durable_replicas, s.durable_timeout_ms))
         if acked < s.durable_replicas:
             raise NotDurable("enqueue", acked, s.durable_replicas, reply)
-        return enqueue_replies(reply)
+        return enqueue_replies(reply, len(jobs))
 
     def _pool_owner(self, qk: QueueKeys) -> redis.Redis:
         """The client whose pool reaches the master of ``qk`` (WAIT counts the
