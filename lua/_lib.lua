@@ -83,6 +83,12 @@ local RECORD_PATTERN = '^2|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])
 -- version 3: version 2 and the job's park group (written only for a job that
 -- has one: see claim.lua; every other record stays version 2)
 local RECORD_PATTERN_V3 = '^3|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([01])|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]+)$' -- luacheck: ignore 631
+-- claim.lua's lease of a queued record of version 2 or 3 (the caller checks
+-- what follows the worker: the reason, and version 3's park group). Captures:
+-- version, token, attempt, work_fail, infra_fail, max_attempts, max_infra,
+-- cancel, `prio|seq`, enq_ms, `ready_ms|due_ms`, end_ms, name, and the rest
+-- after the worker; `started` and `claim_ms` are set by the lease, not read
+local LEASE_PATTERN = '^([23])|queued|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|[01]|(%-?%d+|%d+)|(%d+)|(%d+|%d+)|%d+|(%d+)|([^|]*)|[^|]*|(.*)$' -- luacheck: ignore 631
 local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$' -- luacheck: ignore 631
 
 -- Fields stay text as parsed (tonumber and number formatting cost more than

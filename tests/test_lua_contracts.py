@@ -31,6 +31,7 @@ from leasequeue.store.keys import (
     schedules_keys,
 )
 from leasequeue.store.loader import lib_chunks, lib_for, lua_dir, script_source
+from leasequeue.store.record import RECORD_FIELDS
 from leasequeue.store.scripts import Scripts
 from leasequeue.store.specs import REPLY_CODES, SPECS
 
@@ -379,3 +380,59 @@ return {{ms_text(t), int(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 100
     live = "return {ms_text(redis.call('TIME')), int(now_ms())}"
     first, second = (int(v) for v in sync_redis.eval(lib_for(live, lib) + "\n" + live, 0))
     assert 0 <= second - first <= 5
+
+
+LEASED_RECORDS = [  # (record as stored, start now)
+    ("2|queued|0|0|0|0|0|0|0|0|0|17|1700000000123|1700000000123|0|0|0|mail.send||", True),
+    ("2|queued|0|0|0|0|0|0|0|0|0|17|1700000000123|1700000000123|0|0|0|mail.send||", False),
+    # a job back from a failure: budgets, failures, a priority below 0, an old
+    # token and claim, a cancel flag and a reason
+    ("2|queued|41|2|1|1|5|3|1|0|-12|99|1700000000001|1700000009000|0|1700000008000|0|"
+     "billing.charge|w-old|retry", True),
+    ("2|queued|7|1|0|1|0|0|0|0|3|5|1700000000001|1700000000001|0|1700000000500|0|x|w9|", False),
+    # version 3: a park group whose group is not parked
+    ("3|queued|0|0|0|0|0|0|0|0|0|17|1700000000123|1700000000123|0|0|0|api.call|||tenant:7",
+     True),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("raw, start_now", LEASED_RECORDS)
+async def test_a_lease_writes_what_encode_meta_writes(real_app: App, sync_redis: Any, raw: str,
+                                                      start_now: bool) -> None:
+    """claim.lua leases a queued record of version 2 or 3 from its text
+    (LEASE_PATTERN), not through parse_meta and encode_meta: the record it
+    writes must be the one encode_meta writes for the same lease, field by
+    field, and the claim's reply must carry the record's values."""
+    qk = real_app.keys("default")
+    await real_app.redis.hset(qk.jobs, "j", raw)
+    await real_app.redis.hset(qk.payloads, "j", b"\x94\x01\xa0\xa0\x80")
+    await real_app.redis.zadd(qk.ready, {"j": 1})
+    batch = await real_app.scripts.claim(qk, 1, 30_000, "w-new", int(start_now), "c1")
+    (job,) = batch.jobs
+    written = (await real_app.redis.hget(qk.jobs, "j")).decode()
+    lib = (LUA / "_lib.lua").read_text()
+    snippet = """
+local m = parse_meta(ARGV[1])
+local leased = parse_meta(ARGV[2])
+m.state, m.token, m.worker, m.claim_ms = 'leased', leased.token, 'w-new', leased.claim_ms
+if ARGV[3] == '1' then
+  m.started, m.attempt = '1', tonumber(m.attempt) + 1
+else
+  m.started = '0'
+end
+return encode_meta(m)
+"""
+    expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, written,
+                               int(start_now)).decode()
+    assert written == expected
+    fields = dict(zip(("version", *RECORD_FIELDS), written.split("|"), strict=False))
+    assert int(fields["token"]) == job.token > int(raw.split("|")[2])
+    assert (job.attempt, job.started) == (int(fields["attempt"]), start_now)
+    assert (job.name, job.max_attempts, job.max_infra) == (
+        fields["name"], int(fields["max_attempts"]), int(fields["max_infra"]))
+    assert (job.work_failures, job.infra_failures, job.enqueued_ms) == (
+        int(fields["work_fail"]), int(fields["infra_fail"]), int(fields["enq_ms"]))
+    assert written.startswith(raw[0])  # version 3 keeps its group
+    if raw[0] == "3":
+        assert written.endswith("|tenant:7")

@@ -77,10 +77,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "token-not-above-record", "lua/claim.lua",
-        "local mine = tonumber(meta.token) + 1",
+        "local mine = tonumber(tok) + 1",
         "local mine = token",
         "claim.lua takes the counter's token without max'ing it with the record's "
-        "(a lost counter repeats tokens)",
+        "(a lost counter repeats tokens; the lease from the record's text, every queued "
+        "record of version 2 or 3)",
         (f"{STORE}::test_tokens_never_repeat_for_a_job_when_the_counters_are_lost",),
     ),
     # -- Lua: states and attempts -------------------------------------------------
@@ -130,6 +131,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",
          f"{SCRIPTS}::test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_"
          "nothing"),
+    ),
+    Mutation(
+        "lease-text-keeps-attempt", "lua/claim.lua",
+        "        attempt, started, started_text, att = attempt + 1, 1, '1', int(attempt + 1)\n",
+        "        attempt, started, started_text = attempt + 1, 1, '1'\n",
+        "claim.lua's lease from the record's text marks the run started but writes the old "
+        "attempt (the reply says one more than the record)",
+        ("tests/test_lua_contracts.py::test_a_lease_writes_what_encode_meta_writes",),
+    ),
+    Mutation(
+        "lease-text-ignores-park", "lua/claim.lua",
+        "        v = grp and not park_of(parks, parked_key, grp, now_us) and v\n",
+        "        v = grp and v\n",
+        "claim.lua's lease from the record's text leases a job whose rate group is parked",
+        ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
     ),
     Mutation(
         "enqueue-one-overwrites", "lua/enqueue.lua",
