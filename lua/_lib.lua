@@ -89,6 +89,12 @@ local RECORD_PATTERN_V3 = '^3|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|([0
 -- cancel, `prio|seq`, enq_ms, `ready_ms|due_ms`, end_ms, name, and the rest
 -- after the worker; `started` and `claim_ms` are set by the lease, not read
 local LEASE_PATTERN = '^([23])|queued|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|[01]|(%-?%d+|%d+)|(%d+)|(%d+|%d+)|%d+|(%d+)|([^|]*)|[^|]*|(.*)$' -- luacheck: ignore 631
+-- ack.lua's finish of a leased record of version 2 or 3 (the caller checks
+-- what follows the worker, as for LEASE_PATTERN). Captures: version, token,
+-- attempt, `work_fail|infra_fail|max_attempts|max_infra`, started,
+-- `prio|seq|enq_ms|ready_ms|due_ms|claim_ms`, name, worker, and the rest after
+-- the worker; `cancel` and `end_ms` are set by the finish, not read
+local FINISH_PATTERN = '^([23])|leased|(%d+)|(%d+)|(%d+|%d+|%d+|%d+)|%d|([01])|(%-?%d+|%d+|%d+|%d+|%d+|%d+)|%d+|([^|]*)|([^|]*)|(.*)$' -- luacheck: ignore 631
 local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$' -- luacheck: ignore 631
 
 -- Fields stay text as parsed (tonumber and number formatting cost more than

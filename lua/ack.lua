@@ -52,43 +52,85 @@ local finished_now = {}  -- an id named twice in one batch finishes once
 for i, id in ipairs(ids) do
   local base = 6 + (i - 1) * FIELDS
   local result = ARGV[base + 2]
-  local meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
-  if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1]) then
+  -- The common ack (a leased record of version 2 or 3, its token as sent, kept
+  -- for retention, no note or logs) finishes from the record's text, as
+  -- claim.lua leases: FINISH_PATTERN captures what stays, the new record is
+  -- joined around what the finish sets, without parse_meta's table and
+  -- encode_meta (test_an_ack_writes_what_encode_meta_writes). Everything else
+  -- takes the general path below.
+  local raw = raws[i]
+  local v, tok, att, budgets, started, middle, name, worker, tail
+  if raw and retention_ms > 0 and not finished_now[id] and ARGV[base + 3] == ''
+      and ARGV[base + 4] == '' then
+    v, tok, att, budgets, started, middle, name, worker, tail = string.match(raw, FINISH_PATTERN)
+    if tok ~= ARGV[base + 1] then
+      v = nil  -- another token (or the same one written otherwise): the general path decides
+    elseif v == '2' then
+      v = not string.find(tail, '|', 1, true) and v  -- no park group after the reason
+    elseif v then
+      v = string.match(tail, '^[^|]*|[^|]+$') and v
+    end
+  end
+  if v then
     finished_now[id] = true
     leases[#leases + 1] = id
-    if meta.started ~= '1' then
-      meta.attempt = tonumber(meta.attempt) + 1  -- it ran: the attempt counts
+    if started ~= '1' then
+      att = int(tonumber(att) + 1)  -- it ran: the attempt counts
     end
-    if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
-      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. meta.worker, payloads_key)
+    if audit_all or outcome ~= 'succeeded' then
+      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. worker, payloads_key)
     end
-    if retention_ms > 0 then
-      meta.state = outcome
-      meta.end_ms = now_text
-      meta.cancel = '0'
-      meta.started = '0'
-      records[#records + 1] = id
-      records[#records + 1] = encode_meta(meta)
-      done[#done + 1] = done_until
-      done[#done + 1] = id
-      if result ~= '' then
-        results[#results + 1] = id
-        results[#results + 1] = result
-      end
-      local note, logs = ARGV[base + 3], ARGV[base + 4]
-      if note ~= '' then
-        push_error(errors_key, id, meta, 'note', now, note)
-      end
-      if logs ~= '' then
-        push_log(logs_key, id, meta, outcome, now, logs)
-      end
-    else
-      finish(meta, id, now, outcome, 0, k)
+    records[#records + 1] = id
+    records[#records + 1] = v .. '|' .. outcome .. '|' .. tok .. '|' .. att .. '|' ..
+      budgets .. '|0|0|' .. middle .. '|' .. now_text .. '|' .. name .. '|' .. worker .. '|' ..
+      tail
+    done[#done + 1] = done_until
+    done[#done + 1] = id
+    if result ~= '' then
+      results[#results + 1] = id
+      results[#results + 1] = result
     end
     finished = finished + 1
     reply[#reply + 1] = CODE_FINISHED
   else
-    reply[#reply + 1] = CODE_REFUSED
+    local meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
+    if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1]) then
+      finished_now[id] = true
+      leases[#leases + 1] = id
+      if meta.started ~= '1' then
+        meta.attempt = tonumber(meta.attempt) + 1  -- it ran: the attempt counts
+      end
+      if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
+        emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. meta.worker, payloads_key)
+      end
+      if retention_ms > 0 then
+        meta.state = outcome
+        meta.end_ms = now_text
+        meta.cancel = '0'
+        meta.started = '0'
+        records[#records + 1] = id
+        records[#records + 1] = encode_meta(meta)
+        done[#done + 1] = done_until
+        done[#done + 1] = id
+        if result ~= '' then
+          results[#results + 1] = id
+          results[#results + 1] = result
+        end
+        local note, logs = ARGV[base + 3], ARGV[base + 4]
+        if note ~= '' then
+          push_error(errors_key, id, meta, 'note', now, note)
+        end
+        if logs ~= '' then
+          push_log(logs_key, id, meta, outcome, now, logs)
+        end
+      else
+        finish(meta, id, now, outcome, 0, k)
+      end
+      finished = finished + 1
+      reply[#reply + 1] = CODE_FINISHED
+    else
+      reply[#reply + 1] = CODE_REFUSED
+    end
   end
 end
 bulk('ZREM', leases_key, leases)

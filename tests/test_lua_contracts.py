@@ -33,7 +33,7 @@ from leasequeue.store.keys import (
 from leasequeue.store.loader import lib_chunks, lib_for, lua_dir, script_source
 from leasequeue.store.record import RECORD_FIELDS
 from leasequeue.store.scripts import Scripts
-from leasequeue.store.specs import REPLY_CODES, SPECS
+from leasequeue.store.specs import REPLY_CODES, SPECS, AckReply
 
 LUA = Path(__file__).resolve().parent.parent / "lua"
 SCRIPTS = sorted(p.stem for p in LUA.glob("*.lua") if p.stem != "_lib")
@@ -436,3 +436,53 @@ return encode_meta(m)
     assert written.startswith(raw[0])  # version 3 keeps its group
     if raw[0] == "3":
         assert written.endswith("|tenant:7")
+
+
+FINISHED_RECORDS = [  # (a leased record as stored, the ack's outcome)
+    ("2|leased|5|1|0|0|0|0|0|1|0|17|1700000000123|1700000000123|0|1700000000200|0|"
+     "mail.send|w1|", "succeeded"),
+    # leased ahead, never marked started: the ack counts its attempt
+    ("2|leased|5|1|0|0|0|0|0|0|0|17|1700000000123|1700000000123|0|1700000000200|0|"
+     "mail.send|w1|", "succeeded"),
+    # budgets, failures, a priority below 0, a cancel request and a reason
+    ("2|leased|41|3|2|1|5|3|1|1|-12|99|1700000000001|1700000009000|0|1700000009500|0|"
+     "billing.charge|w1|retry", "canceled"),
+    ("3|leased|5|1|0|0|0|0|0|1|0|17|1700000000123|1700000000123|0|1700000000200|0|"
+     "api.call|w1||tenant:7", "skipped"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("raw, outcome", FINISHED_RECORDS)
+async def test_an_ack_writes_what_encode_meta_writes(real_app: App, sync_redis: Any, raw: str,
+                                                     outcome: str) -> None:
+    """ack.lua finishes a leased record of version 2 or 3 from its text
+    (FINISH_PATTERN), not through parse_meta and encode_meta: the record it
+    writes must be the one encode_meta writes for the same finish. A token
+    other than the record's is refused and changes nothing."""
+    qk = real_app.keys("default")
+    token = int(raw.split("|")[2])
+    await real_app.redis.hset(qk.jobs, "j", raw)
+    await real_app.redis.zadd(qk.leases, {"j": 1})
+    assert await real_app.scripts.ack(qk, outcome, 60_000, [("j", token + 1, b"", "")]) == [
+        AckReply.REFUSED]
+    assert (await real_app.redis.hget(qk.jobs, "j")).decode() == raw
+    assert await real_app.scripts.ack(qk, outcome, 60_000, [("j", token, b"r", "")]) == [
+        AckReply.FINISHED]
+    written = (await real_app.redis.hget(qk.jobs, "j")).decode()
+    lib = (LUA / "_lib.lua").read_text()
+    snippet = """
+local m = parse_meta(ARGV[1])
+local finished = parse_meta(ARGV[2])
+if m.started ~= '1' then
+  m.attempt = tonumber(m.attempt) + 1
+end
+m.state, m.end_ms, m.cancel, m.started = ARGV[3], finished.end_ms, '0', '0'
+return encode_meta(m)
+"""
+    expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, written,
+                               outcome).decode()
+    assert written == expected
+    assert await real_app.redis.hget(qk.results, "j") == b"r"
+    assert await real_app.redis.zscore(qk.leases, "j") is None
+    assert await real_app.redis.zscore(qk.done, "j") is not None

@@ -148,6 +148,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
     ),
     Mutation(
+        "finish-text-ignores-token", "lua/ack.lua",
+        "    if tok ~= ARGV[base + 1] then\n",
+        "    if false then\n",
+        "ack.lua's finish from the record's text takes any token: a stale holder's ack "
+        "finishes a job another worker holds",
+        ("tests/test_lua_contracts.py::test_an_ack_writes_what_encode_meta_writes",
+         f"{SCRIPTS}::test_ack_stores_result_and_refuses_stale"),
+    ),
+    Mutation(
+        "finish-text-skips-attempt", "lua/ack.lua",
+        "    if started ~= '1' then\n      att = int(tonumber(att) + 1)",
+        "    if false then\n      att = int(tonumber(att) + 1)",
+        "ack.lua's finish from the record's text does not count the attempt of a run "
+        "leased ahead and never marked started",
+        ("tests/test_lua_contracts.py::test_an_ack_writes_what_encode_meta_writes",),
+    ),
+    Mutation(
         "enqueue-one-overwrites", "lua/enqueue.lua",
         "  if redis.call('HSETNX', jobs_key, id, head .. int(seq) .. tail) == 0 then\n",
         "  if redis.call('HSET', jobs_key, id, head .. int(seq) .. tail) == 0 then\n",
