@@ -71,6 +71,7 @@ for i, id in ipairs(ids) do
       v = string.match(tail, '^[^|]*|[^|]+$') and v
     end
   end
+  local record  -- the finished record, when it is kept for retention
   if v then
     finished_now[id] = true
     leases[#leases + 1] = id
@@ -80,16 +81,8 @@ for i, id in ipairs(ids) do
     if audit_all or outcome ~= 'succeeded' then
       emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. worker, payloads_key)
     end
-    records[#records + 1] = id
-    records[#records + 1] = v .. '|' .. outcome .. '|' .. tok .. '|' .. att .. '|' ..
-      budgets .. '|0|0|' .. middle .. '|' .. now_text .. '|' .. name .. '|' .. worker .. '|' ..
-      tail
-    done[#done + 1] = done_until
-    done[#done + 1] = id
-    if result ~= '' then
-      results[#results + 1] = id
-      results[#results + 1] = result
-    end
+    record = v .. '|' .. outcome .. '|' .. tok .. '|' .. att .. '|' .. budgets .. '|0|0|' ..
+      middle .. '|' .. now_text .. '|' .. name .. '|' .. worker .. '|' .. tail
     finished = finished + 1
     reply[#reply + 1] = CODE_FINISHED
   else
@@ -108,14 +101,7 @@ for i, id in ipairs(ids) do
         meta.end_ms = now_text
         meta.cancel = '0'
         meta.started = '0'
-        records[#records + 1] = id
-        records[#records + 1] = encode_meta(meta)
-        done[#done + 1] = done_until
-        done[#done + 1] = id
-        if result ~= '' then
-          results[#results + 1] = id
-          results[#results + 1] = result
-        end
+        record = encode_meta(meta)
         local note, logs = ARGV[base + 3], ARGV[base + 4]
         if note ~= '' then
           push_error(errors_key, id, meta, 'note', now, note)
@@ -130,6 +116,16 @@ for i, id in ipairs(ids) do
       reply[#reply + 1] = CODE_FINISHED
     else
       reply[#reply + 1] = CODE_REFUSED
+    end
+  end
+  if record then
+    records[#records + 1] = id
+    records[#records + 1] = record
+    done[#done + 1] = done_until
+    done[#done + 1] = id
+    if result ~= '' then
+      results[#results + 1] = id
+      results[#results + 1] = result
     end
   end
 end

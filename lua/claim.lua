@@ -263,6 +263,7 @@ if count > 0 then
         v = grp and not park_of(parks, parked_key, grp, now_us) and v
       end
     end
+    local record  -- the leased record, when this id is leased
     if v then
       token = token + 1
       -- above the job's last token even if the counter was lost
@@ -276,17 +277,10 @@ if count > 0 then
       if n < start_now then
         attempt, started, started_text, att = attempt + 1, 1, '1', int(attempt + 1)
       end
-      records[#records + 1] = id
-      records[#records + 1] = v .. '|leased|' .. int(mine) .. '|' .. att .. '|' .. wf .. '|' ..
-        inf .. '|' .. ma .. '|' .. mi .. '|' .. cancel .. '|' .. started_text .. '|' ..
-        prio_seq .. '|' .. enq .. '|' .. ready_due .. '|' .. now_text .. '|' .. end_ms .. '|' ..
-        name .. '|' .. worker_id .. '|' .. tail
-      leases[#leases + 1] = lease_until
-      leases[#leases + 1] = id
-      if audit_all then
-        emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
-             payloads_key)
-      end
+      record = v .. '|leased|' .. int(mine) .. '|' .. att .. '|' .. wf .. '|' .. inf .. '|' ..
+        ma .. '|' .. mi .. '|' .. cancel .. '|' .. started_text .. '|' .. prio_seq .. '|' ..
+        enq .. '|' .. ready_due .. '|' .. now_text .. '|' .. end_ms .. '|' .. name .. '|' ..
+        worker_id .. '|' .. tail
       add_job(id, mine, attempt, name, payloads[i], ma, mi, wf, inf, enq, started)
     else
       local meta = raws[i] and parse_meta(raws[i])
@@ -314,14 +308,7 @@ if count > 0 then
         meta.token = mine
         meta.worker = worker_id
         meta.claim_ms = now_text
-        records[#records + 1] = id
-        records[#records + 1] = encode_meta(meta)
-        leases[#leases + 1] = lease_until
-        leases[#leases + 1] = id
-        if audit_all then
-          emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
-               payloads_key)
-        end
+        record = encode_meta(meta)
         add_meta(id, meta, payloads[i])
       elseif raws[i] then
         if meta then
@@ -333,6 +320,16 @@ if count > 0 then
       else
         -- an id with no record: garbage in the ready set
         redis.call('HINCRBY', stats_key, 'garbage', 1)
+      end
+    end
+    if record then
+      records[#records + 1] = id
+      records[#records + 1] = record
+      leases[#leases + 1] = lease_until
+      leases[#leases + 1] = id
+      if audit_all then
+        emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
+             payloads_key)
       end
     end
   end
