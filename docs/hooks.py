@@ -14,7 +14,8 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parent.parent
 # repository files the README links to, relative to its root
 LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
-          "benchmarks/results/node_peers_rerun",
+          "benchmarks/results/node_peers_rerun", "benchmarks/results/node_peers_lease_text",
+          "benchmarks/results/node_peers_quiet_before",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 

@@ -1,0 +1,84 @@
+"""Client CPU per enqueued job, for two source trees in the same run: a bulk
+enqueue_many of 20,000 no-op jobs (best of three a round) and 3,000 single
+App.enqueue calls, each tree in a process of its own importing its own
+package, rounds interleaved (A, B, A, B ...) on one redis-server, medians of
+the rounds. The client's CPU time (process_time) is the figure a loaded
+machine disturbs least; the rates are printed beside it.
+
+  git worktree add /tmp/lq-old <commit>
+  python benchmarks/enqueue_cpu.py --tree /tmp/lq-old --tree . [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import RedisServer
+
+BULK, ONE = 20_000, 3_000
+
+CLIENT = """
+import asyncio, json, os, time
+from leasequeue import App, JobRequest
+
+async def main():
+    app = App({url!r}, prefix="cpu" + str(os.getpid()))
+    await app.enqueue_many([JobRequest("noop") for _ in range(1000)])  # scripts loaded
+    bulk = []
+    for _ in range(3):
+        t, c = time.perf_counter(), time.process_time()
+        await app.enqueue_many([JobRequest("noop") for _ in range({bulk})])
+        bulk.append(({bulk} / (time.perf_counter() - t), (time.process_time() - c) / {bulk} * 1e6))
+    t, c = time.perf_counter(), time.process_time()
+    for _ in range({one}):
+        await app.enqueue("noop")
+    one = ({one} / (time.perf_counter() - t), (time.process_time() - c) / {one} * 1e6)
+    print(json.dumps({{"bulk": max(bulk), "one": one}}))
+    await app.close()
+
+asyncio.run(main())
+"""
+
+
+def run(tree: Path, url: str) -> dict[str, list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", CLIENT.format(url=url, bulk=BULK, one=ONE)],
+                         env=env, cwd=tree, capture_output=True, text=True, check=True)
+    result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    trees = [Path(t).resolve() for t in args.tree]
+    server = RedisServer()
+    server.start()
+    rows: dict[Path, list[dict[str, list[float]]]] = {t: [] for t in trees}
+    try:
+        for _ in range(args.rounds):
+            for tree in trees:
+                server.flush()
+                rows[tree].append(run(tree, server.url))
+    finally:
+        server.stop()
+    print(f"| tree | bulk jobs/s | bulk client CPU µs/job | one per call jobs/s | "
+          f"one per call client CPU µs | (medians of {args.rounds} rounds) |")
+    print("|---|---:|---:|---:|---:|---|")
+    for tree, runs in rows.items():
+        med = [statistics.median(r[kind][i] for r in runs) for kind in ("bulk", "one")
+               for i in (0, 1)]
+        print(f"| {tree} | {med[0]:,.0f} | {med[1]:.2f} | {med[2]:,.0f} | {med[3]:.1f} | |")
+
+
+if __name__ == "__main__":
+    main()
