@@ -147,7 +147,7 @@ if created > 0 then
   redis.call('HINCRBY', stats_key, 'enqueued', int(created))
   wake(wake_key, created, wake_cap)
 end
-if created == n and not mixed then
+if n > 0 and created == n and not mixed then
   return uniform  -- every job created, in one state: the client needs no pair per job
 end
 return reply
