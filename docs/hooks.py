@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
           "benchmarks/results/node_peers_rerun", "benchmarks/results/node_peers_lease_text",
           "benchmarks/results/node_peers_quiet_before",
+          "benchmarks/results/node_peers_lease_text_2",
+          "benchmarks/results/node_peers_lease_text_3",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
