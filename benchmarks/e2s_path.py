@@ -14,8 +14,11 @@ wall clock (time.time_ns), so the hops line up across the two processes.
 
   python benchmarks/e2s_path.py [--probes 600] [--tree PATH]
 
-Prints one JSON line per hop (p50, p90, p99 in ms) and a table. With --tree
-the worker and producer import leasequeue from PATH (to compare a commit)."""
+Prints one JSON line per hop (p50, p90, p99 in ms) and a table; for a tree
+with the worker runtime's dispatch and executor, a second table splits the
+last hop inside the worker (handed over, taken by an executor, decoded,
+started, handler). With --tree the worker and producer import leasequeue
+from PATH (to compare a commit)."""
 
 from __future__ import annotations
 
@@ -40,6 +43,16 @@ HOPS = [  # (label, from, to)
     ("claim round trip (sent -> reply decoded)", "claim_sent", "claim_reply"),
     ("claim reply -> handler start", "claim_reply", "start"),
     ("total: enqueue sent -> handler start", "t0", "start"),
+]
+# inside the worker, claim reply -> handler start (trees with runtime.dispatch
+# and runtime.executor): handed to the executors' queue, taken by an
+# executor task, payload decoded and Context built, marked started, handler
+WORKER_HOPS = [
+    ("claim reply -> handed to the executors", "claim_reply", "handed"),
+    ("handed -> an executor took it", "handed", "taken"),
+    ("taken -> payload decoded, Context built", "taken", "prepared"),
+    ("prepared -> started", "prepared", "started"),
+    ("started -> handler start", "started", "start"),
 ]
 
 
@@ -78,18 +91,60 @@ def worker_main(url: str) -> None:
             return batch
 
         scripts.Scripts.wait_then_claim = timed_behind  # type: ignore[attr-defined]
+    inside = _stamp_the_runtime()
     app = App(url, prefix=PREFIX)
     stamps = redis_sync.Redis.from_url(url)
 
     async def probe(ctx: Context) -> None:
         start = time.time_ns()
         w, sent, reply = by_job.pop(ctx.job_id, (0, 0, 0))
-        stamps.rpush(STAMPS, json.dumps({"woken": w, "claim_sent": sent,
-                                         "claim_reply": reply, "start": start}))
+        stamps.rpush(STAMPS, json.dumps({"woken": w, "claim_sent": sent, "claim_reply": reply,
+                                         "start": start, **inside.pop(ctx.job_id, {})}))
 
     app.job(probe, queue=QUEUE)
     worker = Worker(app, queues=[QUEUE], concurrency=10, handle_signals=True)
     asyncio.run(worker.run())
+
+
+def _stamp_the_runtime() -> dict[str, dict[str, int]]:
+    """Wrap the worker runtime's hand-off, decode and start to take the time
+    (WORKER_HOPS): job id -> stamps. Empty for a tree without those parts."""
+    inside: dict[str, dict[str, int]] = {}
+    try:
+        from leasequeue.runtime import dispatch, executor
+    except ImportError:
+        return inside
+    put_many, get = dispatch.Dispatch.put_many, dispatch.Dispatch.get
+    prepare, start = executor.Executor._prepare, executor.Executor._start
+
+    def mark(job_id: str, name: str) -> None:
+        inside.setdefault(job_id, {})[name] = time.time_ns()
+
+    def timed_put_many(self: Any, runs: Any) -> None:
+        for run in runs:
+            mark(run.job.id, "handed")
+        put_many(self, runs)
+
+    async def timed_get(self: Any) -> Any:
+        run = await get(self)
+        mark(run.job.id, "taken")
+        return run
+
+    async def timed_prepare(self: Any, run: Any) -> Any:
+        out = await prepare(self, run)
+        mark(run.job.id, "prepared")
+        return out
+
+    async def timed_start(self: Any, run: Any) -> Any:
+        out = await start(self, run)
+        mark(run.job.id, "started")
+        return out
+
+    dispatch.Dispatch.put_many = timed_put_many  # type: ignore[method-assign]
+    dispatch.Dispatch.get = timed_get  # type: ignore[method-assign]
+    executor.Executor._prepare = timed_prepare  # type: ignore[method-assign]
+    executor.Executor._start = timed_start  # type: ignore[method-assign]
+    return inside
 
 
 async def producer(url: str, probes: int) -> list[dict[str, int]]:
@@ -151,6 +206,15 @@ def main() -> None:
         print(json.dumps({"hop": label, **summary}), file=sys.stderr)
         print(f"| {label} | {summary['p50_ms']:.3f} | {summary['p90_ms']:.3f} | "
               f"{summary['p99_ms']:.3f} |")
+    inside = [r for r in rows if all(k in r for _, a, b in WORKER_HOPS for k in (a, b))]
+    if inside:
+        print(f"\n| inside the worker ({len(inside)} probes) | p50 µs | p90 µs | p99 µs |")
+        print("|---|---:|---:|---:|")
+        for label, a, b in WORKER_HOPS:
+            summary = common.latency_summary([r[b] - r[a] for r in inside], (50, 90, 99))
+            print(json.dumps({"hop": label, **summary}), file=sys.stderr)
+            print(f"| {label} | {summary['p50_ms'] * 1000:.1f} | "
+                  f"{summary['p90_ms'] * 1000:.1f} | {summary['p99_ms'] * 1000:.1f} |")
 
 
 if __name__ == "__main__":
