@@ -17,7 +17,8 @@ wall clock (time.time_ns), so the hops line up across the two processes.
 Prints one JSON line per hop (p50, p90, p99 in ms) and a table; for a tree
 with the worker runtime's dispatch and executor, a second table splits the
 last hop inside the worker (handed over, taken by an executor, decoded,
-started, handler). With --tree the worker and producer import leasequeue
+started, handler), and a third gives Redis's own time per script call of the
+run, from its SLOWLOG (every command logged). With --tree the worker and producer import leasequeue
 from PATH (to compare a commit)."""
 
 from __future__ import annotations
@@ -104,6 +105,32 @@ def worker_main(url: str) -> None:
     app.job(probe, queue=QUEUE)
     worker = Worker(app, queues=[QUEUE], concurrency=10, handle_signals=True)
     asyncio.run(worker.run())
+
+
+# EVALSHA calls told apart by how many keys they declare (enqueue.lua 7,
+# claim.lua 13, ack.lua 11: leasequeue/store/specs.py)
+SCRIPT_BY_KEYS = {"7": "enqueue.lua", "13": "claim.lua (every call, found a job or not)",
+                  "11": "ack.lua"}
+
+
+def _script_times(server: RedisServer) -> dict[str, list[int]]:
+    """Redis's execution time (µs, no I/O) of each script call the run made,
+    by script: what the cold, idle path costs inside Redis."""
+    import redis as redis_sync
+
+    client = redis_sync.Redis(port=server.port)
+    try:
+        entries = client.slowlog_get(100_000)
+    finally:
+        client.close()
+    out: dict[str, list[int]] = {name: [] for name in SCRIPT_BY_KEYS.values()}
+    for entry in entries:
+        words = entry["command"].split(b" ")
+        if words[0].upper().startswith(b"EVALSHA") and len(words) > 2:
+            name = SCRIPT_BY_KEYS.get(words[2].decode())
+            if name is not None:
+                out[name].append(int(entry["duration"]))
+    return {name: times for name, times in out.items() if times}
 
 
 def _stamp_the_runtime() -> dict[str, dict[str, int]]:
@@ -193,7 +220,11 @@ def main() -> None:
                              server.url], env=env, stdout=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
+        server.cli("CONFIG", "SET", "slowlog-log-slower-than", "0")  # every command
+        server.cli("CONFIG", "SET", "slowlog-max-len", "100000")
+        server.cli("SLOWLOG", "RESET")
         rows = asyncio.run(producer(server.url, args.probes))
+        script_us = _script_times(server)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -206,6 +237,13 @@ def main() -> None:
         print(json.dumps({"hop": label, **summary}), file=sys.stderr)
         print(f"| {label} | {summary['p50_ms']:.3f} | {summary['p90_ms']:.3f} | "
               f"{summary['p99_ms']:.3f} |")
+    print("\n| Redis's own time per script call, from SLOWLOG (this run) | calls | "
+          "p50 µs | p90 µs |")
+    print("|---|---:|---:|---:|")
+    for name, times in script_us.items():
+        times.sort()
+        print(f"| {name} | {len(times)} | {times[len(times) // 2]} | "
+              f"{times[int(len(times) * 0.9)]} |")
     inside = [r for r in rows if all(k in r for _, a, b in WORKER_HOPS for k in (a, b))]
     if inside:
         print(f"\n| inside the worker ({len(inside)} probes) | p50 µs | p90 µs | p99 µs |")
