@@ -230,13 +230,7 @@ def main() -> None:
         proc.wait(10)
         server.stop()
     rows = [r for r in rows if r["woken"] and r["claim_sent"]]
-    print(f"| hop ({len(rows)} probes) | p50 ms | p90 ms | p99 ms |")
-    print("|---|---:|---:|---:|")
-    for label, a, b in HOPS:
-        summary = common.latency_summary([r[b] - r[a] for r in rows], (50, 90, 99))
-        print(json.dumps({"hop": label, **summary}), file=sys.stderr)
-        print(f"| {label} | {summary['p50_ms']:.3f} | {summary['p90_ms']:.3f} | "
-              f"{summary['p99_ms']:.3f} |")
+    _hop_table(f"hop ({len(rows)} probes)", HOPS, rows, "ms")
     print("\n| Redis's own time per script call, from SLOWLOG (this run) | calls | "
           "p50 µs | p90 µs |")
     print("|---|---:|---:|---:|")
@@ -246,14 +240,22 @@ def main() -> None:
               f"{times[int(len(times) * 0.9)]} |")
     inside = [r for r in rows if all(k in r for _, a, b in WORKER_HOPS for k in (a, b))]
     if inside:
-        print(f"\n| inside the worker ({len(inside)} probes) | p50 µs | p90 µs | p99 µs |")
-        print("|---|---:|---:|---:|")
-        for label, a, b in WORKER_HOPS:
-            summary = common.latency_summary([r[b] - r[a] for r in inside], (50, 90, 99))
-            print(json.dumps({"hop": label, **summary}), file=sys.stderr)
-            print(f"| {label} | {summary['p50_ms'] * 1000:.1f} | "
-                  f"{summary['p90_ms'] * 1000:.1f} | {summary['p99_ms'] * 1000:.1f} |")
+        print()
+        _hop_table(f"inside the worker ({len(inside)} probes)", WORKER_HOPS, inside, "µs")
 
+
+def _hop_table(title: str, hops: list[tuple[str, str, str]], rows: list[dict[str, int]],
+               unit: str) -> None:
+    """One Markdown table of p50, p90, p99 per hop (and a JSON line per hop on
+    stderr), in ms or µs."""
+    scale, digits = (1, 3) if unit == "ms" else (1000, 1)
+    print(f"| {title} | p50 {unit} | p90 {unit} | p99 {unit} |")
+    print("|---|---:|---:|---:|")
+    for label, a, b in hops:
+        summary = common.latency_summary([r[b] - r[a] for r in rows], (50, 90, 99))
+        print(json.dumps({"hop": label, **summary}), file=sys.stderr)
+        cells = " | ".join(f"{summary[f'p{p}_ms'] * scale:.{digits}f}" for p in (50, 90, 99))
+        print(f"| {label} | {cells} |")
 
 if __name__ == "__main__":
     main()
