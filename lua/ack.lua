@@ -71,30 +71,22 @@ for i, id in ipairs(ids) do
       v = string.match(tail, '^[^|]*|[^|]+$') and v
     end
   end
-  local record  -- the finished record, when it is kept for retention
+  -- by: the finishing run's worker, when this id finishes; record: its
+  -- finished record, when it is kept for retention (else meta: finish() forgets it)
+  local by, record, meta
   if v then
-    finished_now[id] = true
-    leases[#leases + 1] = id
+    by = worker
     if started ~= '1' then
       att = int(tonumber(att) + 1)  -- it ran: the attempt counts
     end
-    if audit_all or outcome ~= 'succeeded' then
-      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. worker, payloads_key)
-    end
     record = v .. '|' .. outcome .. '|' .. tok .. '|' .. att .. '|' .. budgets .. '|0|0|' ..
       middle .. '|' .. now_text .. '|' .. name .. '|' .. worker .. '|' .. tail
-    finished = finished + 1
-    reply[#reply + 1] = CODE_FINISHED
   else
-    local meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
+    meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
     if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1]) then
-      finished_now[id] = true
-      leases[#leases + 1] = id
+      by = meta.worker
       if meta.started ~= '1' then
         meta.attempt = tonumber(meta.attempt) + 1  -- it ran: the attempt counts
-      end
-      if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
-        emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. meta.worker, payloads_key)
       end
       if retention_ms > 0 then
         meta.state = outcome
@@ -109,24 +101,31 @@ for i, id in ipairs(ids) do
         if logs ~= '' then
           push_log(logs_key, id, meta, outcome, now, logs)
         end
-      else
-        finish(meta, id, now, outcome, 0, k)
       end
-      finished = finished + 1
-      reply[#reply + 1] = CODE_FINISHED
-    else
-      reply[#reply + 1] = CODE_REFUSED
     end
   end
-  if record then
-    records[#records + 1] = id
-    records[#records + 1] = record
-    done[#done + 1] = done_until
-    done[#done + 1] = id
-    if result ~= '' then
-      results[#results + 1] = id
-      results[#results + 1] = result
+  if by then
+    finished_now[id] = true
+    leases[#leases + 1] = id
+    if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
+      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. by, payloads_key)
     end
+    if record then
+      records[#records + 1] = id
+      records[#records + 1] = record
+      done[#done + 1] = done_until
+      done[#done + 1] = id
+      if result ~= '' then
+        results[#results + 1] = id
+        results[#results + 1] = result
+      end
+    else
+      finish(meta, id, now, outcome, 0, k)
+    end
+    finished = finished + 1
+    reply[#reply + 1] = CODE_FINISHED
+  else
+    reply[#reply + 1] = CODE_REFUSED
   end
 end
 bulk('ZREM', leases_key, leases)

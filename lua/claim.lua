@@ -218,6 +218,19 @@ local function park_job(id, meta, park, records, later, audit)
     emit(audit[1], audit[2], id, 'parked', 'rate group', audit[3], audit[4])
   end
 end
+-- the fencing token of the next run leased by this call: the counter's next
+-- (token + 1), or one above the job's last token when that is higher (the
+-- counter was lost). Returns it, the counter's next and the highest handed out
+local function fence(old, token, highest)
+  token = token + 1
+  local mine = tonumber(old) + 1
+  if mine < token then
+    mine = token
+  elseif mine > highest then
+    highest = mine
+  end
+  return mine, token, highest
+end
 local parked, later = 0, {}
 local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, payloads_key}
 if count > 0 then
@@ -265,14 +278,8 @@ if count > 0 then
     end
     local record  -- the leased record, when this id is leased
     if v then
-      token = token + 1
-      -- above the job's last token even if the counter was lost
-      local mine = tonumber(tok) + 1
-      if mine < token then
-        mine = token
-      elseif mine > highest then
-        highest = mine
-      end
+      local mine
+      mine, token, highest = fence(tok, token, highest)
       local attempt, started, started_text = tonumber(att), 0, '0'
       if n < start_now then
         attempt, started, started_text, att = attempt + 1, 1, '1', int(attempt + 1)
@@ -297,15 +304,7 @@ if count > 0 then
         else
           meta.started = '0'
         end
-        token = token + 1
-        -- above the job's last token even if the counter was lost
-        local mine = tonumber(meta.token) + 1
-        if mine < token then
-          mine = token
-        elseif mine > highest then
-          highest = mine
-        end
-        meta.token = mine
+        meta.token, token, highest = fence(meta.token, token, highest)
         meta.worker = worker_id
         meta.claim_ms = now_text
         record = encode_meta(meta)

@@ -77,11 +77,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "token-not-above-record", "lua/claim.lua",
-        "local mine = tonumber(tok) + 1",
-        "local mine = token",
+        "  local mine = tonumber(old) + 1\n",
+        "  local mine = token\n",
         "claim.lua takes the counter's token without max'ing it with the record's "
-        "(a lost counter repeats tokens; the lease from the record's text, every queued "
-        "record of version 2 or 3)",
+        "(a lost counter repeats tokens; fence() serves both of the claim's lease paths)",
         (f"{STORE}::test_tokens_never_repeat_for_a_job_when_the_counters_are_lost",),
     ),
     # -- Lua: states and attempts -------------------------------------------------
