@@ -44,10 +44,13 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
                     limit: int = DEFAULT_MAX_PAYLOAD, rerun_of: str = "",
                     headers: dict[str, str] | None = None) -> bytes:
     """The stored payload: [version, correlation id, request id, kwargs] as
-    msgpack, and a fifth element {"rerun_of": id, "headers": {...}} for a
-    re-run (App.rerun) or hook headers (a trace context); a reader ignores
-    entries of it that it does not know. The size limit counts the encoded
-    kwargs. Raises a PayloadError before anything is stored."""
+    msgpack (a correlation id of '' is the job's own id: a producer stores ''
+    for it, 32 bytes less per job, and decode_envelope and Lua's
+    envelope_corr read it back as the id), and a fifth element
+    {"rerun_of": id, "headers": {...}} for a re-run (App.rerun) or hook
+    headers (a trace context); a reader ignores entries of it that it does
+    not know. The size limit counts the encoded kwargs. Raises a
+    PayloadError before anything is stored."""
     kwargs = _kwargs(payload)
     body: list[Any] = [ENVELOPE_VERSION, correlation_id, request_id, kwargs]
     if rerun_of or headers:
@@ -68,7 +71,8 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
     return data
 
 
-def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
+def decode_envelope(data: bytes, job_id: str) -> Envelope:
+    """Job ``job_id``'s payload envelope (an empty correlation id is the id)."""
     size = len(data)
     if size > DECODE_MAX_BYTES:
         raise MalformedJob(f"job {job_id}: stored payload is {size} bytes, over the "
@@ -79,7 +83,7 @@ def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
             and type(value[1]) is str and type(value[2]) is str and type(value[3]) is dict):
         if size > MAX_DEPTH:
             _check_depth(value[3], size, job_id, "payload")
-        return Envelope(value[1], value[2], value[3])
+        return Envelope(value[1] or job_id, value[2], value[3])
     if (not isinstance(value, list) or len(value) not in (4, 5)
             or value[0] != ENVELOPE_VERSION or not isinstance(value[3], dict)
             or not isinstance(value[1], str) or not isinstance(value[2], str)
@@ -88,7 +92,7 @@ def decode_envelope(data: bytes, job_id: str = "?") -> Envelope:
     _check_depth(value[3], size, job_id, "payload")
     extra = _check_depth(value[4], size, job_id, "envelope") if len(value) == 5 else {}
     headers = extra.get("headers")
-    return Envelope(str(value[1]), str(value[2]), value[3], str(extra.get("rerun_of", "")),
+    return Envelope(value[1] or job_id, value[2], value[3], str(extra.get("rerun_of", "")),
                     {str(k): str(v) for k, v in headers.items()}
                     if isinstance(headers, dict) else None)
 

@@ -199,11 +199,13 @@ local function bulk(command, key, args)
   return out
 end
 
--- the correlation id in a payload envelope [1, corr, req, kwargs(, extra)]:
--- msgpack bytes 1-2 are the array header and the version (1), the id is the
--- str that follows (fixstr, str8 or str16; ids are at most 512 bytes). Read
--- by hand, so a large payload is never decoded; '' when there is none.
-local function envelope_corr(envelope)
+-- the correlation id in job `id`'s payload envelope [1, corr, req,
+-- kwargs(, extra)]: msgpack bytes 1-2 are the array header and the version
+-- (1), the id is the str that follows (fixstr, str8 or str16; ids are at
+-- most 512 bytes). Read by hand, so a large payload is never decoded. An
+-- empty one is the job's own id (a producer stores '' for it, 32 bytes less
+-- per job: codec.encode_envelope); '' when there is no payload.
+local function envelope_corr(envelope, id)
   if not envelope then
     return ''
   end
@@ -212,7 +214,9 @@ local function envelope_corr(envelope)
     return ''
   end
   local len, first
-  if b >= 160 and b <= 191 then
+  if b == 160 then
+    return id
+  elseif b > 160 and b <= 191 then
     len, first = b - 160, 4
   elseif b == 217 then
     len, first = string.byte(envelope, 4), 5
@@ -231,7 +235,7 @@ end
 local function emit(events_key, maxlen, id, event, detail, by, payloads_key, corr)
   if maxlen > 0 then
     if corr == nil then
-      corr = payloads_key and envelope_corr(redis.call('HGET', payloads_key, id)) or ''
+      corr = payloads_key and envelope_corr(redis.call('HGET', payloads_key, id), id) or ''
     end
     redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
                'job', id, 'event', event, 'detail', detail or '', 'corr', corr,

@@ -57,7 +57,7 @@ if #ARGV == 3 + RUN_HEAD + 2 then
   end
   if audit_all then
     emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil,
-         envelope_corr(payload))
+         envelope_corr(payload, id))
   end
   redis.call('HINCRBY', stats_key, 'enqueued', '1')
   wake(wake_key, 1, wake_cap)
@@ -130,7 +130,7 @@ for _, run in ipairs(runs) do
       payloads[#payloads + 1] = ARGV[i + 1]
       if audit_all then
         emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil,
-             envelope_corr(ARGV[i + 1]))
+             envelope_corr(ARGV[i + 1], id))
       end
       fresh[id] = state
       created = created + 1

@@ -9,8 +9,9 @@ import json
 
 import anyio
 import pytest
+import redis as redis_sync
 
-from leasequeue import App, ConfigError, Context, StoreSettings, fixed
+from leasequeue import App, ConfigError, Context, JobRequest, StoreSettings, fixed
 from leasequeue.cli import main
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import eventually, expire_lease, worker_running
@@ -70,6 +71,42 @@ async def test_each_entry_says_who_and_carries_the_correlation_id(url: str, pref
     assert len(await app.audit(job_id="j1", count=2)) == 2  # the newest two
     with pytest.raises(ConfigError):
         await app.audit()
+    await app.close()
+
+
+async def test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty(
+        url: str, prefix: str) -> None:
+    """The common case (no correlation id, or the job's own) costs no second
+    copy of the id in the payload: '' is stored, and the record, the run's
+    context and every audit entry (enqueue's one-job and batch paths, and
+    emit reading the payload) read it back as the id. Any other id is kept."""
+    app = App(url, prefix=prefix, settings=StoreSettings(audit_all=True))
+    seen: dict[str, str] = {}
+
+    @app.job
+    async def x(ctx: Context) -> None:
+        seen[ctx.job_id] = ctx.correlation_id
+
+    await app.enqueue("x", job_id="k1")
+    await app.enqueue("x", job_id="k2", correlation_id="k2")
+    await app.enqueue_many([JobRequest("x", job_id="k3"),
+                            JobRequest("x", job_id="k4", correlation_id="order-4")])
+    want = {"k1": "k1", "k2": "k2", "k3": "k3", "k4": "order-4"}
+    if url.startswith("redis"):
+        raw = redis_sync.Redis.from_url(url)
+        for job_id in ("k1", "k2", "k3"):
+            stored = raw.hget(app.keys("default").payloads, job_id)
+            assert stored is not None and stored[2:3] == b"\xa0", stored  # msgpack ''
+        raw.close()
+    for job_id, corr in want.items():
+        assert (await app.get_job(job_id)).correlation_id == corr
+    assert await app.cancel("k1") == "canceled"  # emit reads the payload in Lua
+    async with worker_running(app):
+        await eventually(lambda: _ended(app, ["k2", "k3", "k4"]), what="jobs to end")
+    assert seen == {k: v for k, v in want.items() if k != "k1"}
+    for job_id, corr in want.items():
+        trail = await app.audit(job_id=job_id)
+        assert len(trail) >= 2 and {e.correlation_id for e in trail} == {corr}, trail
     await app.close()
 
 

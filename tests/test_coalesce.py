@@ -338,7 +338,7 @@ async def test_concurrent_enqueues_to_a_sharded_queue_route_per_job_and_call_hoo
             assert isinstance(reply, EnqueuedJob) and reply.id == f"s{i}", reply
             assert seen[reply.id] == reply
             qk = app.producer.keys_for("default", reply.id)
-            envelope = decode_envelope(sync_redis.hget(qk.payloads, reply.id) or b"")
+            envelope = decode_envelope(sync_redis.hget(qk.payloads, reply.id) or b"", reply.id)
             assert envelope.kwargs == {"i": i} and envelope.headers == {"tag": reply.id}
         counts = [sync_redis.hlen(app.keys(f"default#{k}").jobs) for k in range(4)]
         assert sum(counts) == N + 1 and all(counts), counts

@@ -268,6 +268,9 @@ async def test_rerun_makes_a_new_job_linked_to_the_original(real_app: App,
     assert record.correlation_id == "order-1"
     assert (await app.get_job("ok")).state == "succeeded"  # the original stays
     assert (await app.get_job("bad:rerun:1")).rerun_of == "bad"
+    # a job whose correlation id was its own id: the re-run keeps the original's
+    assert (await app.get_job("bad:rerun:1")).correlation_id == "bad"
+    assert ("bad:rerun:1", 1, "bad") in runs
     assert ("ok:rerun:1", 1, "order-1") in runs
     # the CLI: a second rerun gets the next number
     base = ["--url", redis_server.url, "--prefix", prefix]

@@ -591,3 +591,26 @@ async def test_keys_of_the_new_layout(app: App) -> None:
     assert qk.claim("w1") == qk.tag + ":claim:w1"
     lk = limit_keys("lq:limiter", "smtp")
     assert (lk.limit, lk.evicted) == ("{lq:limiter:smtp}", "{lq:limiter:smtp}:evicted")
+
+
+FOOTPRINT_JOBS = 10_000
+FOOTPRINT_BOUND = 380  # bytes a queued no-op job costs in Redis's MEMORY USAGE
+
+
+async def test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis(
+        real_app: App, sync_redis: Any) -> None:
+    """Its record, its payload and its place in line, as Redis counts them
+    (MEMORY USAGE SAMPLES 0 of the three keys, 10,000 jobs): 368.5 bytes a
+    job on Redis 7.0 with jemalloc. A producer's id is 28 hex characters,
+    the longest whose string stays in a 32-byte allocation, and the payload
+    stores '' for a correlation id that is the job's own: 32-character ids
+    cost 416 bytes a job here, the id repeated in the payload 408."""
+    app = real_app
+    replies = await app.enqueue_many([JobRequest("noop", queue="default")
+                                      for _ in range(FOOTPRINT_JOBS)])
+    assert all(len(r.id) == 28 and int(r.id, 16) >= 0 for r in replies)
+    qk = app.keys("default")
+    used = sum(sync_redis.memory_usage(key, samples=0)
+               for key in (qk.jobs, qk.payloads, qk.ready))
+    assert sync_redis.zcard(qk.ready) == FOOTPRINT_JOBS
+    assert used / FOOTPRINT_JOBS <= FOOTPRINT_BOUND, used / FOOTPRINT_JOBS

@@ -746,6 +746,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_sync_lane.py::test_a_reply_later_than_the_socket_timeout_is_never_read_"
          "by_the_next_call",),
     ),
+    # -- the job's footprint in Redis --------------------------------------------
+    Mutation(
+        "job-id-32-chars", "leasequeue/producer.py",
+        "    return os.urandom(14).hex()\n",
+        "    return os.urandom(16).hex()\n",
+        "a producer's job ids are 32 hex characters: each of a job's three copies of "
+        "its id takes a 48-byte allocation in Redis, not 32",
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",),
+    ),
+    Mutation(
+        "corr-stored-in-full", "leasequeue/producer.py",
+        '"" if corr == job_id else corr,',
+        "corr or job_id,",
+        "the payload repeats the job's id as its correlation id (32 bytes a job more)",
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",
+         "tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty"),
+    ),
+    Mutation(
+        "corr-empty-read-as-empty", "leasequeue/codec.py",
+        "        return Envelope(value[1] or job_id, value[2], value[3])\n",
+        "        return Envelope(value[1], value[2], value[3])\n",
+        "a stored '' is read back as an empty correlation id, not the job's own id "
+        "(the run's context and the job record lose it)",
+        ("tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty",),
+    ),
+    Mutation(
+        "corr-empty-read-as-empty-lua", "lua/_lib.lua",
+        "  if b == 160 then\n    return id\n",
+        "  if b == 160 then\n    return ''\n",
+        "the audit trail records an empty correlation id for a job whose payload stores ''",
+        ("tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty",),
+    ),
     Mutation(
         "sync-lane-shared-after-fork", "leasequeue/store/sync_lane.py",
         "os.register_at_fork(after_in_child=_forget_all_in_child)\n",
