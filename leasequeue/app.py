@@ -328,7 +328,7 @@ class App:
 
     async def _enqueue_many(self, requests: Iterable[JobRequest],
                             infos: list[EnqueueInfo] | None) -> list[EnqueuedJob | None]:
-        prepared = [self.producer.prepare(r, infos) for r in requests]
+        prepared = self.producer.prepare_many(requests, infos)
         await self.verify_queues({queue for queue, _ in prepared})
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
         for physical, indexes in self.producer.group(prepared).items():

@@ -112,7 +112,7 @@ class SyncApp:
     def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.
         Every job is checked before anything is written."""
-        prepared = [self.producer.prepare(r) for r in requests]
+        prepared = self.producer.prepare_many(requests)
         self.verify_queues({queue for queue, _ in prepared})
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
         for physical, indexes in self.producer.group(prepared).items():

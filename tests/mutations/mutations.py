@@ -778,6 +778,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the audit trail records an empty correlation id for a job whose payload stores ''",
         ("tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty",),
     ),
+    # -- batches prepared with collection held ----------------------------------
+    Mutation(
+        "gc-not-held", "leasequeue/gcpause.py",
+        "            gc.disable()\n",
+        "            pass\n",
+        "a batch is prepared with automatic collection on: its jobs pile up and "
+        "trigger collections that walk the whole process",
+        ("tests/test_gcpause.py::test_no_collection_runs_while_a_batch_is_prepared",),
+    ),
+    Mutation(
+        "gc-enabled-for-a-program-that-disabled-it", "leasequeue/gcpause.py",
+        "            _was_enabled = gc.isenabled()\n",
+        "            _was_enabled = True\n",
+        "a batch turns automatic collection on in a program that had turned it off",
+        ("tests/test_gcpause.py::test_collection_comes_back_as_the_program_had_it",),
+    ),
+    Mutation(
+        "gc-first-holder-out-enables", "leasequeue/gcpause.py",
+        "            if _holders == 0 and _was_enabled:\n",
+        "            if _was_enabled:\n",
+        "the first of two holds (nested, or in two threads) to end turns collection "
+        "back on while the other still holds it",
+        ("tests/test_gcpause.py::test_collection_comes_back_as_the_program_had_it",
+         "tests/test_gcpause.py::test_the_last_thread_out_turns_collection_back_on"),
+    ),
     Mutation(
         "sync-lane-shared-after-fork", "leasequeue/store/sync_lane.py",
         "os.register_at_fork(after_in_child=_forget_all_in_child)\n",
