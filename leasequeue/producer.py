@@ -35,6 +35,7 @@ from .store.record import decode_record, parse_logs, parse_progress
 from .store.shards import Shards, logical
 
 MAX_PRIORITY = 32767
+ID_BYTES = 14  # random bytes of a job id a producer makes (new_job_id)
 ENQUEUE_CHUNK = 500
 MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
 UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
@@ -75,14 +76,16 @@ class Producer:
         self.queue_rates: dict[str, Rate] = {}
         self._names_ok: set[str] = set()  # job names already checked
 
-    def prepare(self, r: JobRequest,
-                infos: list[EnqueueInfo] | None = None) -> tuple[str, NewJob]:
+    def prepare(self, r: JobRequest, infos: list[EnqueueInfo] | None = None,
+                fresh_id: str = "") -> tuple[str, NewJob]:
         """(logical queue, the job ready for the enqueue script); raises a
         typed error (ConfigError, UnknownJob, PayloadError) before anything
         is written. With ``infos`` (the hooks want enqueues), each job's
         EnqueueInfo is appended after before_enqueue saw it. A payload
         whose limit keys cannot be rendered is refused here (LimitKeyError)
-        when the job is known, for App, SyncApp and enqueue_many alike."""
+        when the job is known, for App, SyncApp and enqueue_many alike.
+        ``fresh_id``: the id of a job the request gives none (new_job_id()
+        when '')."""
         definition = self.registry.find(r.name)
         queue = self.queue_for(r.name, r.queue, definition.queue if definition else None)
         grp = ("" if definition is None
@@ -99,7 +102,7 @@ class Producer:
                         else budget("max_attempts", r.max_attempts))
         max_infra = (UNSET_BUDGET if r.max_infra_attempts is None
                      else budget("max_infra_attempts", r.max_infra_attempts))
-        job_id = r.job_id if r.job_id is not None else new_job_id()
+        job_id = r.job_id if r.job_id is not None else (fresh_id or new_job_id())
         if not isinstance(job_id, str) or not job_id or len(job_id) > 512:
             raise ConfigError("job_id must be a str of 1-512 characters")
         headers = None
@@ -126,9 +129,15 @@ class Producer:
         """prepare() for each request of a batch, with automatic garbage
         collection held off meanwhile (gcpause: the batch's jobs all stay
         alive, and collecting while they pile up walked the whole process)."""
+        batch = list(requests)
+        # the fresh ids from one read of os.urandom: a read per job cost 0.34 us
+        # of a job's ~3.6 us of client CPU in a bulk enqueue, one read 0.09
+        fresh = os.urandom(ID_BYTES * len(batch)).hex()
+        width = 2 * ID_BYTES
         prepare = self.prepare
         with collection_held():
-            return [prepare(r, infos) for r in requests]
+            return [prepare(r, infos, fresh[i * width:(i + 1) * width])
+                    for i, r in enumerate(batch)]
 
     def queue_for(self, name: str, queue: str | None, defined: str | None) -> str:
         """The logical queue of a job: ``queue`` when given, else its
@@ -181,7 +190,7 @@ def new_job_id() -> str:
     its payload and its place in line): 48 bytes a queued job less than 32
     characters. Two ids collide once in about 2**56 jobs; an id that did
     would be answered 'existed' (HSETNX), never overwrite a job."""
-    return os.urandom(14).hex()
+    return os.urandom(ID_BYTES).hex()
 
 
 def check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],

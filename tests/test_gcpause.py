@@ -100,9 +100,9 @@ def test_sync_app_prepares_its_batches_with_collection_held(
     held: list[bool] = []
     real = sync.producer.prepare
 
-    def prepare(r: JobRequest, infos: Any = None) -> Any:
+    def prepare(r: JobRequest, *rest: Any) -> Any:
         held.append(gc.isenabled())
-        return real(r, infos)
+        return real(r, *rest)
 
     sync.producer.prepare = prepare  # type: ignore[method-assign]
     try:
@@ -119,9 +119,9 @@ async def test_app_prepares_its_batches_with_collection_held(
     held: list[bool] = []
     real = real_app.producer.prepare
 
-    def prepare(r: JobRequest, infos: Any = None) -> Any:
+    def prepare(r: JobRequest, *rest: Any) -> Any:
         held.append(gc.isenabled())
-        return real(r, infos)
+        return real(r, *rest)
 
     real_app.producer.prepare = prepare  # type: ignore[method-assign]
     replies = await real_app.enqueue_many([JobRequest("noop", queue="default")

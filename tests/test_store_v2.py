@@ -609,6 +609,7 @@ async def test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis(
     replies = await app.enqueue_many([JobRequest("noop", queue="default")
                                       for _ in range(FOOTPRINT_JOBS)])
     assert all(len(r.id) == 28 and int(r.id, 16) >= 0 for r in replies)
+    assert len({r.id for r in replies}) == FOOTPRINT_JOBS  # one read of urandom, cut up
     qk = app.keys("default")
     used = sum(sync_redis.memory_usage(key, samples=0)
                for key in (qk.jobs, qk.payloads, qk.ready))

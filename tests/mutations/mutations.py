@@ -749,10 +749,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the job's footprint in Redis --------------------------------------------
     Mutation(
         "job-id-32-chars", "leasequeue/producer.py",
-        "    return os.urandom(14).hex()\n",
-        "    return os.urandom(16).hex()\n",
+        "ID_BYTES = 14  # random bytes",
+        "ID_BYTES = 16  # random bytes",
         "a producer's job ids are 32 hex characters: each of a job's three copies of "
         "its id takes a 48-byte allocation in Redis, not 32",
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",),
+    ),
+    Mutation(
+        "batch-ids-repeat", "leasequeue/producer.py",
+        "prepare(r, infos, fresh[i * width:(i + 1) * width])",
+        "prepare(r, infos, fresh[0:width])",
+        "every job of a batch gets the same fresh id: all but the first are "
+        "answered 'existed' and never queued",
         (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",),
     ),
     Mutation(
