@@ -6,11 +6,12 @@ caller's N requests. CPython collects by counting such allocations: one
 young-generation pass per 700, and every tenth of those an older one, each
 promoting what survives; once enough has been promoted, a full collection
 walks every object in the process. Six 20,000-job ``enqueue_many`` calls
-in a process of 45,000 objects (2026-12-01): 74-79 young passes a call, and
-a full collection of 16-39 ms (of a 95-155 ms call) in five calls of the
-six; with the hold, 25-27 young passes (the answers') and a full collection
-in two of the six. None of these objects can be in a cycle: refcounting
-frees them when the caller drops the batch.
+in a process of 45,000 objects (benchmarks/gc_bulk.py, 2026-12-01, twice):
+74-79 young passes a call, and a full collection of 20-31 ms (of a 112-155
+ms call) in five calls of the six; with the hold, 25-27 young passes (the
+answers') and a full collection (24-36 ms) in two of the six. None of
+these objects can be in a cycle: refcounting frees them when the caller
+drops the batch.
 
 While held, the allocations of the preparation trigger nothing; the
 first allocation after it makes one young pass over what survived. The
