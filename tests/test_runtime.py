@@ -606,6 +606,86 @@ async def test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_s
     assert order[:3] == ["claim", "took j1", "claim"]
 
 
+async def _sleeping_takers(dispatch: Any, count: int, taken: list[Any],
+                           tg: Any) -> list[anyio.CancelScope]:
+    """``count`` executors blocked in dispatch.get(), each in its own cancel
+    scope, appending what they take to ``taken``."""
+    from leasequeue.runtime.dispatch import Closed
+
+    scopes = [anyio.CancelScope() for _ in range(count)]
+
+    async def take(scope: anyio.CancelScope) -> None:
+        with scope:
+            try:
+                taken.append(await dispatch.get())
+            except Closed:
+                taken.append("closed")
+
+    for scope in scopes:
+        tg.start_soon(take, scope)
+    await anyio.wait_all_tasks_blocked()
+    return scopes
+
+
+async def test_a_job_handed_to_idle_executors_wakes_one_of_them() -> None:
+    """One job for ten idle executors wakes one: the other nine stay blocked
+    on the very futures they went to sleep on (none ran for nothing)."""
+    from leasequeue.runtime.dispatch import Dispatch
+
+    dispatch = Dispatch()
+    taken: list[Any] = []
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await _sleeping_takers(dispatch, 10, taken, tg)
+            asleep = list(dispatch._sleepers)
+            assert len(asleep) == 10 and dispatch.idle_takers == 10
+            dispatch.put_many(["job-1"])  # type: ignore[list-item]
+            assert dispatch.idle_takers == 9  # the woken one counts until it runs
+            await anyio.wait_all_tasks_blocked()
+            assert taken == ["job-1"]
+            assert list(dispatch._sleepers) == asleep[1:]  # the oldest took it
+            assert not any(sleeper.done() for sleeper in dispatch._sleepers)
+            dispatch.put_many(["job-2", "job-3"])  # type: ignore[list-item]
+            await anyio.wait_all_tasks_blocked()
+            assert taken == ["job-1", "job-2", "job-3"] and len(dispatch._sleepers) == 7
+            dispatch.close()  # every executor still blocked ends
+    assert taken[3:] == ["closed"] * 7
+
+
+async def test_an_executor_woken_then_cancelled_passes_its_job_on() -> None:
+    """The executor woken for a job is cancelled before it runs (a stop): the
+    wake goes to the next one, so the job is not left waiting for the next
+    hand-off. (An anyio cancel scope waits for such a task to run, so it
+    takes its job first; asyncio's own cancel does not wait.) An executor
+    cancelled while still blocked leaves nothing behind in the hand-off."""
+    import asyncio
+
+    from leasequeue.runtime.dispatch import Dispatch
+
+    dispatch = Dispatch()
+    taken: list[Any] = []
+
+    async def take() -> None:
+        taken.append(await dispatch.get())
+
+    first, second = asyncio.ensure_future(take()), asyncio.ensure_future(take())
+    await anyio.wait_all_tasks_blocked()
+    dispatch.put_many(["job-1"])  # type: ignore[list-item]
+    first.cancel()  # woken, not yet run
+    with anyio.fail_after(5):
+        await second
+    assert first.cancelled() and taken == ["job-1"]
+    assert dispatch._waiting == 0 and not dispatch._sleepers and not len(dispatch)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            scopes = await _sleeping_takers(dispatch, 2, taken, tg)
+            scopes[0].cancel()  # still blocked
+            await anyio.wait_all_tasks_blocked()
+            assert len(dispatch._sleepers) == 1 and dispatch._waiting == 1
+            dispatch.put_many(["job-2"])  # type: ignore[list-item]
+    assert taken == ["job-1", "job-2"]
+
+
 class _Keys:
     wake = "wake"
 

@@ -786,6 +786,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the audit trail records an empty correlation id for a job whose payload stores ''",
         ("tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty",),
     ),
+    # -- the hand-off to the executors -------------------------------------------
+    Mutation(
+        "dispatch-wakes-every-executor", "leasequeue/runtime/dispatch.py",
+        "        self._wake(len(jobs))\n",
+        "        self._wake(len(self._sleepers))\n",
+        "a job handed to an idle worker wakes every idle executor (each runs its task "
+        "to find nothing), not one per job",
+        (f"{RUNTIME}::test_a_job_handed_to_idle_executors_wakes_one_of_them",),
+    ),
+    Mutation(
+        "dispatch-woken-cancel-keeps-job", "leasequeue/runtime/dispatch.py",
+        "                        self._wake(1)  # woken for a job, then cancelled: pass it on\n",
+        "                        pass\n",
+        "an executor woken for a job and cancelled before it runs keeps the wake: the "
+        "job waits in the hand-off while another executor sleeps",
+        (f"{RUNTIME}::test_an_executor_woken_then_cancelled_passes_its_job_on",),
+    ),
+    Mutation(
+        "dispatch-cancelled-sleeper-stays", "leasequeue/runtime/dispatch.py",
+        "                        self._sleepers.remove(sleeper)\n",
+        "                        pass\n",
+        "an executor cancelled while blocked leaves its future in the hand-off's list, "
+        "which grows by one with each",
+        (f"{RUNTIME}::test_an_executor_woken_then_cancelled_passes_its_job_on",),
+    ),
     # -- batches prepared with collection held ----------------------------------
     Mutation(
         "gc-not-held", "leasequeue/gcpause.py",

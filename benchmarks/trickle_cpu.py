@@ -1,0 +1,129 @@
+"""A worker's CPU per job when jobs trickle in: one worker process at a high
+concurrency (100 by default) that is idle most of the time, fed one no-op job
+every millisecond or so, for source trees in the same run (rounds
+interleaved, one redis-server). The worker's CPU time comes from
+/proc/<pid>/stat (user + system) over the trickle, after its boot; the
+figure is CPU microseconds per job, which a busy machine moves less than a
+latency. This is the load where the hand-off to the executors matters most:
+every job arrives at a worker whose executors all wait.
+
+  git worktree add /tmp/lq-old <commit>
+  python benchmarks/trickle_cpu.py --tree /tmp/lq-old --tree . [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if "PYTHONPATH" not in os.environ:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from redis_server import RedisServer
+
+from leasequeue import SyncApp
+
+PREFIX, QUEUE = "trickle", "default"
+
+WORKER = """
+import asyncio
+
+from leasequeue import App, Context, Worker
+
+app = App({url!r}, prefix={prefix!r})
+
+@app.job
+async def tick(ctx: Context) -> None:
+    return None
+
+asyncio.run(Worker(app, queues=[{queue!r}], concurrency={concurrency},
+                   handle_signals=True).run())
+"""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
+              concurrency: int) -> float:
+    """Worker CPU µs per job for one tree: boot, warm up, then the trickle."""
+    server.flush()
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=concurrency)
+    worker = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis.from_url(server.url)
+    try:
+        producer = SyncApp(server.url, prefix=PREFIX)
+        stats = f"{{{PREFIX}:{QUEUE}}}:stats"
+
+        def succeeded() -> int:
+            return int(client.hget(stats, "succeeded") or 0)
+
+        def wait_for(count: int) -> None:
+            deadline = time.monotonic() + 60
+            while succeeded() < count:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{succeeded()} of {count} jobs done")
+                time.sleep(0.01)
+
+        for _ in range(50):  # warm-up: the worker is up, its scripts loaded
+            producer.enqueue("tick", queue=QUEUE)
+        wait_for(50)
+        time.sleep(0.2)
+        before = cpu_seconds(worker.pid)
+        for _ in range(jobs):
+            producer.enqueue("tick", queue=QUEUE)
+            time.sleep(gap)
+        wait_for(50 + jobs)
+        spent = cpu_seconds(worker.pid) - before
+        producer.close()
+        return spent / jobs * 1e6
+    finally:
+        client.close()
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--gap-ms", type=float, default=1.0, help="pause after each enqueue")
+    ap.add_argument("--concurrency", type=int, default=100)
+    args = ap.parse_args()
+    trees = [Path(t).resolve() for t in args.tree]
+    server = RedisServer()
+    server.start()
+    rows: dict[Path, list[float]] = {t: [] for t in trees}
+    try:
+        for _ in range(args.rounds):
+            for tree in trees:
+                rows[tree].append(one_round(tree, server, args.jobs, args.gap_ms / 1000,
+                                            args.concurrency))
+    finally:
+        server.stop()
+    print(f"worker CPU per job, {args.jobs} jobs one every ~{args.gap_ms} ms, concurrency "
+          f"{args.concurrency}, {args.rounds} rounds interleaved; load average "
+          f"{os.getloadavg()[0]:.2f}")
+    print("| tree | worker CPU µs/job (median) | rounds |")
+    print("|---|---:|---|")
+    for tree, values in rows.items():
+        print(f"| {tree} | {statistics.median(values):.1f} | "
+              f"{', '.join(f'{v:.1f}' for v in values)} |")
+
+
+if __name__ == "__main__":
+    main()
