@@ -22,7 +22,7 @@ YIELD_EVERY = 16
 
 class Dispatch:
     """Works on the running asyncio loop (as the App's store does): a sleeping
-    executor waits on a bare future, a tenth of what an anyio Event costs to
+    executor waits on a bare future, an eighth of what an anyio Event costs to
     make, and executors sleep and wake about once per batch under load."""
 
     def __init__(self) -> None:
