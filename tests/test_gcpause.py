@@ -94,19 +94,28 @@ def test_the_last_thread_out_turns_collection_back_on(collections: list[int]) ->
     assert gc.isenabled()
 
 
-def test_sync_app_prepares_its_batches_with_collection_held(
-        redis_server: RedisProcess, prefix: str, collections: list[int]) -> None:
-    sync = SyncApp(redis_server.url, prefix=prefix)
+def _spy_on_prepare(producer: Any) -> list[bool]:
+    """Whether automatic collection was on as each job was prepared."""
     held: list[bool] = []
-    real = sync.producer.prepare
+    real = producer.prepare
 
     def prepare(r: JobRequest, *rest: Any) -> Any:
         held.append(gc.isenabled())
         return real(r, *rest)
 
-    sync.producer.prepare = prepare  # type: ignore[method-assign]
+    producer.prepare = prepare
+    return held
+
+
+BATCH = [JobRequest("noop", queue="default") for _ in range(3)]
+
+
+def test_sync_app_prepares_its_batches_with_collection_held(
+        redis_server: RedisProcess, prefix: str, collections: list[int]) -> None:
+    sync = SyncApp(redis_server.url, prefix=prefix)
+    held = _spy_on_prepare(sync.producer)
     try:
-        replies = sync.enqueue_many([JobRequest("noop", queue="default") for _ in range(3)])
+        replies = sync.enqueue_many(BATCH)
     finally:
         sync.close()
     assert [r.created for r in replies] == [True] * 3
@@ -116,15 +125,7 @@ def test_sync_app_prepares_its_batches_with_collection_held(
 @pytest.mark.anyio
 async def test_app_prepares_its_batches_with_collection_held(
         real_app: App, collections: list[int]) -> None:
-    held: list[bool] = []
-    real = real_app.producer.prepare
-
-    def prepare(r: JobRequest, *rest: Any) -> Any:
-        held.append(gc.isenabled())
-        return real(r, *rest)
-
-    real_app.producer.prepare = prepare  # type: ignore[method-assign]
-    replies = await real_app.enqueue_many([JobRequest("noop", queue="default")
-                                           for _ in range(3)])
+    held = _spy_on_prepare(real_app.producer)
+    replies = await real_app.enqueue_many(BATCH)
     assert [r.created for r in replies] == [True] * 3
     assert held == [False] * 3 and gc.isenabled()
