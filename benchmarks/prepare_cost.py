@@ -1,8 +1,9 @@
 """What Producer.prepare costs per no-op job (the client's share of every
-enqueue), and the two choices inside it that 2026-12-01 changed: a job id
-from uuid.uuid4().hex or os.urandom(16).hex(), and a frozen or plain
-dataclass for NewJob. Micro-benchmarks on this tree's package (run it with
-PYTHONPATH=<tree> to measure another commit's prepare).
+enqueue), and the choices inside it that 2026-12-01 changed: a job id from
+uuid.uuid4().hex or os.urandom(16).hex(), a frozen or plain dataclass for
+NewJob, and a batch's ids from one read of os.urandom. Micro-benchmarks on
+this tree's package (run it with PYTHONPATH=<tree> to measure another
+commit's prepare).
 
 Run: python benchmarks/prepare_cost.py > benchmarks/results/prepare_cost.txt
      PYTHONPATH=<worktree at another commit> python benchmarks/prepare_cost.py
@@ -60,6 +61,16 @@ def main() -> None:
     frozen, plain = newjob_shaped(True), newjob_shaped(False)
     print(f"frozen slots dataclass, 8 fields: {per_call_us(lambda: frozen(*args)):.2f} us")
     print(f"plain slots dataclass, 8 fields:  {per_call_us(lambda: plain(*args)):.2f} us")
+    # a batch's ids (Producer.prepare_many): one read of os.urandom, cut up
+    print(f"os.urandom(14).hex(), one id:     {per_call_us(lambda: os.urandom(14).hex()):.2f} us")
+    width, batch = 28, 500
+
+    def batch_ids() -> list[str]:
+        fresh = os.urandom(14 * batch).hex()
+        return [fresh[i * width:(i + 1) * width] for i in range(batch)]
+
+    per_id = per_call_us(batch_ids, N // batch) / batch
+    print(f"one read for {batch} ids, per id:  {per_id:.2f} us")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""A queued job's footprint in Redis, for source trees in the same run: no-op
+jobs queued with enqueue_many on a flushed redis-server, then Redis's own
+count of the three keys a queued job lives in (MEMORY USAGE ... SAMPLES 0 of
+jobs, payloads and ready, per job) and INFO's used_memory per job, at 10,000
+and at 100,000 jobs. Each tree runs in a process of its own importing its own
+package. tests/test_store_v2.py holds the first figure at a bound.
+
+  git worktree add /tmp/lq-old <commit>
+  python benchmarks/footprint.py --tree /tmp/lq-old --tree .
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import RedisServer
+
+CLIENT = """
+import asyncio
+import redis
+from leasequeue import App, JobRequest
+
+async def main():
+    raw = redis.Redis.from_url({url!r})
+    for jobs in (10_000, 100_000):
+        raw.flushall()
+        app = App({url!r}, prefix="footprint")
+
+        async def noop() -> None: ...
+
+        app.job(noop)
+        await app.enqueue("noop")  # scripts loaded, the queue's config written
+        before = raw.info("memory")["used_memory"]
+        for start in range(0, jobs, 5_000):
+            await app.enqueue_many([JobRequest("noop") for _ in range(min(5_000, jobs - start))])
+        after = raw.info("memory")["used_memory"]
+        keys = app.keys("default")
+        counted = sum(raw.memory_usage(k, samples=0) for k in (keys.jobs, keys.payloads,
+                                                                keys.ready))
+        print(f"{{jobs:>7,}} jobs: MEMORY USAGE {{counted / (jobs + 1):6.1f}} bytes a job, "
+              f"used_memory {{(after - before) / jobs:6.1f}} bytes a job")
+        await app.close()
+    raw.close()
+
+asyncio.run(main())
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
+    args = ap.parse_args()
+    server = RedisServer()
+    server.start()
+    try:
+        print(f"Redis {server.version()}")
+        for tree in [Path(t).resolve() for t in args.tree]:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            out = subprocess.run([sys.executable, "-c", CLIENT.format(url=server.url)],
+                                 env=env, cwd=tree, capture_output=True, text=True, check=True)
+            print(f"## {tree}")
+            print(out.stdout.rstrip())
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
