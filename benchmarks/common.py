@@ -110,6 +110,16 @@ def spawn(argv: Sequence[str], log_name: str, env: dict[str, str] | None = None,
                                 cwd=str(cwd or HERE))
 
 
+def run_in_tree(tree: Path, code: str) -> str:
+    """Run ``code`` (a Python client script) in a process of its own that
+    imports the leasequeue of source tree ``tree``; its stdout. The A/B
+    micro-benchmarks (enqueue_cpu, gc_bulk, footprint) measure each tree so."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tree,
+                         capture_output=True, text=True, check=True)
+    return out.stdout
+
+
 def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     if proc.poll() is not None:
         return

@@ -16,11 +16,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import run_in_tree
 from redis_server import RedisServer
 
 BULK, ONE, TASKS = 20_000, 3_000, 20_000
@@ -61,11 +61,8 @@ asyncio.run(main())
 
 
 def run(tree: Path, url: str) -> dict[str, list[float]]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CLIENT.format(url=url, bulk=BULK, one=ONE,
-                                                                   tasks_jobs=TASKS)],
-                         env=env, cwd=tree, capture_output=True, text=True, check=True)
-    result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
+    out = run_in_tree(tree, CLIENT.format(url=url, bulk=BULK, one=ONE, tasks_jobs=TASKS))
+    result: dict[str, list[float]] = json.loads(out.strip().splitlines()[-1])
     return result
 
 

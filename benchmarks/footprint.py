@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import run_in_tree
 from redis_server import RedisServer
 
 CLIENT = """
@@ -60,11 +60,8 @@ def main() -> None:
     try:
         print(f"Redis {server.version()}")
         for tree in [Path(t).resolve() for t in args.tree]:
-            env = {**os.environ, "PYTHONPATH": str(tree)}
-            out = subprocess.run([sys.executable, "-c", CLIENT.format(url=server.url)],
-                                 env=env, cwd=tree, capture_output=True, text=True, check=True)
             print(f"## {tree}")
-            print(out.stdout.rstrip())
+            print(run_in_tree(tree, CLIENT.format(url=server.url)).rstrip())
     finally:
         server.stop()
 
