@@ -6,6 +6,7 @@ rate on a busy machine).
 
   git worktree add /tmp/lq-old <commit>
   python benchmarks/ab.py --a /tmp/lq-old --b . --reps 3
+  python benchmarks/ab.py --a . --b . --a-loop asyncio --b-loop uvloop  # the workers' loop
 
 Each tree runs its own benchmarks/lq_bench.py with its own package (PYTHONPATH
 set to the tree), so a figure compares the code, not the harness."""
@@ -26,6 +27,8 @@ from redis_server import RedisServer
 FIGURES = {  # metric -> (field, higher is better)
     "enqueue_one": ("value", True),
     "enqueue_one_sync": ("value", True),
+    "enqueue_one_uvloop": ("value", True),
+    "enqueue_concurrent_uvloop": ("value", True),
     "enqueue_concurrent": ("value", True),
     "enqueue_bulk": ("value", True),
     "drain_c1": ("value", True),
@@ -35,11 +38,13 @@ FIGURES = {  # metric -> (field, higher is better)
 }
 
 
-def run_tree(tree: Path, url: str, sections: str) -> dict[str, float]:
+def run_tree(tree: Path, url: str, sections: str, loop: str | None = None) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    # --loop: the workers' event loop (a tree from before leasequeue/loops.py has no such flag)
+    flag = ["--loop", loop] if loop else []
     out = subprocess.run(
         [sys.executable, str(tree / "benchmarks" / "lq_bench.py"), "bench", "--url", url,
-         "--sections", sections, "--concurrency", "1,100"],
+         "--sections", sections, "--concurrency", "1,100", *flag],
         env=env, cwd=tree, capture_output=True, text=True, timeout=900, check=True)
     figures: dict[str, float] = {}
     for line in out.stdout.splitlines():
@@ -64,19 +69,23 @@ def main() -> None:
     ap.add_argument("--b", required=True, help="source tree B")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sections", default="enqueue,drain,e2s")
+    ap.add_argument("--a-loop", help="A's workers' event loop (lq_bench --loop), e.g. asyncio")
+    ap.add_argument("--b-loop", help="B's workers' event loop, e.g. uvloop")
     args = ap.parse_args()
     trees = {"A": Path(args.a).resolve(), "B": Path(args.b).resolve()}
+    loops = {"A": args.a_loop, "B": args.b_loop}
     results: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     server = RedisServer()
     server.start()
     try:
         for rep in range(args.reps):
             for name, tree in trees.items():
-                results[name].append(run_tree(tree, server.url, args.sections))
+                results[name].append(run_tree(tree, server.url, args.sections, loops[name]))
                 print(f"rep {rep + 1} {name}: {results[name][-1]}", file=sys.stderr)
     finally:
         server.stop()
-    print(f"| figure | A ({trees['A'].name}) | B ({trees['B'].name}) | B / A |")
+    label = {k: trees[k].name + (f", --loop {loops[k]}" if loops[k] else "") for k in trees}
+    print(f"| figure | A ({label['A']}) | B ({label['B']}) | B / A |")
     print("|---|---:|---:|---:|")
     extra = sorted({m for rows in results.values() for r in rows for m in r} - set(FIGURES))
     for metric in [*FIGURES, *extra]:

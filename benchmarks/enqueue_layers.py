@@ -22,7 +22,7 @@ Layers alternate within each round, N calls each; medians of the rounds.
 Client CPU (process_time) includes the kernel's share of the client's
 sends, receives and wake-ups.
 
-Run: python benchmarks/enqueue_layers.py [--rounds 5] [--calls 5000]
+Run: python benchmarks/enqueue_layers.py [--rounds 5] [--calls 5000] [--loop uvloop]
 """
 
 from __future__ import annotations
@@ -158,14 +158,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                        help="the event loop of the async layers")
     args = parser.parse_args()
     server = RedisServer()
     server.start()
     try:
-        results = asyncio.run(measure(server.url, server.port, args.rounds, args.calls))
+        measured = measure(server.url, server.port, args.rounds, args.calls)
+        if args.loop == "uvloop":
+            import uvloop
+
+            results = uvloop.run(measured)
+        else:
+            results = asyncio.run(measured)
     finally:
         server.stop()
-    print(f"one enqueue per call, layer by layer: {args.calls} calls x {args.rounds} rounds "
+    print(f"one enqueue per call, layer by layer, on {args.loop}'s event loop: {args.calls} "
+          f"calls x {args.rounds} rounds "
           f"(interleaved), Python {sys.version.split()[0]}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}; medians of the rounds")
     print(f"{'layer':42s} {'client CPU us/call':>19s} {'calls/s':>9s}")

@@ -27,6 +27,7 @@ import redis as redis_sync
 
 import leasequeue
 from leasequeue import App, JobRequest, SyncApp, Worker
+from leasequeue.loops import LOOPS, backend_options, has_uvloop
 from leasequeue.models import ClaimedJob
 from leasequeue.store.keys import QueueKeys, queue_keys
 
@@ -149,6 +150,10 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
     except Exception as exc:
         common.emit_error("enqueue_concurrent", exc)
     common.flush(args.url)
+    if has_uvloop():
+        # the same two from a service whose loop is uvloop's (uvicorn's default
+        # when installed): a loop of its own in a thread, while this one waits
+        await anyio.to_thread.run_sync(lambda: uvloop_rates(args))
     try:
         # the requests are built inside the timer, as every peer's are
         started = time.perf_counter()
@@ -156,6 +161,37 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
         common.emit("enqueue_bulk", **common.timed_rate(args.n, time.perf_counter() - started))
     except Exception as exc:
         common.emit_error("enqueue_bulk", exc)
+    common.flush(args.url)
+
+
+def uvloop_rates(args: argparse.Namespace) -> None:
+    """enqueue_one and enqueue_concurrent from an App on uvloop's event loop
+    (emitted as enqueue_one_uvloop and enqueue_concurrent_uvloop)."""
+    import uvloop
+
+    async def rates() -> None:
+        app = _app(args.url)
+        try:
+            await app.enqueue("noop")  # its connection and queue check, untimed
+            common.flush(args.url)
+            n, started = 0, time.perf_counter()
+            deadline = started + args.one_budget
+            while n < args.one_n and time.perf_counter() < deadline:
+                await app.enqueue("noop")
+                n += 1
+            common.emit("enqueue_one_uvloop",
+                        **common.timed_rate(n, time.perf_counter() - started))
+            common.flush(args.url)
+            result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), args.conc_n,
+                                                     args.conc_budget)
+            common.emit("enqueue_concurrent_uvloop", **result)
+        finally:
+            await app.close()
+
+    try:
+        uvloop.run(rates())
+    except Exception as exc:
+        common.emit_error("enqueue_one_uvloop", exc)
     common.flush(args.url)
 
 
@@ -214,7 +250,7 @@ async def drain(app: App, args: argparse.Namespace, concurrency: int, procs: int
 
 def worker_argv(args: argparse.Namespace, concurrency: int) -> list[str]:
     return [sys.executable, os.path.abspath(__file__), "worker", "--url", args.url,
-            "--concurrency", str(concurrency)]
+            "--concurrency", str(concurrency), "--loop", args.loop]
 
 
 async def e2s(app: App, args: argparse.Namespace) -> None:
@@ -260,8 +296,11 @@ async def bench(args: argparse.Namespace) -> None:
     common.flush(args.url)
     sections = set(args.sections.split(","))
     app = _app(args.url)
+    loop = "uvloop" if backend_options(args.loop) else "asyncio"
     common.emit("info", version=leasequeue.__version__,
-                config="1 process, async no-op handler, lease 30 s, defaults otherwise")
+                config=f"1 process, async no-op handler, lease 30 s, defaults otherwise "
+                f"(the worker command's --loop {args.loop}: {loop}); producer on asyncio's "
+                "loop, and on uvloop's in the uvloop rows")
     if "enqueue" in sections:
         await enqueue_rates(app, args)
     if "drain" in sections:
@@ -306,9 +345,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--conc-budget", type=float, default=3.0)
     ap.add_argument("--mem-n", type=int, default=100_000)
     ap.add_argument("--sections", default="enqueue,drain,e2s,bare,memory")
+    ap.add_argument("--loop", choices=LOOPS, default="auto",
+                    help="the workers' event loop, as `leasequeue worker --loop`")
     args = ap.parse_args(argv)
     if args.role == "worker":
-        anyio.run(worker, args)
+        # the event loop the worker command would pick (leasequeue/loops.py)
+        anyio.run(worker, args, backend_options=backend_options(args.loop))
         return
     common.check_url(args.url)
     anyio.run(claim_latency if args.role == "claim" else bench, args)

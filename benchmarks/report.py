@@ -8,7 +8,8 @@ from typing import Any
 
 RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "memory_per_job",
                 "drain_c1")  # drain_c1: the Node peers only
-LQ_RATES = ("enqueue_one", "enqueue_one_sync", "enqueue_concurrent", "enqueue_bulk", "drain_c1",
+LQ_RATES = ("enqueue_one", "enqueue_one_sync", "enqueue_one_uvloop", "enqueue_concurrent",
+            "enqueue_concurrent_uvloop", "enqueue_bulk", "drain_c1",
             "drain_c10", "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
             "memory_per_job")
 LQ_DRAIN_FOR_PEERS = "drain_c100"  # 1 process, concurrency 100: the peers' setting
@@ -256,8 +257,13 @@ BEST_COLUMNS = (
     # the same peers' figure against leasequeue's sync producer (SyncApp)
     ("enqueue, one per call, SyncApp (jobs/s)", "enqueue_one_sync", "enqueue_one", "value",
      True),
+    # the same from an App on uvloop's event loop (a service run by uvicorn with uvloop)
+    ("enqueue, one per call, App on uvloop (jobs/s)", "enqueue_one_uvloop", "enqueue_one",
+     "value", True),
     ("enqueue, 100 concurrent tasks (jobs/s)", "enqueue_concurrent", "enqueue_concurrent",
      "value", True),
+    ("enqueue, 100 concurrent tasks, App on uvloop (jobs/s)", "enqueue_concurrent_uvloop",
+     "enqueue_concurrent", "value", True),
     ("enqueue, bulk (jobs/s)", "enqueue_bulk", "enqueue_bulk", "value", True),
     ("enqueue → start p50 (ms)", "e2s", "e2s", "p50_ms", False),
     ("enqueue → start p99 (ms)", "e2s", "e2s", "p99_ms", False),
@@ -329,7 +335,10 @@ def _leasequeue_section(results: dict[str, Any], out: list[str]) -> None:
     rows = [
         ("enqueue, one per call (jobs/s)", lq["enqueue_one"]),
         ("enqueue, one per call, sync producer SyncApp (jobs/s)", lq["enqueue_one_sync"]),
+        ("enqueue, one per call, App on uvloop (jobs/s)", lq["enqueue_one_uvloop"]),
         ("enqueue, 100 concurrent tasks each one per call (jobs/s)", lq["enqueue_concurrent"]),
+        ("enqueue, 100 concurrent tasks, App on uvloop (jobs/s)",
+         lq["enqueue_concurrent_uvloop"]),
         (f"enqueue_many, {results['settings']['n']:,} per call (jobs/s)", lq["enqueue_bulk"]),
         ("drain, 1 process, concurrency 1 (jobs/s)", lq["drain_c1"]),
         ("drain, 1 process, concurrency 10 (jobs/s)", lq["drain_c10"]),

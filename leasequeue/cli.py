@@ -21,6 +21,7 @@ import anyio
 from . import __version__, log
 from .app import App
 from .errors import ConfigError, LeaseQueueError
+from .loops import LOOPS, backend_options
 from .store.connection import is_memory_url
 from .store.specs import ReplayReply
 
@@ -80,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "acl":
         return _acl(args)
     try:
-        result: int = anyio.run(_dispatch, args)
+        # the worker's process is ours: its event loop is --loop's (uvloop when
+        # installed, loops.py); every other command runs on asyncio's own
+        options = backend_options(args.loop) if args.command == "worker" else {}
+        result: int = anyio.run(_dispatch, args, backend_options=options)
         return result
     except LeaseQueueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -492,6 +496,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--queue", "-q", action="append",
                    help="queue to consume, repeatable (default: every queue of the App)")
     w.add_argument("--concurrency", "-c", type=int, default=10, help="jobs run at once")
+    w.add_argument("--loop", choices=LOOPS, default="auto",
+                   help="event loop: uvloop's (needs leasequeue[uvloop]) or asyncio's own; "
+                   "auto takes uvloop when it is installed")
     w.add_argument("--worker-id", help="this worker's id in logs and job records "
                    "(default: host-pid-random)")
     w.add_argument("--lease", type=float, default=30.0, help="lease length in seconds")

@@ -18,6 +18,7 @@ from .errors import ConfigError, ScriptError
 from .hooks import SETTLED, RunEnd
 from .limiter import Limiter
 from .log import get_log
+from .loops import running_loop
 from .redact import redact_url
 from .registry import JobDefinition
 from .resources import RunResources
@@ -287,7 +288,7 @@ class Worker:
         self._log.info("worker starting", queues=self.queues,
                        shards={q: self.app.shards.count(q) for q in self.queues
                                if self.app.shards.count(q) > 1},
-                       concurrency=self.concurrency,
+                       concurrency=self.concurrency, loop=running_loop(),
                        lease_s=self.lease_ms / 1000, prefix=self.app.prefix,
                        shutdown_timeout=self.shutdown_timeout)
         definitions = self.app.registry.all()

@@ -4,6 +4,7 @@ an App per test on it or on the embedded memory:// store."""
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -35,8 +36,12 @@ def debug_server() -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    # redis-py's async client is asyncio-only
+def anyio_backend() -> str | tuple[str, dict[str, bool]]:
+    # redis-py's async client is asyncio-only; LEASEQUEUE_TEST_LOOP=uvloop runs
+    # the async tests on uvloop's asyncio loop instead (the loop the worker
+    # command picks when uvloop is installed: leasequeue/loops.py)
+    if os.environ.get("LEASEQUEUE_TEST_LOOP") == "uvloop":
+        return ("asyncio", {"use_uvloop": True})
     return "asyncio"
 
 

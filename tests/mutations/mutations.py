@@ -836,6 +836,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_gcpause.py::test_collection_comes_back_as_the_program_had_it",
          "tests/test_gcpause.py::test_the_last_thread_out_turns_collection_back_on"),
     ),
+    # -- the worker command's event loop (leasequeue/loops.py) --------------------
+    Mutation(
+        "loop-auto-ignores-uvloop", "leasequeue/loops.py",
+        "    if has_uvloop():\n        return {\"use_uvloop\": True}\n",
+        "    if loop == \"uvloop\" and has_uvloop():\n        return {\"use_uvloop\": True}\n",
+        "`leasequeue worker` (--loop auto) runs on asyncio's own loop with uvloop "
+        "installed: the CPU per job uvloop saves is lost, silently",
+        ("tests/test_loops.py::test_auto_is_asyncio_s_own_loop_without_uvloop",
+         "tests/test_loops.py::test_the_worker_command_runs_on_the_loop_it_is_given"),
+    ),
+    Mutation(
+        "loop-flag-ignored", "leasequeue/cli.py",
+        "        options = backend_options(args.loop) if args.command == \"worker\" else {}\n",
+        "        options: dict[str, bool] = {}\n",
+        "`leasequeue worker --loop` is parsed and ignored: every worker runs on "
+        "asyncio's own loop, and --loop uvloop without uvloop is no error",
+        ("tests/test_loops.py::test_the_worker_command_runs_on_the_loop_it_is_given",
+         "tests/test_loops.py::test_loop_uvloop_without_uvloop_is_one_line"),
+    ),
+    Mutation(
+        "running-loop-always-asyncio", "leasequeue/loops.py",
+        "    return \"uvloop\" if module.split(\".\")[0] == \"uvloop\" else \"asyncio\"\n",
+        "    return \"asyncio\"\n",
+        "the worker's start line says asyncio on uvloop's loop: an operator cannot "
+        "tell which loop a worker runs on",
+        ("tests/test_loops.py::test_running_loop_names_the_loop_it_runs_on",
+         "tests/test_loops.py::test_the_worker_command_runs_on_the_loop_it_is_given"),
+    ),
     Mutation(
         "sync-lane-shared-after-fork", "leasequeue/store/sync_lane.py",
         "os.register_at_fork(after_in_child=_forget_all_in_child)\n",

@@ -1,0 +1,47 @@
+"""Which asyncio event loop a command runs on: asyncio's own, or uvloop's
+(libuv underneath, ``pip install 'leasequeue[uvloop]'``).
+
+``leasequeue worker --loop auto`` (the default) takes uvloop when it is
+installed, as uvicorn's ``--loop auto`` does: the worker's process is ours,
+and on uvloop a worker spends less CPU per job and a producer's round trip
+costs less (README, "The event loop"). Code that runs a Worker or an App in
+its own process picks the loop itself (``uvloop.run(main())``, or
+``anyio.run(main, backend_options={"use_uvloop": True})``); running_loop()
+says which one it got."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+from .errors import ConfigError
+
+LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def has_uvloop() -> bool:
+    """True when uvloop can be imported (it is an optional extra)."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def backend_options(loop: str) -> dict[str, bool]:
+    """anyio.run's ``backend_options`` for ``loop`` (one of LOOPS): uvloop's
+    loop for "uvloop", and for "auto" when uvloop is installed; asyncio's own
+    otherwise. ConfigError for "uvloop" when it is not installed, and for a
+    name not in LOOPS."""
+    if loop not in LOOPS:
+        raise ConfigError(f"unknown event loop {loop!r}: use one of {', '.join(LOOPS)}")
+    if loop == "asyncio":
+        return {}
+    if has_uvloop():
+        return {"use_uvloop": True}
+    if loop == "uvloop":
+        raise ConfigError("--loop uvloop needs uvloop: pip install 'leasequeue[uvloop]'")
+    return {}
+
+
+def running_loop() -> str:
+    """'uvloop' or 'asyncio': the kind of the running event loop (logged when
+    a worker starts)."""
+    module = type(asyncio.get_running_loop()).__module__
+    return "uvloop" if module.split(".")[0] == "uvloop" else "asyncio"
