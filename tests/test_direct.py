@@ -14,7 +14,7 @@ from redis.asyncio.connection import Connection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 
 from leasequeue import App
-from leasequeue.errors import RedisUnavailable
+from leasequeue.errors import JobNotFound, RedisUnavailable
 from leasequeue.store import direct
 from tests.harness.redis_proc import RedisProcess, stall_in_background
 
@@ -37,6 +37,10 @@ async def test_a_call_cancelled_mid_reply_does_not_leave_its_reply_to_the_next(
         second = await app.enqueue("j", job_id="second")
         assert second.id == "second"
         assert (await app.get_job("second")) is not None
+        # every reply above is the same "queued": a call whose reply differs
+        # (an existing id) shows whether each call read its own
+        again = await app.enqueue("j", job_id="warm")
+        assert (again.created, again.state) == (False, "queued")
     finally:
         await app.close()
 
@@ -136,6 +140,29 @@ async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
     finally:
         pusher.close()
         await app.close()
+
+
+async def test_a_dropped_connection_is_retried_once_not_more(real_app: App) -> None:
+    """Lane.run retries a call once on a dropped connection: with two broken
+    idle connections the call fails (nothing written), and the next call
+    takes a fresh one."""
+    app = real_app
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="a")
+    lane = app.scripts._lane
+    assert lane is not None
+    extra = await lane._pool.get_connection()
+    lane._idle.append(extra)
+    assert len(lane._idle) == 2
+    broken = [c._reader for c in lane._idle]
+    for stream in broken:  # what a read timer firing as the reply comes leaves
+        stream.set_exception(direct._ReadTimeout())
+    with pytest.raises(RedisUnavailable):
+        await app.enqueue("j", job_id="b")
+    with pytest.raises(JobNotFound):
+        await app.get_job("b")
+    assert not any(c._reader in broken for c in lane._idle)
+    assert (await app.enqueue("j", job_id="c")).created
 
 
 async def test_a_stream_left_in_error_is_never_reused(real_app: App) -> None:

@@ -706,6 +706,51 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_direct.py::test_a_lost_reply_mid_pipeline_sends_the_rest_one_by_one_"
          "and_loses_no_job",),
     ),
+    # -- the lane's inline hot path (Lane.run) -----------------------------------
+    Mutation(
+        "lane-inline-noscript-raises", "leasequeue/store/direct.py",
+        "                except NoScriptError:\n                    idle.append(conn)\n",
+        "                except NoScriptError:\n                    idle.append(conn)\n"
+        "                    raise\n",
+        "a script call on an idle connection raises NOSCRIPT after a SCRIPT FLUSH or "
+        "a restart without persistence, instead of loading the script again",
+        ("tests/test_scripts.py::test_noscript_recovery_after_script_flush",),
+    ),
+    Mutation(
+        "lane-inline-retries-twice", "leasequeue/store/direct.py",
+        "                    attempts = (2,)  # this was the first attempt\n",
+        "                    pass\n",
+        "a call on a dropped connection is retried twice, not once: a call sent on "
+        "three connections in turn",
+        ("tests/test_direct.py::test_a_dropped_connection_is_retried_once_not_more",),
+    ),
+    Mutation(
+        "lane-inline-keeps-a-timed-out-connection", "leasequeue/store/direct.py",
+        "                    await self._drop(conn)\n                    if not retry:\n",
+        "                    idle.append(conn)\n                    if not retry:\n",
+        "a connection whose read timed out goes back to the lane: its late reply is "
+        "read as the answer to the next call",
+        ("tests/test_direct.py::test_a_reply_later_than_the_socket_timeout_raises_and_"
+         "drops_the_connection",),
+    ),
+    Mutation(
+        "lane-inline-drops-after-an-error-reply", "leasequeue/store/direct.py",
+        "                    idle.append(conn)  # an error reply was read: the connection "
+        "is clean\n",
+        "                    await self._drop(conn)\n",
+        "an error reply (a script's own error) drops a clean connection: every such "
+        "call costs a reconnect",
+        ("tests/test_direct.py::test_an_error_reply_keeps_the_connection_in_the_lane",),
+    ),
+    Mutation(
+        "lane-inline-cancel-keeps-connection", "leasequeue/store/direct.py",
+        "                except BaseException:\n                    await self._drop(conn)\n",
+        "                except BaseException:\n                    idle.append(conn)\n",
+        "a call cancelled mid-reply leaves its connection in the lane with the reply "
+        "unread: the next call reads it as its own",
+        ("tests/test_direct.py::test_a_call_cancelled_mid_reply_does_not_leave_its_reply_"
+         "to_the_next",),
+    ),
     Mutation(
         "read-timer-never-rearmed", "leasequeue/store/direct.py",
         "            self.handle = self.loop.call_at(self.deadline, self._fire)\n",
