@@ -27,6 +27,9 @@ LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
           "benchmarks/results/node_peers_loop_1",
           "benchmarks/results/node_peers_loop_2",
           "benchmarks/results/node_peers_loop_3",
+          "benchmarks/results/node_peers_inline_1",
+          "benchmarks/results/node_peers_inline_2",
+          "benchmarks/results/node_peers_inline_3",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
