@@ -115,14 +115,19 @@ async def claim_latency(args: argparse.Namespace) -> None:
 
 # -- one repetition of the rest ------------------------------------------------
 
+async def one_per_call(app: App, args: argparse.Namespace) -> dict[str, Any]:
+    """One awaited app.enqueue at a time, up to --one-n calls or --one-budget s."""
+    n, started = 0, time.perf_counter()
+    deadline = started + args.one_budget
+    while n < args.one_n and time.perf_counter() < deadline:
+        await app.enqueue("noop")
+        n += 1
+    return common.timed_rate(n, time.perf_counter() - started)
+
+
 async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
     try:
-        n, started = 0, time.perf_counter()
-        deadline = started + args.one_budget
-        while n < args.one_n and time.perf_counter() < deadline:
-            await app.enqueue("noop")
-            n += 1
-        common.emit("enqueue_one", **common.timed_rate(n, time.perf_counter() - started))
+        common.emit("enqueue_one", **await one_per_call(app, args))
     except Exception as exc:
         common.emit_error("enqueue_one", exc)
     common.flush(args.url)
@@ -174,13 +179,7 @@ def uvloop_rates(args: argparse.Namespace) -> None:
         try:
             await app.enqueue("noop")  # its connection and queue check, untimed
             common.flush(args.url)
-            n, started = 0, time.perf_counter()
-            deadline = started + args.one_budget
-            while n < args.one_n and time.perf_counter() < deadline:
-                await app.enqueue("noop")
-                n += 1
-            common.emit("enqueue_one_uvloop",
-                        **common.timed_rate(n, time.perf_counter() - started))
+            common.emit("enqueue_one_uvloop", **await one_per_call(app, args))
             common.flush(args.url)
             result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), args.conc_n,
                                                      args.conc_budget)
