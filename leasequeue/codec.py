@@ -9,6 +9,7 @@ pickle: msgpack builds plain values only."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,9 @@ def encode_envelope(payload: dict[str, Any] | None, correlation_id: str, request
     headers (a trace context); a reader ignores entries of it that it does
     not know. The size limit counts the encoded kwargs. Raises a
     PayloadError before anything is stored."""
+    if (payload is None and not correlation_id and not request_id and not rerun_of
+            and not headers and len(EMPTY_ENVELOPE) <= limit):
+        return EMPTY_ENVELOPE  # a job with no payload and its own id: the same bytes always
     kwargs = _kwargs(payload)
     body: list[Any] = [ENVELOPE_VERSION, correlation_id, request_id, kwargs]
     if rerun_of or headers:
@@ -139,12 +143,36 @@ def encode_result(result: Any) -> bytes:
     return data
 
 
+# One Packer per thread: msgpack.packb makes a Packer (and its buffer) per
+# call, 0.7 of its 1.2 us for a small payload; a Packer is not safe to share
+# between threads (one buffer), and nothing it packs runs Python code (no
+# `default`), so a thread never re-enters its own. Its buffer starts small
+# and stays at the largest value the thread packed (at most about the
+# payload limit), and is emptied after every pack, a failed one too.
+_packers = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    packer: msgpack.Packer = msgpack.Packer(use_bin_type=True, buf_size=4096)
+    _packers.packer = packer
+    return packer
+
+
 def _pack(value: Any, what: str) -> bytes:
     try:
-        data: bytes = msgpack.packb(value, use_bin_type=True)
+        packer: msgpack.Packer = _packers.packer
+    except AttributeError:
+        packer = _packer()
+    try:
+        data: bytes = packer.pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise PayloadNotSerializable(f"{what} cannot be encoded with msgpack: {exc}") from exc
     return data
+
+
+# the stored envelope of a job with no payload whose correlation id is its
+# own and that has no request id (encode_envelope's common case)
+EMPTY_ENVELOPE = _pack([ENVELOPE_VERSION, "", "", {}], "payload")
 
 
 def decode_result(data: bytes | None, job_id: str = "?") -> Any:

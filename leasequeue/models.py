@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from .store.specs import FailReply
 
@@ -29,9 +29,12 @@ class JobState(StrEnum):
         return self in (JobState.SUCCEEDED, JobState.SKIPPED, JobState.CANCELED, JobState.DEAD)
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueuedJob:
-    """What enqueue answers: the id, and whether this call created the job."""
+class EnqueuedJob(NamedTuple):
+    """What enqueue answers: the id, and whether this call created the job.
+    Immutable, as a frozen dataclass would be, but a tuple: one is made per
+    enqueued job, and a frozen dataclass's __init__ (object.__setattr__ per
+    field) made the answers of a bulk enqueue 3.98 us a job against 2.45
+    (benchmarks/bulk_stages.py, results/bulk_stages.txt)."""
 
     id: str
     queue: str

@@ -937,4 +937,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         "without persistence): every enqueue fails with NOSCRIPT",
         ("tests/test_sync.py::test_scripts_reload_after_a_script_flush",),
     ),
+    # -- the codec's fast paths ---------------------------------------------------
+    Mutation(
+        "empty-envelope-drops-request-id", "leasequeue/codec.py",
+        "    if (payload is None and not correlation_id and not request_id and not rerun_of\n",
+        "    if (payload is None and not correlation_id and not rerun_of\n",
+        "a job enqueued with no payload but a request id is stored with the empty "
+        "envelope: its request id is lost",
+        ("tests/test_codec.py::test_a_job_with_no_payload_but_any_id_or_header_keeps_it",),
+    ),
+    Mutation(
+        "empty-envelope-drops-headers", "leasequeue/codec.py",
+        "            and not headers and len(EMPTY_ENVELOPE) <= limit):\n",
+        "            and len(EMPTY_ENVELOPE) <= limit):\n",
+        "a job with no payload loses the headers a hook added (its trace context)",
+        ("tests/test_codec.py::test_a_job_with_no_payload_but_any_id_or_header_keeps_it",),
+    ),
+    Mutation(
+        "empty-envelope-skips-the-limit", "leasequeue/codec.py",
+        "            and not headers and len(EMPTY_ENVELOPE) <= limit):\n",
+        "            and not headers):\n",
+        "the envelope of a job with no payload is taken whatever the payload limit",
+        ("tests/test_codec.py::test_a_payload_limit_below_the_empty_envelope_still_refuses_it",),
+    ),
 )
