@@ -34,6 +34,8 @@ from .store.keys import QueueKeys, check_job_name
 from .store.record import decode_record, parse_logs, parse_progress
 from .store.shards import Shards, logical
 
+# route(): (logical queue, definition or None, whether it has limit keys)
+Route = tuple[str, "JobDefinition | None", bool]
 MAX_PRIORITY = 32767
 ID_BYTES = 14  # random bytes of a job id a producer makes (new_job_id)
 ENQUEUE_CHUNK = 500
@@ -76,8 +78,18 @@ class Producer:
         self.queue_rates: dict[str, Rate] = {}
         self._names_ok: set[str] = set()  # job names already checked
 
+    def route(self, name: str, queue: str | None) -> Route:
+        """Where a job of ``name`` goes (``queue`` when given): (logical queue,
+        its definition or None, whether it has limit keys to render from
+        each payload). UnknownJob as queue_for."""
+        definition = self.registry.find(name)
+        logical_queue = self.queue_for(name, queue, definition.queue if definition else None)
+        limited = definition is not None and has_limit_keys(definition, self.queue_rates)
+        return logical_queue, definition, limited
+
     def prepare(self, r: JobRequest, infos: list[EnqueueInfo] | None = None,
-                fresh_id: str = "") -> tuple[str, NewJob]:
+                fresh_id: str = "", routes: dict[tuple[str, str | None], Route] | None = None,
+                ) -> tuple[str, NewJob]:
         """(logical queue, the job ready for the enqueue script); raises a
         typed error (ConfigError, UnknownJob, PayloadError) before anything
         is written. With ``infos`` (the hooks want enqueues), each job's
@@ -85,11 +97,18 @@ class Producer:
         whose limit keys cannot be rendered is refused here (LimitKeyError)
         when the job is known, for App, SyncApp and enqueue_many alike.
         ``fresh_id``: the id of a job the request gives none (new_job_id()
-        when '')."""
-        definition = self.registry.find(r.name)
-        queue = self.queue_for(r.name, r.queue, definition.queue if definition else None)
-        grp = ("" if definition is None
-               else check_limit_keys(definition, queue, self.queue_rates, r.payload or {}))
+        when ''). ``routes``: route()'s answers of a batch so far, by (name,
+        queue), filled as it goes (a batch of one kind of job routes once)."""
+        if routes is None:
+            queue, definition, limited = self.route(r.name, r.queue)
+        else:
+            key = (r.name, r.queue)
+            known = routes.get(key)
+            if known is None:
+                known = routes[key] = self.route(r.name, r.queue)
+            queue, definition, limited = known
+        grp = (check_limit_keys(definition, queue, self.queue_rates, r.payload or {})
+               if limited and definition is not None else "")
         if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
             raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
                               f"got {r.priority!r}")
@@ -135,8 +154,9 @@ class Producer:
         fresh = os.urandom(ID_BYTES * len(batch)).hex()
         width = 2 * ID_BYTES
         prepare = self.prepare
+        routes: dict[tuple[str, str | None], Route] = {}
         with collection_held():
-            return [prepare(r, infos, fresh[i * width:(i + 1) * width])
+            return [prepare(r, infos, fresh[i * width:(i + 1) * width], routes)
                     for i, r in enumerate(batch)]
 
     def queue_for(self, name: str, queue: str | None, defined: str | None) -> str:
@@ -162,6 +182,11 @@ class Producer:
     def group(self, prepared: list[tuple[str, NewJob]]) -> dict[str, list[int]]:
         """Indexes of a prepared batch by physical queue (chunks() cuts
         each list into script calls)."""
+        queues = {queue for queue, _ in prepared}
+        if len(queues) == 1:
+            (queue,) = queues
+            if self.shards.count(queue) == 1:  # one queue, not sharded: all of it, in order
+                return {queue: list(range(len(prepared)))}
         by_queue: dict[str, list[int]] = {}
         for index, (queue, job) in enumerate(prepared):
             by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
@@ -171,9 +196,12 @@ class Producer:
                physical: str, chunk: list[int], replies: list[tuple[bool, str]]) -> None:
         """Fill ``answers`` for one enqueue call's chunk of a prepared batch."""
         queue = logical(physical)
+        # tuple.__new__ directly: the named tuple's own __new__ is a Python
+        # function around it, a frame per job
+        new = tuple.__new__
         for i, (created, state) in zip(chunk, replies, strict=True):
             job = prepared[i][1]
-            answers[i] = EnqueuedJob(job.id, queue, job.name, created, state)
+            answers[i] = new(EnqueuedJob, (job.id, queue, job.name, created, state))
 
     def queues_to_search(self, queue: str | None) -> list[str]:
         """The logical queues a job id is looked for in."""
@@ -200,11 +228,17 @@ def check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],
     knows the job; a worker dead-letters it (bad-limit-key) otherwise.
     Returns the job's park group (its rate key a claim may park it by, see
     lua/claim.lua; "" when it has no rate)."""
-    if not d.rate and d.concurrency_key is None and not queue_rates:
+    if not has_limit_keys(d, queue_rates):
         return ""  # the common case: no limit key to render
     if d.concurrency_key is not None:
         d.concurrency_key.render(payload)
     return park_group(rate_uses(d, queue, queue_rates, payload))
+
+
+def has_limit_keys(d: JobDefinition, queue_rates: dict[str, Rate]) -> bool:
+    """Whether a job of ``d`` has limit keys to render from its payload (a
+    rate, a concurrency key, or rates on queues)."""
+    return bool(d.rate or d.concurrency_key is not None or queue_rates)
 
 
 def budget(what: str, given: int | None) -> int:

@@ -325,6 +325,34 @@ async def test_a_payload_without_the_key_field_is_refused_or_dies_naming_the_tem
         assert rec.reason == "bad-limit-key" and "x:{k}" in rec.errors[-1].text
 
 
+async def test_a_batch_routes_each_kind_once_and_still_renders_every_job_s_key(
+        real_app: App) -> None:
+    """enqueue_many looks a (name, queue) up once per batch (Producer.route),
+    but a job's limit key is its own payload's: a bad payload behind good ones
+    of its kind refuses the whole batch, each job of a mixed batch goes to
+    its own queue, and each keeps its own park group."""
+    @real_app.job(rate=lq.Rate(100, key="tenant:{tenant}"))
+    async def per_tenant(ctx: Context, **payload: Any) -> None: ...
+
+    @real_app.job()
+    async def plain(ctx: Context) -> None: ...
+
+    good = [lq.JobRequest("per_tenant", {"tenant": f"t{i}"}, job_id=f"ok{i}") for i in range(3)]
+    with pytest.raises(lq.LimitKeyError, match=r"tenant:\{tenant\}"):
+        await real_app.enqueue_many([*good, lq.JobRequest("plain", job_id="p"),
+                                     lq.JobRequest("per_tenant", {"other": 1}, job_id="bad")])
+    assert await real_app.redis.hlen(real_app.keys("default").jobs) == 0  # nothing written
+    jobs = await real_app.enqueue_many([*good, lq.JobRequest("plain", job_id="p"),
+                                        lq.JobRequest("plain", job_id="q", queue="other")])
+    assert [(j.id, j.queue) for j in jobs] == [
+        ("ok0", "default"), ("ok1", "default"), ("ok2", "default"), ("p", "default"),
+        ("q", "other")]
+    raws = await real_app.redis.hmget(real_app.keys("default").jobs, ["ok0", "ok1", "ok2", "p"])
+    groups = [raw.decode().rsplit("|", 1)[-1] for raw in raws]
+    assert all(f"t{i}" in groups[i] for i in range(3)), groups
+    assert len(set(groups[:3])) == 3 and groups[3] == "", groups
+
+
 async def _dead(app: App, job_id: str) -> Any:
     rec = await app.get_job(job_id)
     return rec if rec.state == "dead" else None

@@ -802,8 +802,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
-        "prepare(r, infos, fresh[i * width:(i + 1) * width])",
-        "prepare(r, infos, fresh[0:width])",
+        "prepare(r, infos, fresh[i * width:(i + 1) * width], routes)",
+        "prepare(r, infos, fresh[0:width], routes)",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
         (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",),
@@ -959,5 +959,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            and not headers):\n",
         "the envelope of a job with no payload is taken whatever the payload limit",
         ("tests/test_codec.py::test_a_payload_limit_below_the_empty_envelope_still_refuses_it",),
+    ),
+    Mutation(
+        "batch-route-drops-limit-keys", "leasequeue/producer.py",
+        "                known = routes[key] = self.route(r.name, r.queue)\n",
+        "                known = routes[key] = (*self.route(r.name, r.queue)[:2], False)\n",
+        "a batch's cached route forgets that its job has limit keys: no payload of the "
+        "batch has its key rendered (a bad one is written, its park group lost)",
+        ("tests/test_rate_limits.py::test_a_batch_routes_each_kind_once_and_still_renders_"
+         "every_job_s_key",),
+    ),
+    Mutation(
+        "batch-route-ignores-queue", "leasequeue/producer.py",
+        "            key = (r.name, r.queue)\n",
+        "            key = (r.name, None)\n",
+        "a batch routes by job name alone: a job sent to another queue than its kind's "
+        "first goes where that one went",
+        ("tests/test_rate_limits.py::test_a_batch_routes_each_kind_once_and_still_renders_"
+         "every_job_s_key",),
+    ),
+    Mutation(
+        "batch-group-ignores-shards", "leasequeue/producer.py",
+        "            if self.shards.count(queue) == 1:  # one queue, not sharded: all of it, in order\n",
+        "            if True:  # one queue, not sharded: all of it, in order\n",
+        "a batch for one sharded queue is written under the logical queue's own keys, "
+        "in no shard: no worker of the shards sees it",
+        ("tests/test_shards_durable.py::test_job_ids_route_to_one_shard_and_dedup_holds",),
     ),
 )
