@@ -80,11 +80,16 @@ local raws = bulk('HMGET', jobs_key, ids)
 -- reserve one sequence number per job (unused ones leave harmless gaps)
 local seq = redis.call('HINCRBY', stats_key, 'seq', int(#ids)) - #ids
 
-local reply = {}
+-- the per-job reply is built only once a job existed: until then every job
+-- was created, and its state is fresh[id] (the ids so far are distinct)
+local reply, answered = nil, 0
 local created = 0
 local uniform, mixed = nil, false  -- every run's state, when they all share one
 local fresh = {}  -- ids created by this call, so a repeat in the batch is no duplicate
+-- the write lists grow by two values per created job, counted here (Lua
+-- 5.1's # is a search of the table each time)
 local records, payloads, ready, scheduled = {}, {}, {}, {}
+local w, queued, later = 0, 0, 0  -- entries in records and payloads, ready, scheduled
 local n = 0  -- jobs seen
 for _, run in ipairs(runs) do
   local count, name, delay_ms = tonumber(ARGV[run]), ARGV[run + 1], tonumber(ARGV[run + 2])
@@ -113,29 +118,44 @@ for _, run in ipairs(runs) do
       state = meta and meta.state or 'malformed'
     end
     if state then
-      reply[#reply + 1] = CODE_EXISTED
-      reply[#reply + 1] = state
+      if not reply then  -- the first job that existed: the ones before it were created
+        reply = {}
+        for j = 1, n - 1 do
+          reply[2 * j - 1] = CODE_CREATED
+          reply[2 * j] = fresh[ids[j]]
+        end
+        answered = n - 1
+      end
+      answered = answered + 1
+      reply[2 * answered - 1] = CODE_EXISTED
+      reply[2 * answered] = state
     else
       state = run_state
+      w = w + 2
       if base_score then
-        ready[#ready + 1] = int(base_score + seq)
-        ready[#ready + 1] = id
+        queued = queued + 2
+        ready[queued - 1] = int(base_score + seq)
+        ready[queued] = id
       else
-        scheduled[#scheduled + 1] = due_ms
-        scheduled[#scheduled + 1] = id
+        later = later + 2
+        scheduled[later - 1] = due_ms
+        scheduled[later] = id
       end
-      records[#records + 1] = id
-      records[#records + 1] = head .. int(seq) .. tail
-      payloads[#payloads + 1] = id
-      payloads[#payloads + 1] = ARGV[i + 1]
+      records[w - 1] = id
+      records[w] = head .. int(seq) .. tail
+      payloads[w - 1] = id
+      payloads[w] = ARGV[i + 1]
       if audit_all then
         emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil,
              envelope_corr(ARGV[i + 1], id))
       end
       fresh[id] = state
       created = created + 1
-      reply[#reply + 1] = CODE_CREATED
-      reply[#reply + 1] = state
+      if reply then
+        answered = answered + 1
+        reply[2 * answered - 1] = CODE_CREATED
+        reply[2 * answered] = state
+      end
     end
   end
 end
@@ -149,5 +169,12 @@ if created > 0 then
 end
 if n > 0 and created == n and not mixed then
   return uniform  -- every job created, in one state: the client needs no pair per job
+end
+if not reply then  -- every job created, in states of more than one run
+  reply = {}
+  for j = 1, n do
+    reply[2 * j - 1] = CODE_CREATED
+    reply[2 * j] = fresh[ids[j]]
+  end
 end
 return reply

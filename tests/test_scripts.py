@@ -193,6 +193,24 @@ async def test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options(app
     assert [j.id for j in batch.jobs] == ["a3", "a4", "a0", "a1", "a6"]
 
 
+@pytest.mark.parametrize("first_exists", [False, True])
+async def test_a_batch_answers_every_job_in_order_whatever_it_created(
+        app: App, first_exists: bool) -> None:
+    """enqueue.lua answers a batch with one state when it created every job
+    in one state; otherwise a pair per job. The pairs are built once a job
+    existed (the jobs before it were created, each in its run's state) or at
+    the end when every job was created in states of more than one run."""
+    if first_exists:
+        await app.enqueue("a", queue=Q, job_id="x0")
+    reqs = [JobRequest("a", job_id="x0", queue=Q), JobRequest("b", job_id="x1", queue=Q,
+                                                               delay=60),
+            JobRequest("a", job_id="x2", queue=Q)]
+    out = await app.enqueue_many(reqs)
+    assert [(e.id, e.created, e.state) for e in out] == [
+        ("x0", not first_exists, "queued"), ("x1", True, "scheduled"), ("x2", True, "queued")]
+    assert (await app.stats(Q)).ready == 2 and (await app.stats(Q)).scheduled == 1
+
+
 async def test_claim_leases_on_server_clock(app: App) -> None:
     job = await app.enqueue("j", queue=Q)
     before = await server_ms(app)

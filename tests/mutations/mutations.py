@@ -661,8 +661,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-run-reads-wrong-payload", "lua/enqueue.lua",
-        "      payloads[#payloads + 1] = ARGV[i + 1]\n",
-        "      payloads[#payloads + 1] = ARGV[run + RUN_HEAD + 1]\n",
+        "      payloads[w] = ARGV[i + 1]\n",
+        "      payloads[w] = ARGV[run + RUN_HEAD + 1]\n",
         "enqueue.lua stores the first payload of a run for every job of it",
         (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",),
     ),
@@ -985,5 +985,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a batch for one sharded queue is written under the logical queue's own keys, "
         "in no shard: no worker of the shards sees it",
         ("tests/test_shards_durable.py::test_job_ids_route_to_one_shard_and_dedup_holds",),
+    ),
+    Mutation(
+        "enqueue-backfill-short", "lua/enqueue.lua",
+        "        for j = 1, n - 1 do\n",
+        "        for j = 1, n - 2 do\n",
+        "a batch's first job that existed starts the per-job reply one job short: "
+        "the job before it is answered with nothing",
+        ("tests/test_scripts.py::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_"
+         "own_options",),
+    ),
+    Mutation(
+        "enqueue-ready-counts-with-records", "lua/enqueue.lua",
+        "        ready[queued - 1] = int(base_score + seq)\n        ready[queued] = id\n",
+        "        ready[w - 1] = int(base_score + seq)\n        ready[w] = id\n",
+        "the ready list takes its place from the records' count: a scheduled job in "
+        "the batch leaves a hole, and the queued jobs after it are not added to the "
+        "ready set",
+        ("tests/test_scripts.py::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_"
+         "own_options",),
+    ),
+    Mutation(
+        "enqueue-mixed-batch-no-reply", "lua/enqueue.lua",
+        "if not reply then  -- every job created, in states of more than one run\n",
+        "if false then  -- every job created, in states of more than one run\n",
+        "a batch that created every job in states of more than one run answers nothing",
+        ("tests/test_scripts.py::test_a_batch_answers_every_job_in_order_whatever_it_"
+         "created",),
     ),
 )
