@@ -153,7 +153,10 @@ _packers = threading.local()
 
 
 def _packer() -> msgpack.Packer:
-    packer: msgpack.Packer = msgpack.Packer(use_bin_type=True, buf_size=4096)
+    try:  # a small first buffer (it grows); an older msgpack may take no buf_size
+        packer: msgpack.Packer = msgpack.Packer(use_bin_type=True, buf_size=4096)
+    except TypeError:
+        packer = msgpack.Packer(use_bin_type=True)
     _packers.packer = packer
     return packer
 
