@@ -30,6 +30,8 @@ LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
           "benchmarks/results/node_peers_inline_1",
           "benchmarks/results/node_peers_inline_2",
           "benchmarks/results/node_peers_inline_3",
+          "benchmarks/results/node_peers_xeon_1",
+          "benchmarks/results/node_peers_xeon_2",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
