@@ -980,7 +980,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch-group-ignores-shards", "leasequeue/producer.py",
-        "            if self.shards.count(queue) == 1:  # one queue, not sharded: all of it, in order\n",
+        "            if self.shards.count(queue) == 1:  # one queue, not sharded: "
+        "all of it, in order\n",
         "            if True:  # one queue, not sharded: all of it, in order\n",
         "a batch for one sharded queue is written under the logical queue's own keys, "
         "in no shard: no worker of the shards sees it",
