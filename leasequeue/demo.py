@@ -121,6 +121,7 @@ class Crash:
         victim = max(holders, key=lambda w: holders[w])
         stage.workers.kill(victim)
         self.replacement = stage.workers.start()
+        await stage.workers.gone(victim)
         # nothing it held can change now but by the reaper: list them
         held = [r.id for r in await _leased(stage.app)
                 if r.worker == victim and r.id != "poison-1"]

@@ -35,6 +35,10 @@ class Workers(Protocol):
 
     def kill(self, worker_id: str) -> None: ...
 
+    async def gone(self, worker_id: str) -> None:
+        """Return once a killed worker can write nothing more (its process
+        reaped; its task ended, the calls it had in flight answered)."""
+
     def died(self) -> list[str]:
         """Workers that died on their own since the last call."""
 
@@ -61,6 +65,7 @@ class TaskWorkers:
         self.tg = tg
         self.started = 0
         self.scopes: dict[str, anyio.CancelScope] = {}
+        self.ended: dict[str, anyio.Event] = {}  # set when a worker's task returns
         self.workers: dict[str, Worker] = {}
         self.apps: list[App] = []
         self.crashing: list[str] = []  # the poison job asks for its worker's death here
@@ -81,9 +86,13 @@ class TaskWorkers:
         return worker_id
 
     async def _run(self, worker_id: str, worker: Worker) -> None:
-        with anyio.CancelScope() as scope:
-            self.scopes[worker_id] = scope
-            await worker.run()
+        ended = self.ended[worker_id] = anyio.Event()
+        try:
+            with anyio.CancelScope() as scope:
+                self.scopes[worker_id] = scope
+                await worker.run()
+        finally:
+            ended.set()
 
     def kill(self, worker_id: str) -> None:
         worker = self.workers.pop(worker_id)
@@ -95,6 +104,14 @@ class TaskWorkers:
 
         scripts.run = scripts.run_durable = gone
         self.scopes.pop(worker_id).cancel()
+
+    async def gone(self, worker_id: str) -> None:
+        # a call the task had in flight when it was cut off (a shielded claim,
+        # an ack on its way) still lands: the task ends after it
+        ended = self.ended.get(worker_id)
+        if ended is not None:
+            with anyio.move_on_after(10):
+                await ended.wait()
 
     def died(self) -> list[str]:
         dead = [w for w in dict.fromkeys(self.crashing) if w in self.workers]
@@ -149,6 +166,9 @@ class ProcessWorkers:
         proc = self.procs.pop(worker_id)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+
+    async def gone(self, worker_id: str) -> None:
+        return None  # kill() reaped the process
 
     def died(self) -> list[str]:
         dead = [w for w, p in self.procs.items() if p.poll() is not None]
