@@ -119,12 +119,18 @@ class Crash:
         if not holders:
             return
         victim = max(holders, key=lambda w: holders[w])
+        before = [r.id for r in leased if r.worker == victim]
         stage.workers.kill(victim)
         self.replacement = stage.workers.start()
         await stage.workers.gone(victim)
-        # nothing it held can change now but by the reaper: list them
-        held = [r.id for r in await _leased(stage.app)
-                if r.worker == victim and r.id != "poison-1"]
+        # what it held at the kill, less what its last calls on the wire
+        # settled, plus what a claim on the wire leased it. Listed from the
+        # records, not from the leases alone: when the killed task took long
+        # to end, the reaper may already have handed some back
+        held = [job_id for job_id in before
+                if not await _settled_by(stage.app, job_id, victim)]
+        held += [r.id for r in await _leased(stage.app)
+                 if r.worker == victim and r.id != "poison-1" and r.id not in held]
         how = "SIGKILL" if stage.workers.kind == "processes" else "task cancelled"
         if not held:  # its last acks were on the wire: they landed, nothing to recover
             stage.say(f"** killed {victim} ({how}) just as its last jobs finished; "
@@ -236,6 +242,12 @@ class Schedule:
         return (bool(fires) and spaced,
                 f"schedule 'heartbeat': fired {len(fires)} time(s), one job per fire "
                 f"instant, 1s apart, run by {takers}{rerun}")
+
+
+async def _settled_by(app: App, job_id: str, worker_id: str) -> bool:
+    """Whether ``worker_id`` itself finished ``job_id`` (its ack landed)."""
+    rec = await app.get_job(job_id, QUEUE)
+    return rec.state == "succeeded" and rec.worker == worker_id
 
 
 async def _leased(app: App) -> list[JobRecord]:

@@ -70,6 +70,40 @@ async def test_the_in_process_demo_loses_no_healthy_job(run: int, tmp_path: Path
     check_display(out, log_file)
 
 
+async def test_the_crash_scene_lists_what_the_victim_held_when_its_task_ends_late(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI run at 861f261, under heavy hypervisor steal: the killed task
+    ended so late that the reaper had handed back everything it held, and
+    the scene, listing the victim's leases only then, found none and failed.
+    Here the victim's task "ends" only once the reaper has taken all of its
+    leases: the scene must still list, and see recovered, what it held."""
+    import anyio
+
+    from leasequeue import demo_workers
+
+    ended_late = demo_workers.TaskWorkers.gone
+
+    async def gone(self: demo_workers.TaskWorkers, worker_id: str) -> None:
+        await ended_late(self, worker_id)
+        app = self.apps[-1]  # the replacement's: the victim's App is cut off
+        with anyio.fail_after(30):
+            while True:
+                records, _ = await app.jobs(demo_workers.QUEUE, "leased", count=1000)
+                if not any(r.worker == worker_id for r in records):
+                    return
+                await anyio.sleep(0.05)
+
+    monkeypatch.setattr(demo_workers.TaskWorkers, "gone", gone)
+    log_file = tmp_path / "demo.log"
+    code = await run_demo(url="memory://demo-test-late", jobs=120, log_file=str(log_file))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    crash = re.search(r"ok   crash: (worker-\d+) killed holding (\d+) job\(s\); (\d+) handed "
+                      r"back by the reaper", summary(out)["crash:"])
+    assert crash and crash.group(2) == crash.group(3) and int(crash.group(2)) > 0, out
+
+
 @pytest.mark.timeout(240)
 async def test_the_demo_on_redis_sigkills_a_worker_process(redis_server: RedisProcess,
                                                            tmp_path: Path,
