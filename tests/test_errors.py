@@ -3,6 +3,7 @@ every job is validated before the first script call."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,7 @@ from leasequeue.errors import (
     RedisUnavailable,
     UnknownJob,
 )
-from tests.harness.redis_proc import free_port
+from tests.harness.redis_proc import RedisProcess, free_port
 from tests.helpers import START_ALL, new_claim_id
 
 pytestmark = pytest.mark.anyio
@@ -153,3 +154,59 @@ async def test_a_connection_closed_under_a_call_inside_redis_py_is_unavailable()
     with pytest.raises(AttributeError) as ours:
         await translate_errors("redis://x", "start", our_bug())
     assert not unavailable(ours.value)
+
+
+def test_a_write_on_a_transport_closed_under_a_call_on_uvloop_is_unavailable(
+        redis_server: RedisProcess) -> None:
+    """On uvloop, a write on a transport that is already closed raises
+    uvloop's RuntimeError (asyncio's loop: ConnectionResetError). redis-py
+    lets it through: a worker on uvloop whose cluster client wrote a claim
+    on a connection a master failover had closed lost its claimer to it, and
+    stopped (CI of 8b04270). It is a lost connection: RedisUnavailable for
+    redis-py's calls, redis-py's ConnectionError on the lane (which drops
+    the connection and retries); any other RuntimeError rises as it is."""
+    import uvloop
+    from redis.asyncio.connection import Connection
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from leasequeue.errors import RedisUnavailable
+    from leasequeue.store import direct
+    from leasequeue.store.translate import translate_errors, unavailable
+
+    opened: list[Connection] = []
+
+    async def closed() -> Connection:
+        conn = Connection(port=redis_server.port)
+        await conn.connect()
+        opened.append(conn)
+        conn._writer.transport.close()  # type: ignore[union-attr]
+        await asyncio.sleep(0.01)  # uvloop closes the handle on the next turn
+        return conn
+
+    async def main() -> None:
+        conn = await closed()
+        with pytest.raises(RuntimeError) as raw:
+            await conn._send_packed_command([b"*1\r\n$4\r\nPING\r\n"])
+        assert unavailable(raw.value), raw.value
+        conn = await closed()
+        with pytest.raises(RedisUnavailable):
+            await translate_errors(redis_server.url, "claim",
+                                   conn._send_packed_command([b"*1\r\n$4\r\nPING\r\n"]))
+        conn = await closed()
+        with pytest.raises(RedisConnectionError):
+            direct._write(conn, b"*1\r\n$4\r\nPING\r\n")
+
+        async def our_bug() -> None:
+            raise RuntimeError("unable to perform operation on this")
+
+        with pytest.raises(RuntimeError) as ours:
+            await translate_errors(redis_server.url, "claim", our_bug())
+        assert not unavailable(ours.value)
+        for conn in opened:
+            await conn.disconnect()
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

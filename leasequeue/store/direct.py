@@ -43,7 +43,7 @@ from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
-from .translate import TOPOLOGY_ERRORS
+from .translate import TOPOLOGY_ERRORS, closed_transport
 
 Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and arguments
 
@@ -346,7 +346,12 @@ def _write(conn: Any, packed: bytes) -> None:
     if conn._reader.exception() is not None:
         # a read timer that fired as its reply came in: never reuse the stream
         raise RedisConnectionError("Connection's stream is in error.")
-    conn._writer.write(packed)
+    try:
+        conn._writer.write(packed)
+    except RuntimeError as exc:  # uvloop: the transport closed under the call
+        if not closed_transport(exc):
+            raise
+        raise RedisConnectionError("Connection closed by server.") from exc
 
 
 async def _read(conn: Any, wait: float = 0.0) -> Any:

@@ -106,29 +106,48 @@ class redis_errors:  # lower case: a context manager used as a function
                 keys = tuple(k.decode() if isinstance(k, bytes) else k for k in self.keys)
                 raise PermissionDenied(self.operation, redact(str(exc), url), keys) from exc
             raise ScriptError(self.operation, redact(str(exc), url)) from exc
-        if isinstance(exc, AttributeError) and closed_under_a_call(exc):
+        if closed_under_a_call(exc):
             raise RedisUnavailable(url, RedisConnectionError(str(exc))) from exc
 
 
 _REDIS_PY = f"{os.sep}redis{os.sep}"
 
 
-def closed_under_a_call(exc: AttributeError) -> bool:
+def closed_under_a_call(exc: BaseException) -> bool:
     """A redis-py connection closed by another task while a call used it:
     redis-py's cluster client, refreshing its slot map in a failover,
     disconnects the connections of a node that commands of other tasks are
     using, and those fail inside redis-py with ``'NoneType' object has no
     attribute 'writelines'`` (seen in a worker in
     test_master_failover_loses_no_durably_acknowledged_job: the starter's
-    task died of it and the worker stopped). The connection is gone, so the
-    call is unavailable, as for any lost connection. Any other
-    AttributeError is a bug and rises as it is."""
+    task died of it and the worker stopped), or, on uvloop, with uvloop's
+    RuntimeError for a write on a closed transport (closed_transport). The
+    connection is gone, so the call is unavailable, as for any lost
+    connection. Any other AttributeError or RuntimeError is a bug and rises
+    as it is."""
+    if isinstance(exc, RuntimeError):
+        return closed_transport(exc)
+    if not isinstance(exc, AttributeError):
+        return False
     tb = exc.__traceback__
     last = None
     while tb is not None:
         last, tb = tb, tb.tb_next
     return (last is not None and _REDIS_PY in last.tb_frame.f_code.co_filename
             and str(exc).startswith("'NoneType' object has no attribute"))
+
+
+def closed_transport(exc: RuntimeError) -> bool:
+    """uvloop's error for a write on a transport that is already closed
+    (asyncio's own loop raises ConnectionResetError, an OSError, for the
+    same): ``unable to perform operation on <TCPTransport closed=True ...>;
+    the handler is closed``. Seen in a worker on uvloop in
+    test_master_failover_loses_no_durably_acknowledged_job (CI of 8b04270):
+    redis-py's cluster client wrote a claim on a connection the failover had
+    closed, and the claimer's task died of it, the worker with it."""
+    text = str(exc)
+    return text.startswith("unable to perform operation on <") and text.endswith(
+        "the handler is closed")
 
 
 async def translate_errors(url: str, operation: str, call: Awaitable[T],
@@ -141,10 +160,9 @@ async def translate_errors(url: str, operation: str, call: Awaitable[T],
 def unavailable(exc: BaseException) -> bool:
     """True for an error that means Redis cannot be reached right now (a
     redis-py connection closed under the call included)."""
-    return isinstance(exc, UNAVAILABLE) or (isinstance(exc, AttributeError)
-                                            and closed_under_a_call(exc))
+    return isinstance(exc, UNAVAILABLE) or closed_under_a_call(exc)
 
 
-__all__ = ["TOPOLOGY_ERRORS", "UNAVAILABLE", "closed_under_a_call", "redis_errors",
-           "translate_errors", "unavailable"]
+__all__ = ["TOPOLOGY_ERRORS", "UNAVAILABLE", "closed_transport", "closed_under_a_call",
+           "redis_errors", "translate_errors", "unavailable"]
 

@@ -1014,4 +1014,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_scripts.py::test_a_batch_answers_every_job_in_order_whatever_it_"
          "created",),
     ),
+    Mutation(
+        "uvloop-closed-transport-rises", "leasequeue/store/translate.py",
+        '    return text.startswith("unable to perform operation on <") and text.endswith(\n',
+        '    return False and text.endswith(\n',
+        "uvloop's error for a write on a closed transport rises as it is: a worker on "
+        "uvloop loses its claimer to a master failover",
+        ("tests/test_errors.py::test_a_write_on_a_transport_closed_under_a_call_on_uvloop_"
+         "is_unavailable",),
+    ),
+    Mutation(
+        "lane-write-closed-transport-rises", "leasequeue/store/direct.py",
+        "        if not closed_transport(exc):\n            raise\n",
+        "        raise\n",
+        "the lane lets uvloop's closed-transport error through instead of a "
+        "ConnectionError: no drop-and-retry of the dead connection",
+        ("tests/test_errors.py::test_a_write_on_a_transport_closed_under_a_call_on_uvloop_"
+         "is_unavailable",),
+    ),
 )
