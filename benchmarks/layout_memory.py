@@ -50,49 +50,32 @@ BEE_JOB = ('{{"data":{{}},"options":{{"timestamp":{now},"stacktraces":[]}},'
            '"status":"created"}}')
 B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-# one call per chunk: KEYS jobs, payloads, ready; ARGV the envelope (every
-# payload entry's value), then triples (id, hash entry's value, seq as the score)
+
+def writes(payloads: bool, ready_list: bool) -> str:
+    """The Lua of one call per chunk: KEYS jobs, payloads, ready; ARGV the
+    envelope (every payload entry's value), then triples (id, the jobs hash
+    entry's value, seq as the score). ``payloads``: the payload in a hash of
+    its own (else inside the record); ``ready_list``: the place in line in a
+    list (else a sorted set)."""
+    place = ("ready[#ready + 1] = ARGV[i]" if ready_list
+             else "ready[#ready + 1] = ARGV[i + 2]; ready[#ready + 1] = ARGV[i]")
+    lines = ["local recs, envs, ready = {}, {}, {}",
+             "for i = 2, #ARGV, 3 do",
+             "  recs[#recs + 1] = ARGV[i]; recs[#recs + 1] = ARGV[i + 1]",
+             *(["  envs[#envs + 1] = ARGV[i]; envs[#envs + 1] = ARGV[1]"] if payloads else []),
+             f"  {place}",
+             "end",
+             "redis.call('HSET', KEYS[1], unpack(recs))",
+             *(["redis.call('HSET', KEYS[2], unpack(envs))"] if payloads else []),
+             f"redis.call('{'RPUSH' if ready_list else 'ZADD'}', KEYS[3], unpack(ready))"]
+    return "\n".join(lines) + "\n"
+
+
 SCRIPTS = {
-    "two hashes + zset": """
-local recs, envs, ready = {}, {}, {}
-for i = 2, #ARGV, 3 do
-  recs[#recs + 1] = ARGV[i]; recs[#recs + 1] = ARGV[i + 1]
-  envs[#envs + 1] = ARGV[i]; envs[#envs + 1] = ARGV[1]
-  ready[#ready + 1] = ARGV[i + 2]; ready[#ready + 1] = ARGV[i]
-end
-redis.call('HSET', KEYS[1], unpack(recs))
-redis.call('HSET', KEYS[2], unpack(envs))
-redis.call('ZADD', KEYS[3], unpack(ready))
-""",
-    "one hash + zset": """
-local recs, ready = {}, {}
-for i = 2, #ARGV, 3 do
-  recs[#recs + 1] = ARGV[i]; recs[#recs + 1] = ARGV[i + 1]
-  ready[#ready + 1] = ARGV[i + 2]; ready[#ready + 1] = ARGV[i]
-end
-redis.call('HSET', KEYS[1], unpack(recs))
-redis.call('ZADD', KEYS[3], unpack(ready))
-""",
-    "two hashes + list": """
-local recs, envs, ready = {}, {}, {}
-for i = 2, #ARGV, 3 do
-  recs[#recs + 1] = ARGV[i]; recs[#recs + 1] = ARGV[i + 1]
-  envs[#envs + 1] = ARGV[i]; envs[#envs + 1] = ARGV[1]
-  ready[#ready + 1] = ARGV[i]
-end
-redis.call('HSET', KEYS[1], unpack(recs))
-redis.call('HSET', KEYS[2], unpack(envs))
-redis.call('RPUSH', KEYS[3], unpack(ready))
-""",
-    "one hash + list": """
-local recs, ready = {}, {}
-for i = 2, #ARGV, 3 do
-  recs[#recs + 1] = ARGV[i]; recs[#recs + 1] = ARGV[i + 1]
-  ready[#ready + 1] = ARGV[i]
-end
-redis.call('HSET', KEYS[1], unpack(recs))
-redis.call('RPUSH', KEYS[3], unpack(ready))
-""",
+    "two hashes + zset": writes(payloads=True, ready_list=False),
+    "one hash + zset": writes(payloads=False, ready_list=False),
+    "two hashes + list": writes(payloads=True, ready_list=True),
+    "one hash + list": writes(payloads=False, ready_list=True),
 }
 
 
