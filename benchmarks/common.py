@@ -155,15 +155,20 @@ def proc_cpu_seconds(pids: Sequence[int]) -> float:
     return total
 
 
+def redis_cpu_seconds(client: Any) -> float:
+    """The CPU seconds (user + system) a redis-server has used, from INFO cpu
+    through a sync redis-py client."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def cpu_sampler(url: str, pids: Callable[[], Sequence[int]]) -> Callable[[], dict[str, float]]:
     import redis
 
     client = redis.Redis.from_url(url)
 
     def sample() -> dict[str, float]:
-        info = client.info("cpu")
-        redis_s = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-        return {"redis": redis_s, "workers": proc_cpu_seconds(pids())}
+        return {"redis": redis_cpu_seconds(client), "workers": proc_cpu_seconds(pids())}
 
     return sample
 

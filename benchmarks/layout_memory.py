@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import redis_cpu_seconds
 from redis_server import RedisServer
 
 CHUNK = 500
@@ -127,15 +128,9 @@ LAYOUTS = [
 ]
 
 
-def cpu_s(r: redis.Redis) -> float:
-    info = r.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
 def measure(r: redis.Redis, layout: Layout, jobs: int) -> tuple[float, float]:
     """(used_memory bytes per job, Redis CPU µs per job) of one round."""
     r.flushall()
-    script = r.register_script(SCRIPTS[layout.script])
     keys = ["{q}:jobs", "{q}:payloads", "{q}:ready"]
     # every argument list built before the clock starts: only Redis's work counts
     calls = []
@@ -144,11 +139,11 @@ def measure(r: redis.Redis, layout: Layout, jobs: int) -> tuple[float, float]:
         for seq in range(start + 1, min(start + CHUNK, jobs) + 1):
             args += [layout.job_id(seq), layout.value(seq), seq]
         calls.append(args)
-    r.script_load(SCRIPTS[layout.script])  # loaded before the clock starts
-    before, cpu_before = int(r.info("memory")["used_memory"]), cpu_s(r)
+    sha = r.script_load(SCRIPTS[layout.script])  # loaded before the clock starts
+    before, cpu_before = int(r.info("memory")["used_memory"]), redis_cpu_seconds(r)
     for args in calls:
-        script(keys=keys, args=args)
-    cpu_after, after = cpu_s(r), int(r.info("memory")["used_memory"])
+        r.evalsha(sha, len(keys), *keys, *args)
+    cpu_after, after = redis_cpu_seconds(r), int(r.info("memory")["used_memory"])
     return (after - before) / jobs, (cpu_after - cpu_before) * 1e6 / jobs
 
 
