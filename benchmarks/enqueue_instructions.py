@@ -45,7 +45,7 @@ BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[11]) == 1 then return nil end\n"
 # the one-job block (indented) closes that block after its `return 1`
 CUTS = ("local now_text = ms_text(", "if #ARGV == 3 + RUN_HEAD + 2 then",
         "  local state, ready_ms, due_ms", "  local head, tail = record_around_seq",
-        "  if redis.call('HSETNX'", "  redis.call('HSET', payloads_key",
+        "  local inline = #payload", "  if redis.call('HSETNX'", "  if not inline then",
         "  if state == 'queued' then", "  if audit_all then",
         "  redis.call('HINCRBY', stats_key, 'enqueued'", "  wake(wake_key, 1, wake_cap)",
         "  return state")

@@ -122,7 +122,7 @@ async def bulk_writes(port: int, count: Any) -> None:
     qk = app.keys("default")
     r = redis.Redis(port=port)
     record = next(iter(r.hvals(qk.jobs)))
-    payload = next(iter(r.hvals(qk.payloads)))
+    record, payload = record.split(b"\0", 1)  # the payload is kept inside the record
     await app.close()
     ids = [os.urandom(14).hex() for _ in range(BULK)]
     sha = r.script_load(WRITES_ONLY)

@@ -5,8 +5,12 @@
 -- A job lives in four per-queue hashes, split by who reads what:
 --   {P:Q}:jobs      id -> the record Lua reads and changes: plain values joined
 --                   by '|' (parsed with one string.match; a JSON record cost
---                   7 us of decode+encode per job per script, this one under 1)
---   {P:Q}:payloads  id -> msgpack envelope [1, corr, req, kwargs], opaque here
+--                   7 us of decode+encode per job per script, this one under 1),
+--                   then, for a payload of at most INLINE_MAX bytes, a NUL and
+--                   the payload (see split_record)
+--   {P:Q}:payloads  id -> msgpack envelope [1, corr, req, kwargs], opaque here:
+--                   a payload over INLINE_MAX bytes, and every payload of a job
+--                   enqueued before payloads moved into the record
 --   {P:Q}:errors    id -> the last ERRORS_KEPT errors (push_error), entries joined by
 --                   "\30", each `attempt \31 kind \31 at_ms \31 text`
 --   {P:Q}:results   id -> msgpack result (written on success only)
@@ -32,6 +36,24 @@
 --   name, worker, reason and grp never hold '|' (Python validates them).
 
 local PRIO_OFFSET = 32767
+
+-- A payload of at most INLINE_MAX bytes is kept inside its job's record, after
+-- a NUL: one hash entry and one copy of the id less per job than an entry of
+-- its own in the payloads hash (benchmarks/layout_memory.py). No record field
+-- holds a NUL (names, workers and groups are validated in Python, reasons
+-- cleaned: scripts.py), so the first NUL ends the fields. Every rewrite of the
+-- record copies the payload with it, hence the bound: a larger payload stays in
+-- the payloads hash, as did every payload written before (both are read).
+local INLINE_MAX = 1024
+
+-- a record's fields and its inline payload (nil: none, it is in the payloads hash)
+local function split_record(raw)
+  local cut = string.find(raw, '\0', 1, true)
+  if cut then
+    return string.sub(raw, 1, cut - 1), string.sub(raw, cut + 1)
+  end
+  return raw, nil
+end
 local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
 
 local function now_ms()
@@ -102,6 +124,8 @@ local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-
 -- A version 1 record has no `started`: its claim counted the attempt, so a
 -- leased one counts as started.
 local function parse_meta(raw)
+  local payload
+  raw, payload = split_record(raw)
   local state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, started,
         prio, seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
     string.match(raw, RECORD_PATTERN)
@@ -125,7 +149,7 @@ local function parse_meta(raw)
     infra_fail = infra_fail, max_attempts = max_attempts, max_infra = max_infra,
     cancel = cancel, started = started, prio = prio, seq = seq, enq_ms = enq_ms,
     ready_ms = ready_ms, due_ms = due_ms, claim_ms = claim_ms, end_ms = end_ms, name = name,
-    worker = worker, reason = reason, grp = grp,
+    worker = worker, reason = reason, grp = grp, payload = payload,
   }
 end
 
@@ -146,6 +170,9 @@ local function encode_meta(m)
   local head, tail = '2|', ''
   if m.grp and m.grp ~= '' then  -- version 3: with its park group
     head, tail = '3|', '|' .. m.grp
+  end
+  if m.payload then
+    tail = tail .. '\0' .. m.payload
   end
   return head .. m.state .. '|' .. str(m.token) .. '|' .. str(m.attempt) .. '|' ..
          str(m.work_fail) .. '|' .. str(m.infra_fail) .. '|' .. str(m.max_attempts) .. '|' ..
@@ -228,14 +255,21 @@ local function envelope_corr(envelope, id)
   return string.sub(envelope, first, first + len - 1)
 end
 
+-- job id's payload: inside its record, else in the payloads hash (nil: none)
+local function payload_of(jobs_key, payloads_key, id)
+  local raw = redis.call('HGET', jobs_key, id)
+  local _, payload = split_record(raw or '')
+  return payload or redis.call('HGET', payloads_key, id) or nil
+end
+
 -- append to the capped audit stream; maxlen 0 turns the trail off. Each
 -- entry says who (`by`: worker:<id>, reaper, producer, schedule:<name>,
 -- operator:<command>) and carries the job's correlation id, read from its
--- payload (payloads_key) or given (corr).
-local function emit(events_key, maxlen, id, event, detail, by, payloads_key, corr)
+-- payload (where = {jobs_key, payloads_key}: payload_of) or given (corr).
+local function emit(events_key, maxlen, id, event, detail, by, where, corr)
   if maxlen > 0 then
     if corr == nil then
-      corr = payloads_key and envelope_corr(redis.call('HGET', payloads_key, id), id) or ''
+      corr = where and envelope_corr(payload_of(where[1], where[2], id), id) or ''
     end
     redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
                'job', id, 'event', event, 'detail', detail or '', 'corr', corr,

@@ -27,6 +27,7 @@ local CODE_REFUSED, CODE_FINISHED = 0, 1
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local logs_key, waiting_key = KEYS[9], KEYS[10]
+local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local outcome, retention_ms = ARGV[3], tonumber(ARGV[4])
@@ -65,10 +66,11 @@ for i, id in ipairs(ids) do
     v, tok, att, budgets, started, middle, name, worker, tail = string.match(raw, FINISH_PATTERN)
     if tok ~= ARGV[base + 1] then
       v = nil  -- another token (or the same one written otherwise): the general path decides
-    elseif v == '2' then
-      v = not string.find(tail, '|', 1, true) and v  -- no park group after the reason
+    elseif v == '2' then  -- the tail: as in claim.lua
+      v = string.match(tail, '^[^|%z]*(.?)') ~= '|' and v  -- no park group after the reason
     elseif v then
-      v = string.match(tail, '^[^|]*|[^|]+$') and v
+      local after = string.match(tail, '^[^|%z]*|[^|%z]+(.?)')
+      v = after and after ~= '|' and v
     end
   end
   -- by: the finishing run's worker, when this id finishes; record: its
@@ -108,7 +110,7 @@ for i, id in ipairs(ids) do
     finished_now[id] = true
     leases[#leases + 1] = id
     if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
-      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. by, payloads_key)
+      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. by, where)
     end
     if record then
       records[#records + 1] = id

@@ -46,6 +46,7 @@ local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, token_key, paused_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local parked_key, claim_key = KEYS[12], KEYS[13]
+local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
@@ -137,7 +138,7 @@ if last then
     for _, m in ipairs(mine) do
       renewed[#renewed + 1] = lease_until
       renewed[#renewed + 1] = m[2]
-      add_meta(m[2], m[3], redis.call('HGET', payloads_key, m[2]))
+      add_meta(m[2], m[3], m[3].payload or redis.call('HGET', payloads_key, m[2]))
     end
     bulk('ZADD', leases_key, renewed)
     redis.call('SET', claim_key, claim_id .. '\n' .. lease_until .. '\n' .. int(lo) .. '\n' ..
@@ -232,7 +233,7 @@ local function fence(old, token, highest)
   return mine, token, highest
 end
 local parked, later = 0, {}
-local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, payloads_key}
+local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, where}
 if count > 0 then
   local popped = redis.call('ZPOPMIN', ready_key, ARGV[1])
   local ids = {}
@@ -240,7 +241,24 @@ if count > 0 then
     ids[#ids + 1] = popped[i]
   end
   local raws = bulk('HMGET', jobs_key, ids)
-  local payloads = bulk('HMGET', payloads_key, ids)
+  -- each job's payload: inside its record (split_record), else read, for
+  -- those records only, from the payloads hash in one call
+  local payloads, elsewhere, at = {}, {}, {}
+  for i, raw in ipairs(raws) do
+    local cut = raw and string.find(raw, '\0', 1, true)
+    if cut then
+      payloads[i] = string.sub(raw, cut + 1)
+    elseif raw then
+      elsewhere[#elsewhere + 1] = ids[i]
+      at[#elsewhere] = i
+    end
+  end
+  if #elsewhere > 0 then
+    local got = bulk('HMGET', payloads_key, elsewhere)
+    for j, i in ipairs(at) do
+      payloads[i] = got[j]
+    end
+  end
   -- reserve one token per popped id (unused ones leave harmless gaps)
   local token, top = 0, 0
   if #ids > 0 then
@@ -269,11 +287,13 @@ if count > 0 then
     if raw then
       v, tok, att, wf, inf, ma, mi, cancel, prio_seq, enq, ready_due, end_ms, name, tail =
         string.match(raw, LEASE_PATTERN)
+      -- the tail: the reason, version 3's park group, then NUL and the payload
+      -- when it is inside the record
       if v == '2' then
-        v = not string.find(tail, '|', 1, true) and v  -- no park group after the reason
+        v = string.match(tail, '^[^|%z]*(.?)') ~= '|' and v  -- no park group after the reason
       elseif v then
-        local grp = string.match(tail, '^[^|]*|([^|]+)$')
-        v = grp and not park_of(parks, parked_key, grp, now_us) and v
+        local grp, after = string.match(tail, '^[^|%z]*|([^|%z]+)(.?)')
+        v = grp and after ~= '|' and not park_of(parks, parked_key, grp, now_us) and v
       end
     end
     local record  -- the leased record, when this id is leased
@@ -328,7 +348,7 @@ if count > 0 then
       leases[#leases + 1] = id
       if audit_all then
         emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
-             payloads_key)
+             where)
       end
     end
   end

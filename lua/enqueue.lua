@@ -1,7 +1,8 @@
 -- enqueue.lua: add one job or a batch; a job id that exists already is not
 -- duplicated (the existing job's state is returned instead).
 -- KEYS[1] jobs         HASH   id -> job record
--- KEYS[2] payloads     HASH   id -> payload (msgpack, opaque here)
+-- KEYS[2] payloads     HASH   id -> payload (msgpack, opaque here), when over INLINE_MAX
+--                             bytes; a smaller one is kept inside the record
 -- KEYS[3] ready        ZSET   claimable ids
 -- KEYS[4] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[5] stats        HASH   counters (seq, enqueued)
@@ -45,11 +46,18 @@ if #ARGV == 3 + RUN_HEAD + 2 then
   end
   local head, tail = record_around_seq(state, ARGV[run + 4], ARGV[run + 5], ARGV[run + 3],
                                        now_text, ready_ms, due_ms, ARGV[run + 1], ARGV[run + 6])
-  if redis.call('HSETNX', jobs_key, id, head .. int(seq) .. tail) == 0 then
+  local inline = #payload <= INLINE_MAX
+  local record = head .. int(seq) .. tail
+  if inline then
+    record = record .. '\0' .. payload
+  end
+  if redis.call('HSETNX', jobs_key, id, record) == 0 then
     local meta = parse_meta(redis.call('HGET', jobs_key, id))
     return {CODE_EXISTED, meta and meta.state or 'malformed'}
   end
-  redis.call('HSET', payloads_key, id, payload)
+  if not inline then
+    redis.call('HSET', payloads_key, id, payload)
+  end
   if state == 'queued' then
     redis.call('ZADD', ready_key, int((PRIO_OFFSET - tonumber(ARGV[run + 3])) * SEQ_SPAN + seq), id)
   else
@@ -89,7 +97,7 @@ local fresh = {}  -- ids created by this call, so a repeat in the batch is no du
 -- the write lists grow by two values per created job, counted here (Lua
 -- 5.1's # is a search of the table each time)
 local records, payloads, ready, scheduled = {}, {}, {}, {}
-local w, queued, later = 0, 0, 0  -- entries in records and payloads, ready, scheduled
+local w, queued, later, p = 0, 0, 0, 0  -- entries in records, ready, scheduled, payloads
 local n = 0  -- jobs seen
 for _, run in ipairs(runs) do
   local count, name, delay_ms = tonumber(ARGV[run]), ARGV[run + 1], tonumber(ARGV[run + 2])
@@ -142,9 +150,15 @@ for _, run in ipairs(runs) do
         scheduled[later] = id
       end
       records[w - 1] = id
-      records[w] = head .. int(seq) .. tail
-      payloads[w - 1] = id
-      payloads[w] = ARGV[i + 1]
+      local payload = ARGV[i + 1]
+      if #payload <= INLINE_MAX then  -- inside the record (_lib.lua, split_record)
+        records[w] = head .. int(seq) .. tail .. '\0' .. payload
+      else
+        records[w] = head .. int(seq) .. tail
+        p = p + 2
+        payloads[p - 1] = id
+        payloads[p] = payload
+      end
       if audit_all then
         emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil,
              envelope_corr(ARGV[i + 1], id))

@@ -13,13 +13,29 @@ import anyio
 from leasequeue import App, Worker
 from leasequeue.models import FailOutcome
 from leasequeue.store.keys import QueueKeys
-from leasequeue.store.record import parse_record
+from leasequeue.store.record import parse_record, split_record
 from leasequeue.store.scripts import Scripts
 
 
 async def server_ms(app: App) -> int:
     sec, usec = await app.redis.time()
     return int(sec) * 1000 + int(usec) // 1000
+
+
+async def stored_payloads(app: App, qk: QueueKeys, ids: list[str]) -> list[bytes | None]:
+    """Each job's payload as stored: inside its record, else in the payloads hash."""
+    raws = await app.redis.hmget(qk.jobs, ids)
+    elsewhere = await app.redis.hmget(qk.payloads, ids)
+    return [(split_record(raw)[1] if raw is not None else None) or other
+            for raw, other in zip(raws, elsewhere, strict=True)]
+
+
+async def plant_payload(app: App, qk: QueueKeys, job_id: str, data: bytes) -> None:
+    """Replace a job's stored payload with `data` (a test's hostile bytes),
+    inside its record, where a payload of up to 1024 bytes is kept."""
+    fields = split_record(await app.redis.hget(qk.jobs, job_id))[0]
+    await app.redis.hset(qk.jobs, job_id, fields + b"\0" + data)
+    await app.redis.hdel(qk.payloads, job_id)
 
 
 async def expire_lease(app: App, queue: str, job_id: str) -> None:

@@ -13,6 +13,7 @@ import redis as redis_sync
 
 from leasequeue import App, ConfigError, Context, JobRequest, StoreSettings, fixed
 from leasequeue.cli import main
+from leasequeue.store.record import split_record
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import eventually, expire_lease, worker_running
 from tests.test_cli import _restore_logging  # noqa: F401 (autouse: main() sets up logging)
@@ -95,7 +96,7 @@ async def test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty(
     if url.startswith("redis"):
         raw = redis_sync.Redis.from_url(url)
         for job_id in ("k1", "k2", "k3"):
-            stored = raw.hget(app.keys("default").payloads, job_id)
+            stored = split_record(raw.hget(app.keys("default").jobs, job_id))[1]
             assert stored is not None and stored[2:3] == b"\xa0", stored  # msgpack ''
         raw.close()
     for job_id, corr in want.items():

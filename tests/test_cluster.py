@@ -142,6 +142,8 @@ async def test_every_key_of_a_queue_is_in_one_slot(redis_cluster: RedisCluster) 
             assert {node.command("CLUSTER", "KEYSLOT", k) for k in qk.all()} == {slot}
             await a.enqueue("j", queue=queue, job_id="a")
             await a.enqueue("j", queue=queue, job_id="b", delay=60)
+            # over 1,024 bytes: a payload kept in the payloads hash, not in its record
+            await a.enqueue("j", {"s": "x" * 2000}, queue=queue, job_id="c", delay=60)
             job = (await a.scripts.claim(qk, 1, 30_000, "w1", START_ALL, new_claim_id())).jobs[0]
             assert await a.scripts.ack(qk, "succeeded", 60_000,
                                        [(job.id, job.token, b"", "")]) == [1]

@@ -27,6 +27,7 @@ from leasequeue.errors import (
 from leasequeue.hooks import EnqueueInfo
 from leasequeue.models import NewJob
 from leasequeue.store.keys import QueueKeys
+from leasequeue.store.record import split_record
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tcp_proxy import TcpProxy
 from tests.helpers import eventually
@@ -178,7 +179,8 @@ async def test_redis_down_fails_every_caller_and_writes_nothing_by_halves(
                 proxy.cut()
         assert len(ended) == N and all(isinstance(e, RedisUnavailable) for e in ended), ended
         records = {k.decode() for k in r.hkeys(qk.jobs)}
-        payloads = {k.decode() for k in r.hkeys(qk.payloads)}
+        payloads = {k.decode() for k, v in r.hgetall(qk.jobs).items()
+                    if split_record(v)[1] is not None}  # inside the record
         ready = {k.decode() for k in r.zrange(qk.ready, 0, -1)}
         assert records == payloads == ready  # no job is there by halves
         assert set(told) | {"warm"} <= records
@@ -338,7 +340,8 @@ async def test_concurrent_enqueues_to_a_sharded_queue_route_per_job_and_call_hoo
             assert isinstance(reply, EnqueuedJob) and reply.id == f"s{i}", reply
             assert seen[reply.id] == reply
             qk = app.producer.keys_for("default", reply.id)
-            envelope = decode_envelope(sync_redis.hget(qk.payloads, reply.id) or b"", reply.id)
+            envelope = decode_envelope(split_record(sync_redis.hget(qk.jobs, reply.id))[1] or b"",
+                                       reply.id)
             assert envelope.kwargs == {"i": i} and envelope.headers == {"tag": reply.id}
         counts = [sync_redis.hlen(app.keys(f"default#{k}").jobs) for k in range(4)]
         assert sum(counts) == N + 1 and all(counts), counts

@@ -10,6 +10,7 @@ import pytest
 
 from leasequeue import App, Context, JobRequest
 from leasequeue.app import UNSET_BUDGET
+from leasequeue.store.record import split_record
 
 pytestmark = pytest.mark.anyio
 
@@ -20,7 +21,8 @@ async def stored_budgets(app: App, job_id: str, queue: str = Q) -> tuple[int, in
     """max_attempts and max_infra as the job record in Redis holds them."""
     raw = await app.redis.hget(app.keys(queue).jobs, job_id)
     assert raw is not None
-    fields = raw.decode().split("|")  # version|state|token|attempt|work|infra|max|max_infra|...
+    # version|state|token|attempt|work|infra|max|max_infra|...
+    fields = split_record(raw)[0].decode().split("|")
     return int(fields[6]), int(fields[7])
 
 

@@ -396,21 +396,33 @@ LEASED_RECORDS = [  # (record as stored, start now)
 ]
 
 
+# a payload kept inside the record, after a NUL, made of the record's separators
+INLINE_PAYLOAD = "p|a\x00y|"
+
+
 @pytest.mark.anyio
+@pytest.mark.parametrize("inline", [False, True], ids=["payload-in-hash", "payload-inside"])
 @pytest.mark.parametrize("raw, start_now", LEASED_RECORDS)
 async def test_a_lease_writes_what_encode_meta_writes(real_app: App, sync_redis: Any, raw: str,
-                                                      start_now: bool) -> None:
+                                                      start_now: bool, inline: bool) -> None:
     """claim.lua leases a queued record of version 2 or 3 from its text
     (LEASE_PATTERN), not through parse_meta and encode_meta: the record it
     writes must be the one encode_meta writes for the same lease, field by
-    field, and the claim's reply must carry the record's values."""
+    field, and the claim's reply must carry the record's values and its
+    payload, from inside the record or from the payloads hash."""
     qk = real_app.keys("default")
+    envelope = b"\x94\x01\xa0\xa0\x80"
+    if inline:
+        raw += "\x00" + INLINE_PAYLOAD
+    else:
+        await real_app.redis.hset(qk.payloads, "j", envelope)
     await real_app.redis.hset(qk.jobs, "j", raw)
-    await real_app.redis.hset(qk.payloads, "j", b"\x94\x01\xa0\xa0\x80")
     await real_app.redis.zadd(qk.ready, {"j": 1})
     batch = await real_app.scripts.claim(qk, 1, 30_000, "w-new", int(start_now), "c1")
     (job,) = batch.jobs
-    written = (await real_app.redis.hget(qk.jobs, "j")).decode()
+    assert job.payload == (INLINE_PAYLOAD.encode() if inline else envelope)
+    stored = (await real_app.redis.hget(qk.jobs, "j")).decode()
+    written = stored.split("\x00", 1)[0]  # the fields
     lib = (LUA / "_lib.lua").read_text()
     snippet = """
 local m = parse_meta(ARGV[1])
@@ -423,9 +435,10 @@ else
 end
 return encode_meta(m)
 """
-    expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, written,
+    expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, stored,
                                int(start_now)).decode()
-    assert written == expected
+    assert stored == expected
+    assert stored == written + ("\x00" + INLINE_PAYLOAD if inline else "")
     fields = dict(zip(("version", *RECORD_FIELDS), written.split("|"), strict=False))
     assert int(fields["token"]) == job.token > int(raw.split("|")[2])
     assert (job.attempt, job.started) == (int(fields["attempt"]), start_now)
@@ -453,15 +466,19 @@ FINISHED_RECORDS = [  # (a leased record as stored, the ack's outcome)
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("inline", [False, True], ids=["payload-in-hash", "payload-inside"])
 @pytest.mark.parametrize("raw, outcome", FINISHED_RECORDS)
 async def test_an_ack_writes_what_encode_meta_writes(real_app: App, sync_redis: Any, raw: str,
-                                                     outcome: str) -> None:
+                                                     outcome: str, inline: bool) -> None:
     """ack.lua finishes a leased record of version 2 or 3 from its text
     (FINISH_PATTERN), not through parse_meta and encode_meta: the record it
     writes must be the one encode_meta writes for the same finish. A token
-    other than the record's is refused and changes nothing."""
+    other than the record's is refused and changes nothing. A payload inside
+    the record stays there, whole."""
     qk = real_app.keys("default")
     token = int(raw.split("|")[2])
+    if inline:
+        raw += "\x00" + INLINE_PAYLOAD
     await real_app.redis.hset(qk.jobs, "j", raw)
     await real_app.redis.zadd(qk.leases, {"j": 1})
     assert await real_app.scripts.ack(qk, outcome, 60_000, [("j", token + 1, b"", "")]) == [
@@ -483,6 +500,7 @@ return encode_meta(m)
     expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, written,
                                outcome).decode()
     assert written == expected
+    assert written.endswith("\x00" + INLINE_PAYLOAD) == inline
     assert await real_app.redis.hget(qk.results, "j") == b"r"
     assert await real_app.redis.zscore(qk.leases, "j") is None
     assert await real_app.redis.zscore(qk.done, "j") is not None

@@ -26,7 +26,7 @@ from leasequeue import App, Context, JobRequest
 from leasequeue.errors import MalformedJob
 from leasequeue.store.record import parse_record
 from tests.harness.redis_proc import env_with_path
-from tests.helpers import eventually, make_due, worker_running
+from tests.helpers import eventually, make_due, plant_payload, worker_running
 
 pytestmark = pytest.mark.anyio
 
@@ -106,7 +106,7 @@ async def test_bad_payload_is_dead_not_retried(real_app: App) -> None:
     app = real_app
     ran = register_ok(app)
     await app.enqueue_many([JobRequest("ok", {"i": i}, job_id=f"b{i}") for i in range(3)])
-    await app.redis.hset(app.keys(Q).payloads, "b1", b"\xc1 not msgpack")
+    await plant_payload(app, app.keys(Q), "b1", b"\xc1 not msgpack")
     async with worker_running(app):
         await eventually(lambda: _count_is(app.redis.zcard(app.keys(Q).dead), 1),
                          what="b1 to be dead")

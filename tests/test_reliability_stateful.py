@@ -36,7 +36,7 @@ from hypothesis.stateful import (
 from leasequeue import App
 from leasequeue.errors import JobNotFound
 from leasequeue.store.connection import _MEMORY_SERVERS
-from leasequeue.store.record import parse_record
+from leasequeue.store.record import parse_record, split_record
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import (
     DEFAULT_BUDGET,
@@ -318,6 +318,7 @@ class QueueMachine(RuleBasedStateMachine):
         for name in ("payloads", "errors", "results"):
             members = await r.hkeys(getattr(qk, name))
             out[name] = {x.decode() for x in members}
+        out["payloads"] |= {k.decode() for k, v in raw.items() if split_record(v)[1] is not None}
         out["stats"] = await self.app.stats(Q)
         return out
 

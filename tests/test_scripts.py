@@ -9,7 +9,7 @@ import pytest
 from leasequeue import App, JobRequest
 from leasequeue.errors import MalformedJob
 from leasequeue.models import NewJob
-from leasequeue.store.record import RECORD_FIELDS
+from leasequeue.store.record import RECORD_FIELDS, split_record
 from leasequeue.store.scripts import enqueue_args
 from tests.helpers import (
     DEFAULT_BUDGET,
@@ -20,6 +20,7 @@ from tests.helpers import (
     make_due,
     new_claim_id,
     server_ms,
+    stored_payloads,
 )
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +79,7 @@ async def test_one_job_and_a_batch_write_the_same_job(
     assert [a - b for a, b in zip(after_batch, after_one, strict=True)] == [2, 2, 2]
 
     now = await server_ms(app)
-    one, b1, b2 = (str(r, "utf-8").split("|") for r in
+    one, b1, b2 = (str(split_record(r)[0], "utf-8").split("|") for r in
                    await app.redis.hmget(qk.jobs, ["one", "b1", "b2"]))
     seq, enq, ready, due = (RECORD_FIELDS.index(f) + 1 for f in
                             ("seq", "enq_ms", "ready_ms", "due_ms"))  # + 1: the version first
@@ -92,8 +93,10 @@ async def test_one_job_and_a_batch_write_the_same_job(
         record[seq] = record[enq] = record[ready] = record[due] = "-"
     assert one == b1  # version, state, budgets, prio, name, grp: all alike
     assert one[0] == ("3" if grp else "2") and one[-1] == (grp or "")
-    payloads = await app.redis.hmget(qk.payloads, ["one", "b1"])
-    assert payloads[0] == payloads[1] == b"\x94\x01\xa0\xa0\x80"
+    # both paths keep a small payload inside the record, none in the payloads hash
+    assert [split_record(r)[1] for r in await app.redis.hmget(qk.jobs, ["one", "b1"])] == \
+        [b"\x94\x01\xa0\xa0\x80"] * 2
+    assert await app.redis.hlen(qk.payloads) == 0
     where = qk.scheduled if delay_ms else qk.ready
     # FIFO within one priority across the two paths, each score as the batch's
     members = await app.redis.zrange(where, 0, -1, withscores=True)
@@ -305,7 +308,7 @@ async def test_expire_leaves_a_live_record_alone(app: App) -> None:
     assert await app.redis.zcard(qk.done) == 0
     assert (await app.get_job("q")).state == "queued"
     assert (await app.get_job(leased.id)).state == "leased"
-    assert await app.redis.hlen(qk.payloads) == 2
+    assert None not in await stored_payloads(app, qk, ["l", "q"])
     assert [j.id for j in (await claim(app)).jobs] == ["q"]
 
 

@@ -25,7 +25,7 @@ from leasequeue.codec import (
     within_depth,
 )
 from leasequeue.errors import PayloadNotSerializable
-from tests.helpers import eventually, worker_running
+from tests.helpers import eventually, plant_payload, worker_running
 
 pytestmark = pytest.mark.anyio
 
@@ -101,9 +101,8 @@ async def test_worker_dead_letters_hostile_payloads_and_runs_the_rest(real_app: 
 
     await app.enqueue_many([JobRequest("ok", {"i": i}, job_id=f"ok{i}") for i in range(10)])
     await app.enqueue_many([JobRequest("ok", {"i": -1}, job_id=name) for name in HOSTILE])
-    payloads = app.keys(Q).payloads
     for name, data in HOSTILE.items():
-        await app.redis.hset(payloads, name, data)
+        await plant_payload(app, app.keys(Q), name, data)
     async with worker_running(app):
         await eventually(lambda: _dead_count(app, len(HOSTILE)), limit=30,
                          what="every hostile job to be dead")

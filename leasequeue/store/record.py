@@ -30,10 +30,25 @@ ERROR_RS, ERROR_US = "\x1e", "\x1f"
 MAX_ERROR_TEXT = 4000
 
 
+def record_text(value: str) -> str:
+    """Free text bound for a record field (a dead reason, which a handler's
+    PermanentError subclass names): no '|', which separates the fields, and
+    no NUL, which starts the payload kept inside the record."""
+    return value.replace("|", "/").replace("\0", "")
+
+
+def split_record(raw: bytes) -> tuple[bytes, bytes | None]:
+    """A stored record's fields and the payload kept inside it, after a NUL
+    (None: the payload is in the payloads hash; see split_record in lua/_lib.lua)."""
+    fields, nul, payload = raw.partition(b"\0")
+    return fields, payload if nul else None
+
+
 def parse_record(raw: bytes) -> dict[str, Any]:
     """The '|'-joined job record (see lua/_lib.lua), version 2, 3 or 1, as a
-    dict with every RECORD_FIELDS_V3 name; ValueError if malformed."""
-    parts = raw.decode().split("|")
+    dict with every RECORD_FIELDS_V3 name; ValueError if malformed. A payload
+    inside it is left out (split_record reads it)."""
+    parts = split_record(raw)[0].decode().split("|")
     version = parts[0]
     fields = {"2": RECORD_FIELDS, "3": RECORD_FIELDS_V3, "1": RECORD_FIELDS_V1}.get(version)
     if fields is None or len(parts) != len(fields) + 1 or (version == "3" and not parts[-1]):
@@ -91,14 +106,17 @@ def parse_logs(raw: bytes | None) -> list[RunLog]:
 def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float | None,
                   envelope: bytes | None, error: bytes | None) -> JobRecord | None:
     """Decode a job from its record, payload envelope and error history; raise
-    MalformedJob when the record or the envelope cannot be decoded."""
+    MalformedJob when the record or the envelope cannot be decoded. A payload
+    inside the record is the job's; ``envelope`` (the payloads hash's entry)
+    is read only for a record without one."""
     if raw is None:
         return None
     try:
         m = parse_record(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJob(f"job {job_id} in queue {queue}: record is malformed ({exc})") from exc
-    env = codec.decode_envelope(envelope or b"", job_id)
+    inline = split_record(raw)[1]
+    env = codec.decode_envelope(inline if inline is not None else envelope or b"", job_id)
     errors = parse_errors(error)
 
     def instant(name: str) -> int | None:

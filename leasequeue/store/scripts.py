@@ -25,7 +25,7 @@ from .connection import is_cluster
 from .direct import Lane, run_and_wait
 from .keys import BreakerKeys, LimiterKeys, QueueKeys, RateKeys, ResourceKeys, SchedulesKeys
 from .loader import READ_ONLY, script_source
-from .record import error_text, text
+from .record import error_text, record_text, text
 from .settings import StoreSettings
 from .specs import (
     SPECS,
@@ -292,7 +292,7 @@ class Scripts:
         s = self.settings
         r = await self.run(
             "fail", qk,
-            [job_id, token, kind, reason, error_text(error), delay_ms, s.events_maxlen,
+            [job_id, token, kind, record_text(reason), error_text(error), delay_ms, s.events_maxlen,
              s.letters_maxlen, s.retention_ms, max_attempts, max_infra, s.dead_max,
              s.dead_retention_ms, logs],
         )

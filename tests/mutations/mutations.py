@@ -22,6 +22,7 @@ class Mutation:
 
 SCRIPTS = "tests/test_scripts.py"
 STORE = "tests/test_store_v2.py"
+INLINE = "tests/test_inline_payload.py"
 RUNTIME = "tests/test_runtime.py"
 LIMITS = "tests/test_limits.py"
 KIT = "tests/test_kit.py"
@@ -141,8 +142,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lease-text-ignores-park", "lua/claim.lua",
-        "        v = grp and not park_of(parks, parked_key, grp, now_us) and v\n",
-        "        v = grp and v\n",
+        "        v = grp and after ~= '|' and not park_of(parks, parked_key, grp, now_us) and v\n",
+        "        v = grp and after ~= '|' and v\n",
         "claim.lua's lease from the record's text leases a job whose rate group is parked",
         ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
     ),
@@ -165,8 +166,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-one-overwrites", "lua/enqueue.lua",
-        "  if redis.call('HSETNX', jobs_key, id, head .. int(seq) .. tail) == 0 then\n",
-        "  if redis.call('HSET', jobs_key, id, head .. int(seq) .. tail) == 0 then\n",
+        "  if redis.call('HSETNX', jobs_key, id, record) == 0 then\n",
+        "  if redis.call('HSET', jobs_key, id, record) == 0 then\n",
         "enqueue.lua's one-job path writes its record over a job that exists under the "
         "same id (and still answers 'existed')",
         (f"{SCRIPTS}::test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_"
@@ -612,8 +613,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "audit-origin-is-the-holder", "lua/cancel.lua",
-        "'operator:cancel', payloads_key)\n  finish(",
-        "'worker:' .. meta.worker, payloads_key)\n  finish(",
+        "'operator:cancel', where)\n  finish(",
+        "'worker:' .. meta.worker, where)\n  finish(",
         "a canceled job's audit entry names its last worker, not the operator",
         ("tests/test_audit.py::test_each_entry_says_who_and_carries_the_correlation_id",),
     ),
@@ -661,8 +662,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-run-reads-wrong-payload", "lua/enqueue.lua",
-        "      payloads[w] = ARGV[i + 1]\n",
-        "      payloads[w] = ARGV[run + RUN_HEAD + 1]\n",
+        "      local payload = ARGV[i + 1]\n",
+        "      local payload = ARGV[run + RUN_HEAD + 1]\n",
         "enqueue.lua stores the first payload of a run for every job of it",
         (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",),
     ),
@@ -798,7 +799,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ID_BYTES = 16  # random bytes",
         "a producer's job ids are 32 hex characters: each of a job's three copies of "
         "its id takes a 48-byte allocation in Redis, not 32",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis",),
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
@@ -806,15 +807,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         "prepare(r, infos, fresh[0:width], routes)",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis",),
     ),
     Mutation(
         "corr-stored-in-full", "leasequeue/producer.py",
         '"" if corr == job_id else corr,',
         "corr or job_id,",
         "the payload repeats the job's id as its correlation id (32 bytes a job more)",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_380_bytes_in_redis",
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis",
          "tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty"),
+    ),
+    Mutation(
+        "payload-inline-unbounded", "lua/enqueue.lua",
+        "  local inline = #payload <= INLINE_MAX\n",
+        "  local inline = true\n",
+        "a one-job enqueue keeps a payload of any size inside the record, which every "
+        "claim, renewal and ack then copies",
+        (f"{INLINE}::test_a_payload_up_to_1024_bytes_is_in_its_record_a_larger_one_beside_it",),
+    ),
+    Mutation(
+        "encode-meta-drops-payload", "lua/_lib.lua",
+        "  if m.payload then\n    tail = tail .. '\\0' .. m.payload\n  end\n",
+        "",
+        "a record re-encoded from its fields (a failure, a retry, a reap) loses the "
+        "payload kept inside it",
+        (f"{INLINE}::test_a_payload_holding_bars_and_nuls_survives_every_rewrite",),
+    ),
+    Mutation(
+        "claim-skips-inline-payload", "lua/claim.lua",
+        "      payloads[i] = string.sub(raw, cut + 1)\n",
+        "      payloads[i] = nil\n",
+        "a claim hands out the payloads hash's entry only: a job whose payload is inside "
+        "its record runs with none",
+        (f"{INLINE}::test_a_payload_up_to_1024_bytes_is_in_its_record_a_larger_one_beside_it",),
+    ),
+    Mutation(
+        "record-parse-keeps-payload", "leasequeue/store/record.py",
+        "    parts = split_record(raw)[0].decode().split(\"|\")\n",
+        "    parts = raw.decode().split(\"|\")\n",
+        "Python reads the payload inside a record as part of its last field: get_job, "
+        "listings and the dashboard call the job malformed",
+        (f"{INLINE}::test_a_payload_holding_bars_and_nuls_survives_every_rewrite",),
     ),
     Mutation(
         "corr-empty-read-as-empty", "leasequeue/codec.py",
