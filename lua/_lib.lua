@@ -37,24 +37,31 @@
 
 local PRIO_OFFSET = 32767
 
+local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
+
 -- A payload of at most INLINE_MAX bytes is kept inside its job's record, after
--- a NUL: one hash entry and one copy of the id less per job than an entry of
--- its own in the payloads hash (benchmarks/layout_memory.py). No record field
--- holds a NUL (names, workers and groups are validated in Python, reasons
--- cleaned: scripts.py), so the first NUL ends the fields. Every rewrite of the
--- record copies the payload with it, hence the bound: a larger payload stays in
--- the payloads hash, as did every payload written before (both are read).
+-- PAYLOAD_MARK ('|' and a NUL): one hash entry and one copy of the id less per
+-- job than an entry of its own in the payloads hash (benchmarks/footprint.py).
+-- No record field holds a NUL (names, workers and groups are validated in
+-- Python, reasons cleaned: record.py record_text), so the first mark ends the
+-- fields. Its '|' makes the record a field longer than any pattern of the code
+-- before reads, so that code finds the record malformed (and buries it
+-- untouched) instead of taking the NUL and the payload for its last field.
+-- Every rewrite of the record copies the payload with it, hence the bound: a
+-- larger payload stays in the payloads hash, as did every payload written
+-- before (both are read).
 local INLINE_MAX = 1024
+local PAYLOAD_MARK = '|\0'
 
 -- a record's fields and its inline payload (nil: none, it is in the payloads hash)
 local function split_record(raw)
-  local cut = string.find(raw, '\0', 1, true)
+  local cut = string.find(raw, PAYLOAD_MARK, 1, true)
   if cut then
-    return string.sub(raw, 1, cut - 1), string.sub(raw, cut + 1)
+    return string.sub(raw, 1, cut - 1), string.sub(raw, cut + 2)
   end
   return raw, nil
 end
-local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
+
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -172,7 +179,7 @@ local function encode_meta(m)
     head, tail = '3|', '|' .. m.grp
   end
   if m.payload then
-    tail = tail .. '\0' .. m.payload
+    tail = tail .. PAYLOAD_MARK .. m.payload
   end
   return head .. m.state .. '|' .. str(m.token) .. '|' .. str(m.attempt) .. '|' ..
          str(m.work_fail) .. '|' .. str(m.infra_fail) .. '|' .. str(m.max_attempts) .. '|' ..

@@ -67,10 +67,11 @@ for i, id in ipairs(ids) do
     if tok ~= ARGV[base + 1] then
       v = nil  -- another token (or the same one written otherwise): the general path decides
     elseif v == '2' then  -- the tail: as in claim.lua
-      v = string.match(tail, '^[^|%z]*(.?)') ~= '|' and v  -- no park group after the reason
+      local rest = string.match(tail, '^[^|]*(.?.?)')  -- no park group after the reason
+      v = (rest == '' or rest == PAYLOAD_MARK) and v
     elseif v then
-      local after = string.match(tail, '^[^|%z]*|[^|%z]+(.?)')
-      v = after and after ~= '|' and v
+      local rest = string.match(tail, '^[^|]*|[^|]+(.?.?)')
+      v = (rest == '' or rest == PAYLOAD_MARK) and v
     end
   end
   -- by: the finishing run's worker, when this id finishes; record: its

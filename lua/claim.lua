@@ -245,9 +245,9 @@ if count > 0 then
   -- those records only, from the payloads hash in one call
   local payloads, elsewhere, at = {}, {}, {}
   for i, raw in ipairs(raws) do
-    local cut = raw and string.find(raw, '\0', 1, true)
+    local cut = raw and string.find(raw, PAYLOAD_MARK, 1, true)
     if cut then
-      payloads[i] = string.sub(raw, cut + 1)
+      payloads[i] = string.sub(raw, cut + 2)
     elseif raw then
       elsewhere[#elsewhere + 1] = ids[i]
       at[#elsewhere] = i
@@ -287,13 +287,15 @@ if count > 0 then
     if raw then
       v, tok, att, wf, inf, ma, mi, cancel, prio_seq, enq, ready_due, end_ms, name, tail =
         string.match(raw, LEASE_PATTERN)
-      -- the tail: the reason, version 3's park group, then NUL and the payload
-      -- when it is inside the record
+      -- the tail: the reason, version 3's park group, then PAYLOAD_MARK and the
+      -- payload when it is inside the record (rest: '' or the mark)
       if v == '2' then
-        v = string.match(tail, '^[^|%z]*(.?)') ~= '|' and v  -- no park group after the reason
+        local rest = string.match(tail, '^[^|]*(.?.?)')  -- no park group after the reason
+        v = (rest == '' or rest == PAYLOAD_MARK) and v
       elseif v then
-        local grp, after = string.match(tail, '^[^|%z]*|([^|%z]+)(.?)')
-        v = grp and after ~= '|' and not park_of(parks, parked_key, grp, now_us) and v
+        local grp, rest = string.match(tail, '^[^|]*|([^|]+)(.?.?)')
+        v = grp and (rest == '' or rest == PAYLOAD_MARK) and
+            not park_of(parks, parked_key, grp, now_us) and v
       end
     end
     local record  -- the leased record, when this id is leased

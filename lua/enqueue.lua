@@ -49,7 +49,7 @@ if #ARGV == 3 + RUN_HEAD + 2 then
   local inline = #payload <= INLINE_MAX
   local record = head .. int(seq) .. tail
   if inline then
-    record = record .. '\0' .. payload
+    record = record .. PAYLOAD_MARK .. payload
   end
   if redis.call('HSETNX', jobs_key, id, record) == 0 then
     local meta = parse_meta(redis.call('HGET', jobs_key, id))
@@ -152,7 +152,7 @@ for _, run in ipairs(runs) do
       records[w - 1] = id
       local payload = ARGV[i + 1]
       if #payload <= INLINE_MAX then  -- inside the record (_lib.lua, split_record)
-        records[w] = head .. int(seq) .. tail .. '\0' .. payload
+        records[w] = head .. int(seq) .. tail .. PAYLOAD_MARK .. payload
       else
         records[w] = head .. int(seq) .. tail
         p = p + 2

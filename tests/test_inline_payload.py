@@ -1,5 +1,5 @@
-"""A payload of at most 1024 bytes lives inside its job's record, after a NUL
-(lua/_lib.lua, split_record); a larger one, and every payload of a job
+"""A payload of at most 1024 bytes lives inside its job's record, after '|'
+and a NUL (lua/_lib.lua, split_record); a larger one, and every payload of a job
 enqueued before payloads moved into the record, stays in the payloads hash.
 Each test runs on the real server and on memory://, and checks where the
 payload is stored and that every reader (claim, get_job, the audit trail)
@@ -7,11 +7,14 @@ gets it whole through every rewrite of the record."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 
 from leasequeue import App, JobRequest, codec
 from leasequeue.models import ClaimedJob, NewJob
+from leasequeue.store.loader import lib_for, lua_dir
 from leasequeue.store.record import parse_record, split_record
 from tests.helpers import START_ALL, fail_job, make_due, new_claim_id, stored_payloads
 
@@ -143,3 +146,36 @@ async def test_a_dead_reason_holding_a_bar_or_a_nul_is_cleaned_not_stored(app: A
     await fail_job(app, qk, job.id, leased[0].token, "dead", "bad|reason\x00here", "boom", 0)
     rec = await app.get_job("d")
     assert (rec.state, rec.reason, rec.payload) == ("dead", "bad/reasonhere", {"a": 1})
+
+
+@pytest.mark.parametrize("grp", ["", "t:9"])
+async def test_the_code_before_reads_a_record_with_its_payload_inside_as_malformed(
+        real_app: App, sync_redis: Any, grp: str) -> None:
+    """A worker of the code before meets such a record in a rolling upgrade:
+    its patterns (the RECORD_PATTERN, RECORD_PATTERN_V3 and LEASE_PATTERN of
+    lua/_lib.lua, unchanged since) and Python's field count must all refuse
+    it, so it is buried untouched, never run without its payload. The mark's
+    '|' is what makes them refuse: with a bare NUL the payload would match
+    as the last field."""
+    app = real_app
+    qk = app.keys(Q)
+    env = codec.encode_envelope({"a": 1}, "", "")
+    assert b"|" not in env  # the case a bare NUL would let through
+    await app.scripts.enqueue(qk, [NewJob("j", "mail.send", env, 0, 0, 0, 0, grp)])
+    raw = await app.redis.hget(qk.jobs, "j")
+    fields, payload = split_record(raw)
+    assert payload == env
+    snippet = """
+local v2 = string.match(ARGV[1], RECORD_PATTERN)
+local v3 = string.match(ARGV[1], RECORD_PATTERN_V3)
+local lease, _, _, _, _, _, _, _, _, _, _, _, _, tail = string.match(ARGV[1], LEASE_PATTERN)
+local old_fast_path = lease == '2' and not string.find(tail, '|', 1, true) or
+                      lease == '3' and string.match(tail, '^[^|]*|[^|]+$') ~= nil
+return {v2 and 1 or 0, v3 and 1 or 0, old_fast_path and 1 or 0}
+"""
+    lib = (lua_dir() / "_lib.lua").read_text()
+    script = lib_for(snippet, lib) + "\n" + snippet
+    assert sync_redis.eval(script, 0, raw) == [0, 0, 0]
+    assert sync_redis.eval(script, 0, fields) == ([1, 0, 1] if not grp else [0, 1, 1])
+    # Python before: the fields counted by splitting the whole value on '|'
+    assert len(fields.decode().split("|")) < len(raw.decode(errors="replace").split("|"))

@@ -413,7 +413,7 @@ async def test_a_lease_writes_what_encode_meta_writes(real_app: App, sync_redis:
     qk = real_app.keys("default")
     envelope = b"\x94\x01\xa0\xa0\x80"
     if inline:
-        raw += "\x00" + INLINE_PAYLOAD
+        raw += "|\x00" + INLINE_PAYLOAD
     else:
         await real_app.redis.hset(qk.payloads, "j", envelope)
     await real_app.redis.hset(qk.jobs, "j", raw)
@@ -422,7 +422,7 @@ async def test_a_lease_writes_what_encode_meta_writes(real_app: App, sync_redis:
     (job,) = batch.jobs
     assert job.payload == (INLINE_PAYLOAD.encode() if inline else envelope)
     stored = (await real_app.redis.hget(qk.jobs, "j")).decode()
-    written = stored.split("\x00", 1)[0]  # the fields
+    written = stored.split("|\x00", 1)[0]  # the fields
     lib = (LUA / "_lib.lua").read_text()
     snippet = """
 local m = parse_meta(ARGV[1])
@@ -438,7 +438,7 @@ return encode_meta(m)
     expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, stored,
                                int(start_now)).decode()
     assert stored == expected
-    assert stored == written + ("\x00" + INLINE_PAYLOAD if inline else "")
+    assert stored == written + ("|\x00" + INLINE_PAYLOAD if inline else "")
     fields = dict(zip(("version", *RECORD_FIELDS), written.split("|"), strict=False))
     assert int(fields["token"]) == job.token > int(raw.split("|")[2])
     assert (job.attempt, job.started) == (int(fields["attempt"]), start_now)
@@ -478,7 +478,7 @@ async def test_an_ack_writes_what_encode_meta_writes(real_app: App, sync_redis: 
     qk = real_app.keys("default")
     token = int(raw.split("|")[2])
     if inline:
-        raw += "\x00" + INLINE_PAYLOAD
+        raw += "|\x00" + INLINE_PAYLOAD
     await real_app.redis.hset(qk.jobs, "j", raw)
     await real_app.redis.zadd(qk.leases, {"j": 1})
     assert await real_app.scripts.ack(qk, outcome, 60_000, [("j", token + 1, b"", "")]) == [
@@ -500,7 +500,7 @@ return encode_meta(m)
     expected = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0, raw, written,
                                outcome).decode()
     assert written == expected
-    assert written.endswith("\x00" + INLINE_PAYLOAD) == inline
+    assert written.endswith("|\x00" + INLINE_PAYLOAD) == inline
     assert await real_app.redis.hget(qk.results, "j") == b"r"
     assert await real_app.redis.zscore(qk.leases, "j") is None
     assert await real_app.redis.zscore(qk.done, "j") is not None

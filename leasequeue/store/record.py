@@ -38,10 +38,11 @@ def record_text(value: str) -> str:
 
 
 def split_record(raw: bytes) -> tuple[bytes, bytes | None]:
-    """A stored record's fields and the payload kept inside it, after a NUL
-    (None: the payload is in the payloads hash; see split_record in lua/_lib.lua)."""
-    fields, nul, payload = raw.partition(b"\0")
-    return fields, payload if nul else None
+    """A stored record's fields and the payload kept inside it, after '|' and
+    a NUL (None: the payload is in the payloads hash; see split_record in
+    lua/_lib.lua)."""
+    fields, mark, payload = raw.partition(b"|\0")
+    return fields, payload if mark else None
 
 
 def parse_record(raw: bytes) -> dict[str, Any]:

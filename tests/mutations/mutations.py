@@ -142,8 +142,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lease-text-ignores-park", "lua/claim.lua",
-        "        v = grp and after ~= '|' and not park_of(parks, parked_key, grp, now_us) and v\n",
-        "        v = grp and after ~= '|' and v\n",
+        "            not park_of(parks, parked_key, grp, now_us) and v\n",
+        "            v\n",
         "claim.lua's lease from the record's text leases a job whose rate group is parked",
         ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
     ),
@@ -827,15 +827,24 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "encode-meta-drops-payload", "lua/_lib.lua",
-        "  if m.payload then\n    tail = tail .. '\\0' .. m.payload\n  end\n",
+        "  if m.payload then\n    tail = tail .. PAYLOAD_MARK .. m.payload\n  end\n",
         "",
         "a record re-encoded from its fields (a failure, a retry, a reap) loses the "
         "payload kept inside it",
         (f"{INLINE}::test_a_payload_holding_bars_and_nuls_survives_every_rewrite",),
     ),
     Mutation(
+        "payload-mark-bare-nul", "lua/_lib.lua",
+        "local PAYLOAD_MARK = '|\\0'\n",
+        "local PAYLOAD_MARK = '\\0'\n",
+        "the payload follows the fields after a bare NUL: the code before reads a payload "
+        "without '|' as the record's last field and runs the job without it",
+        (f"{INLINE}::test_the_code_before_reads_a_record_with_its_payload_inside_as_"
+         "malformed",),
+    ),
+    Mutation(
         "claim-skips-inline-payload", "lua/claim.lua",
-        "      payloads[i] = string.sub(raw, cut + 1)\n",
+        "      payloads[i] = string.sub(raw, cut + 2)\n",
         "      payloads[i] = nil\n",
         "a claim hands out the payloads hash's entry only: a job whose payload is inside "
         "its record runs with none",
