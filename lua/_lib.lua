@@ -53,11 +53,14 @@ local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
 local INLINE_MAX = 1024
 local PAYLOAD_MARK = '|\0'
 
--- a record's fields and its inline payload (nil: none, it is in the payloads hash)
+-- a record's fields and its inline payload (nil: none, it is in the payloads
+-- hash). The first NUL is the mark's (found with one memchr: a find of the
+-- two-byte mark stops at every '|'); one without the '|' before it is no mark,
+-- and the fields' patterns then find the record malformed.
 local function split_record(raw)
-  local cut = string.find(raw, PAYLOAD_MARK, 1, true)
-  if cut then
-    return string.sub(raw, 1, cut - 1), string.sub(raw, cut + 2)
+  local nul = string.find(raw, '\0', 1, true)
+  if nul and string.byte(raw, nul - 1) == 124 then  -- '|'
+    return string.sub(raw, 1, nul - 2), string.sub(raw, nul + 1)
   end
   return raw, nil
 end
@@ -272,11 +275,12 @@ end
 -- append to the capped audit stream; maxlen 0 turns the trail off. Each
 -- entry says who (`by`: worker:<id>, reaper, producer, schedule:<name>,
 -- operator:<command>) and carries the job's correlation id, read from its
--- payload (where = {jobs_key, payloads_key}: payload_of) or given (corr).
-local function emit(events_key, maxlen, id, event, detail, by, where, corr)
+-- payload (inside its record in jobs_key, else in payloads_key: payload_of)
+-- or given (corr).
+local function emit(events_key, maxlen, id, event, detail, by, jobs_key, payloads_key, corr)
   if maxlen > 0 then
     if corr == nil then
-      corr = where and envelope_corr(payload_of(where[1], where[2], id), id) or ''
+      corr = jobs_key and envelope_corr(payload_of(jobs_key, payloads_key, id), id) or ''
     end
     redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*',
                'job', id, 'event', event, 'detail', detail or '', 'corr', corr,

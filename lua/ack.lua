@@ -27,7 +27,6 @@ local CODE_REFUSED, CODE_FINISHED = 0, 1
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local logs_key, waiting_key = KEYS[9], KEYS[10]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local events_maxlen = tonumber(ARGV[1])
 local audit_all = ARGV[2] == '1'
 local outcome, retention_ms = ARGV[3], tonumber(ARGV[4])
@@ -66,9 +65,9 @@ for i, id in ipairs(ids) do
     v, tok, att, budgets, started, middle, name, worker, tail = string.match(raw, FINISH_PATTERN)
     if tok ~= ARGV[base + 1] then
       v = nil  -- another token (or the same one written otherwise): the general path decides
-    elseif v == '2' then  -- the tail: as in claim.lua
-      local rest = string.match(tail, '^[^|]*(.?.?)')  -- no park group after the reason
-      v = (rest == '' or rest == PAYLOAD_MARK) and v
+    elseif v == '2' then  -- the tail: as in claim.lua (no '|' but the mark's)
+      local bar = string.find(tail, '|', 1, true)
+      v = (not bar or string.byte(tail, bar + 1) == 0) and v
     elseif v then
       local rest = string.match(tail, '^[^|]*|[^|]+(.?.?)')
       v = (rest == '' or rest == PAYLOAD_MARK) and v
@@ -111,7 +110,7 @@ for i, id in ipairs(ids) do
     finished_now[id] = true
     leases[#leases + 1] = id
     if audit_all or outcome ~= 'succeeded' then  -- before finish may forget the payload
-      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. by, where)
+      emit(events_key, events_maxlen, id, outcome, '', 'worker:' .. by, jobs_key, payloads_key)
     end
     if record then
       records[#records + 1] = id

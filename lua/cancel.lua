@@ -29,7 +29,6 @@ local jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3
 local ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, leases_key = KEYS[8], KEYS[9], KEYS[10]
 local logs_key, waiting_key = KEYS[11], KEYS[12]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local id, retention_ms, events_maxlen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local token = tonumber(ARGV[4])
 local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = errors_key,
@@ -54,7 +53,7 @@ if meta.state == 'queued' or meta.state == 'scheduled'
   redis.call('ZREM', scheduled_key, id)
   redis.call('ZREM', leases_key, id)
   emit(events_key, events_maxlen, id, 'canceled',
-       leased and 'by request, not started' or 'by request', 'operator:cancel', where)
+       leased and 'by request, not started' or 'by request', 'operator:cancel', jobs_key, payloads_key)
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
   signal(waiting_key, {id})
@@ -64,7 +63,7 @@ elseif leased then
     meta.cancel = 1
     save_meta(jobs_key, id, meta)
     emit(events_key, events_maxlen, id, 'cancel-requested', meta.worker or '',
-         'operator:cancel', where)
+         'operator:cancel', jobs_key, payloads_key)
   end
   return {CODE_CANCEL_REQUESTED, 'leased'}
 end

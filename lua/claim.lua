@@ -46,7 +46,6 @@ local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, token_key, paused_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local parked_key, claim_key = KEYS[12], KEYS[13]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
@@ -216,7 +215,8 @@ local function park_job(id, meta, park, records, later, audit)
   records[#records + 1] = id
   records[#records + 1] = encode_meta(meta)
   if audit then
-    emit(audit[1], audit[2], id, 'parked', 'rate group', audit[3], audit[4])
+    emit(audit[1], audit[2], id, 'parked', 'rate group', audit[3], audit[4],
+         audit[5])
   end
 end
 -- the fencing token of the next run leased by this call: the counter's next
@@ -233,7 +233,8 @@ local function fence(old, token, highest)
   return mine, token, highest
 end
 local parked, later = 0, {}
-local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, where}
+local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, jobs_key,
+                               payloads_key}
 if count > 0 then
   local popped = redis.call('ZPOPMIN', ready_key, ARGV[1])
   local ids = {}
@@ -245,9 +246,9 @@ if count > 0 then
   -- those records only, from the payloads hash in one call
   local payloads, elsewhere, at = {}, {}, {}
   for i, raw in ipairs(raws) do
-    local cut = raw and string.find(raw, PAYLOAD_MARK, 1, true)
-    if cut then
-      payloads[i] = string.sub(raw, cut + 2)
+    local nul = raw and string.find(raw, '\0', 1, true)  -- as split_record
+    if nul and string.byte(raw, nul - 1) == 124 then
+      payloads[i] = string.sub(raw, nul + 1)
     elseif raw then
       elsewhere[#elsewhere + 1] = ids[i]
       at[#elsewhere] = i
@@ -289,9 +290,9 @@ if count > 0 then
         string.match(raw, LEASE_PATTERN)
       -- the tail: the reason, version 3's park group, then PAYLOAD_MARK and the
       -- payload when it is inside the record (rest: '' or the mark)
-      if v == '2' then
-        local rest = string.match(tail, '^[^|]*(.?.?)')  -- no park group after the reason
-        v = (rest == '' or rest == PAYLOAD_MARK) and v
+      if v == '2' then  -- no park group after the reason: no '|' but the mark's
+        local bar = string.find(tail, '|', 1, true)
+        v = (not bar or string.byte(tail, bar + 1) == 0) and v
       elseif v then
         local grp, rest = string.match(tail, '^[^|]*|([^|]+)(.?.?)')
         v = grp and (rest == '' or rest == PAYLOAD_MARK) and
@@ -350,7 +351,7 @@ if count > 0 then
       leases[#leases + 1] = id
       if audit_all then
         emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
-             where)
+             jobs_key, payloads_key)
       end
     end
   end

@@ -64,7 +64,7 @@ if #ARGV == 3 + RUN_HEAD + 2 then
     redis.call('ZADD', scheduled_key, due_ms, id)
   end
   if audit_all then
-    emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil,
+    emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil, nil,
          envelope_corr(payload, id))
   end
   redis.call('HINCRBY', stats_key, 'enqueued', '1')
@@ -160,7 +160,7 @@ for _, run in ipairs(runs) do
         payloads[p] = payload
       end
       if audit_all then
-        emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil,
+        emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil, nil,
              envelope_corr(ARGV[i + 1], id))
       end
       fresh[id] = state

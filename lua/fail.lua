@@ -42,7 +42,6 @@ local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local logs_key, waiting_key = KEYS[14], KEYS[15]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local id, token, kind, reason = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local err, delay_ms = ARGV[5], tonumber(ARGV[6])
 local events_maxlen, letters_maxlen = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -90,7 +89,7 @@ meta.started = 0
 local code
 if tonumber(meta.cancel) == 1 and not dead_reason then
   emit(events_key, events_maxlen, id, 'canceled', 'after failure', 'worker:' .. meta.worker,
-       where)
+       jobs_key, payloads_key)
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
   signal(waiting_key, {id})
@@ -98,7 +97,7 @@ if tonumber(meta.cancel) == 1 and not dead_reason then
 elseif dead_reason then
   bury(meta, id, now, dead_reason, err, dead_key, letters_key, letters_maxlen, stats_key)
   emit(events_key, events_maxlen, id, 'dead', dead_reason, 'worker:' .. meta.worker,
-       where)
+       jobs_key, payloads_key)
   code = CODE_DEAD
 else
   if delay_ms <= 0 then
@@ -106,7 +105,7 @@ else
   end
   requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
   redis.call('HINCRBY', stats_key, 'retried', 1)
-  emit(events_key, events_maxlen, id, 'retried', kind, 'worker:' .. meta.worker, where)
+  emit(events_key, events_maxlen, id, 'retried', kind, 'worker:' .. meta.worker, jobs_key, payloads_key)
   wake(wake_key, 1, 1)
   code = CODE_RETRY
 end

@@ -41,7 +41,6 @@ local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local logs_key, waiting_key = KEYS[14], KEYS[15]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local batch, base_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local retention_ms, events_maxlen, letters_maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local dead_max, dead_retention_ms = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -93,7 +92,7 @@ for _, id in ipairs(expired) do
       if spent then
         bury(meta, id, now, 'lease-expired', err, dead_key, letters_key, letters_maxlen, stats_key)
         save_meta(jobs_key, id, meta)
-        emit(events_key, events_maxlen, id, 'dead', 'lease-expired', 'reaper', where)
+        emit(events_key, events_maxlen, id, 'dead', 'lease-expired', 'reaper', jobs_key, payloads_key)
         signal(waiting_key, {id})
         buried = buried + 1
         any_buried = true
@@ -105,7 +104,7 @@ for _, id in ipairs(expired) do
         requeue(meta, id, now, delay, ready_key, scheduled_key)
         save_meta(jobs_key, id, meta)
         emit(events_key, events_maxlen, id, started and 'reaped' or 'reaped-unstarted',
-             meta.worker or '', 'reaper', where)
+             meta.worker or '', 'reaper', jobs_key, payloads_key)
         requeued = requeued + 1
       end
     end

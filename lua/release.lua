@@ -38,7 +38,6 @@ local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11]
 local logs_key, waiting_key, woken_key, parked_key = KEYS[12], KEYS[13], KEYS[15], KEYS[16]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local delay_ms, retention_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_maxlen, why = tonumber(ARGV[3]), ARGV[4]
 local unpark, park_grp = ARGV[5] == '1', ARGV[6]
@@ -59,7 +58,7 @@ for base = 9, #ARGV, 2 do
     end
     if tonumber(meta.cancel) == 1 then
       emit(events_key, events_maxlen, id, 'canceled', why, 'worker:' .. meta.worker,
-           where)
+           jobs_key, payloads_key)
       finish(meta, id, now, 'canceled', retention_ms, k)
       redis.call('HINCRBY', stats_key, 'canceled', 1)
       signal(waiting_key, {id})
@@ -75,7 +74,7 @@ for base = 9, #ARGV, 2 do
       requeue(meta, id, now, delay, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'released', why, 'worker:' .. meta.worker,
-           where)
+           jobs_key, payloads_key)
       released = released + 1
       reply[#reply + 1] = CODE_RELEASED
     end

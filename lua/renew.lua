@@ -11,7 +11,6 @@
 --          was requested), CODE_LOST (token stale, or the job is no longer leased)
 local CODE_LOST, CODE_RENEWED, CODE_CANCEL_REQUESTED = 0, 1, 2
 local leases_key, jobs_key, events_key, payloads_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local lease_ms = tonumber(ARGV[1])
 local events_maxlen = tonumber(ARGV[2])
 
@@ -29,7 +28,7 @@ for base = 3, #ARGV, 2 do
       reply[#reply + 1] = CODE_RENEWED
     end
   else
-    emit(events_key, events_maxlen, id, 'renew-lost', tostring(token), 'worker', where)
+    emit(events_key, events_maxlen, id, 'renew-lost', tostring(token), 'worker', jobs_key, payloads_key)
     reply[#reply + 1] = CODE_LOST
   end
 end

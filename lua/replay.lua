@@ -14,7 +14,6 @@
 local CODE_MALFORMED, CODE_NOT_DEAD, CODE_REPLAYED = -1, 0, 1
 local jobs_key, errors_key, ready_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stats_key, wake_key, events_key, payloads_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local events_maxlen = tonumber(ARGV[1])
 
 local now = now_ms()
@@ -31,7 +30,7 @@ for i = 2, #ARGV do
     meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
     requeue(meta, id, now, 0, ready_key, ready_key)
     save_meta(jobs_key, id, meta)
-    emit(events_key, events_maxlen, id, 'replayed', '', 'operator:replay', where)
+    emit(events_key, events_maxlen, id, 'replayed', '', 'operator:replay', jobs_key, payloads_key)
     replayed = replayed + 1
     reply[#reply + 1] = CODE_REPLAYED
   elseif problem == 'malformed' then

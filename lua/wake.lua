@@ -33,7 +33,6 @@ local CODE_IGNORED, CODE_WOKEN, CODE_MARKED = 0, 1, 2
 local WOKEN_TTL_MS = 60000 -- a mark its release never consumed (a crash) goes after this
 local jobs_key, ready_key, scheduled_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local wake_key, woken_key, events_key, payloads_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local where = {jobs_key, payloads_key}  -- where emit reads a job's payload
 local events_maxlen, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 
 local now = now_ms()
@@ -48,7 +47,7 @@ for base = 3, #ARGV, 2 do
       meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
       requeue(meta, id, now, 0, ready_key, scheduled_key)
       save_meta(jobs_key, id, meta)
-      emit(events_key, events_maxlen, id, 'woken', 'slot freed', 'limiter', where)
+      emit(events_key, events_maxlen, id, 'woken', 'slot freed', 'limiter', jobs_key, payloads_key)
       woken = woken + 1
       code = CODE_WOKEN
     elseif meta.state == 'leased' then

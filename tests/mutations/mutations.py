@@ -613,8 +613,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "audit-origin-is-the-holder", "lua/cancel.lua",
-        "'operator:cancel', where)\n  finish(",
-        "'worker:' .. meta.worker, where)\n  finish(",
+        "'operator:cancel', jobs_key, payloads_key)\n  finish(",
+        "'worker:' .. meta.worker, jobs_key, payloads_key)\n  finish(",
         "a canceled job's audit entry names its last worker, not the operator",
         ("tests/test_audit.py::test_each_entry_says_who_and_carries_the_correlation_id",),
     ),
@@ -844,7 +844,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "claim-skips-inline-payload", "lua/claim.lua",
-        "      payloads[i] = string.sub(raw, cut + 2)\n",
+        "      payloads[i] = string.sub(raw, nul + 1)\n",
         "      payloads[i] = nil\n",
         "a claim hands out the payloads hash's entry only: a job whose payload is inside "
         "its record runs with none",
