@@ -242,23 +242,13 @@ if count > 0 then
     ids[#ids + 1] = popped[i]
   end
   local raws = bulk('HMGET', jobs_key, ids)
-  -- each job's payload: inside its record (split_record), else read, for
-  -- those records only, from the payloads hash in one call
-  local payloads, elsewhere, at = {}, {}, {}
-  for i, raw in ipairs(raws) do
-    local nul = raw and string.find(raw, '\0', 1, true)  -- as split_record
-    if nul and string.byte(raw, nul - 1) == 124 then
-      payloads[i] = string.sub(raw, nul + 1)
-    elseif raw then
-      elsewhere[#elsewhere + 1] = ids[i]
-      at[#elsewhere] = i
-    end
-  end
-  if #elsewhere > 0 then
-    local got = bulk('HMGET', payloads_key, elsewhere)
-    for j, i in ipairs(at) do
-      payloads[i] = got[j]
-    end
+  -- each leased job's payload: inside its record (split_record), read as the
+  -- record is; else from the payloads hash after the loop, for those jobs
+  -- only, in one call, into the reply's place add_job left for it
+  local elsewhere, at = {}, {}
+  local function payload_later(id)
+    elsewhere[#elsewhere + 1] = id
+    at[#elsewhere] = #jobs + 5  -- add_job's payload, next
   end
   -- reserve one token per popped id (unused ones leave harmless gaps)
   local token, top = 0, 0
@@ -285,6 +275,7 @@ if count > 0 then
     -- record) takes the general path below.
     local raw = raws[i]
     local v, tok, att, wf, inf, ma, mi, cancel, prio_seq, enq, ready_due, end_ms, name, tail
+    local payload  -- inside the record, when it is there
     if raw then
       v, tok, att, wf, inf, ma, mi, cancel, prio_seq, enq, ready_due, end_ms, name, tail =
         string.match(raw, LEASE_PATTERN)
@@ -293,10 +284,14 @@ if count > 0 then
       if v == '2' then  -- no park group after the reason: no '|' but the mark's
         local bar = string.find(tail, '|', 1, true)
         v = (not bar or string.byte(tail, bar + 1) == 0) and v
+        payload = v and bar and string.sub(tail, bar + 2)
       elseif v then
         local grp, rest = string.match(tail, '^[^|]*|([^|]+)(.?.?)')
         v = grp and (rest == '' or rest == PAYLOAD_MARK) and
             not park_of(parks, parked_key, grp, now_us) and v
+        if v and rest ~= '' then
+          payload = string.sub(tail, string.find(tail, '\0', 1, true) + 1)
+        end
       end
     end
     local record  -- the leased record, when this id is leased
@@ -311,7 +306,10 @@ if count > 0 then
         ma .. '|' .. mi .. '|' .. cancel .. '|' .. started_text .. '|' .. prio_seq .. '|' ..
         enq .. '|' .. ready_due .. '|' .. now_text .. '|' .. end_ms .. '|' .. name .. '|' ..
         worker_id .. '|' .. tail
-      add_job(id, mine, attempt, name, payloads[i], ma, mi, wf, inf, enq, started)
+      if not payload then
+        payload_later(id)
+      end
+      add_job(id, mine, attempt, name, payload, ma, mi, wf, inf, enq, started)
     else
       local meta = raws[i] and parse_meta(raws[i])
       local park = meta and meta.grp and meta.state == 'queued' and
@@ -331,7 +329,10 @@ if count > 0 then
         meta.worker = worker_id
         meta.claim_ms = now_text
         record = encode_meta(meta)
-        add_meta(id, meta, payloads[i])
+        if not meta.payload then
+          payload_later(id)
+        end
+        add_meta(id, meta, meta.payload)
       elseif raws[i] then
         if meta then
           -- a record in another state: a stale entry in the ready set
@@ -353,6 +354,12 @@ if count > 0 then
         emit(events_key, events_maxlen, id, 'claimed', worker_id, 'worker:' .. worker_id,
              jobs_key, payloads_key)
       end
+    end
+  end
+  if #elsewhere > 0 then
+    local got = bulk('HMGET', payloads_key, elsewhere)
+    for k, place in ipairs(at) do
+      jobs[place] = got[k] or ''
     end
   end
   if highest > top then

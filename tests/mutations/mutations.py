@@ -844,8 +844,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "claim-skips-inline-payload", "lua/claim.lua",
-        "      payloads[i] = string.sub(raw, nul + 1)\n",
-        "      payloads[i] = nil\n",
+        "        payload = v and bar and string.sub(tail, bar + 2)\n",
+        "        payload = nil\n",
         "a claim hands out the payloads hash's entry only: a job whose payload is inside "
         "its record runs with none",
         (f"{INLINE}::test_a_payload_up_to_1024_bytes_is_in_its_record_a_larger_one_beside_it",),
