@@ -1,7 +1,8 @@
 """A queued job's footprint in Redis, for source trees in the same run: no-op
 jobs queued with enqueue_many on a flushed redis-server, then Redis's own
-count of the three keys a queued job lives in (MEMORY USAGE ... SAMPLES 0 of
-jobs, payloads and ready, per job) and INFO's used_memory per job, at 10,000
+count of the keys a queued job lives in (MEMORY USAGE ... SAMPLES 0 of jobs,
+payloads and ready, per job; since f530716 a small payload is inside its
+record and the payloads hash holds none) and INFO's used_memory per job, at 10,000
 and at 100,000 jobs. Each tree runs in a process of its own importing its own
 package. tests/test_store_v2.py holds the first figure at a bound.
 

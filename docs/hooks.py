@@ -35,6 +35,9 @@ LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
           "benchmarks/results/node_peers_amd_1",
           "benchmarks/results/node_peers_amd_2",
           "benchmarks/results/node_peers_amd_3",
+          "benchmarks/results/node_peers_payload_inside_1",
+          "benchmarks/results/node_peers_payload_inside_2",
+          "benchmarks/results/node_peers_payload_inside_3",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
