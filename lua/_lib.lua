@@ -6,8 +6,8 @@
 --   {P:Q}:jobs      id -> the record Lua reads and changes: plain values joined
 --                   by '|' (parsed with one string.match; a JSON record cost
 --                   7 us of decode+encode per job per script, this one under 1),
---                   then, for a payload of at most INLINE_MAX bytes, a NUL and
---                   the payload (see split_record)
+--                   then, for a payload of at most INLINE_MAX bytes,
+--                   PAYLOAD_MARK ('|' and a NUL) and the payload (split_record)
 --   {P:Q}:payloads  id -> msgpack envelope [1, corr, req, kwargs], opaque here:
 --                   a payload over INLINE_MAX bytes, and every payload of a job
 --                   enqueued before payloads moved into the record
@@ -36,7 +36,6 @@
 --   name, worker, reason and grp never hold '|' (Python validates them).
 
 local PRIO_OFFSET = 32767
-
 local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
 
 -- A payload of at most INLINE_MAX bytes is kept inside its job's record, after
@@ -64,7 +63,6 @@ local function split_record(raw)
   end
   return raw, nil
 end
-
 
 local function now_ms()
   local t = redis.call('TIME')

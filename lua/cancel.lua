@@ -53,7 +53,8 @@ if meta.state == 'queued' or meta.state == 'scheduled'
   redis.call('ZREM', scheduled_key, id)
   redis.call('ZREM', leases_key, id)
   emit(events_key, events_maxlen, id, 'canceled',
-       leased and 'by request, not started' or 'by request', 'operator:cancel', jobs_key, payloads_key)
+       leased and 'by request, not started' or 'by request', 'operator:cancel', jobs_key,
+       payloads_key)
   finish(meta, id, now, 'canceled', retention_ms, k)
   redis.call('HINCRBY', stats_key, 'canceled', 1)
   signal(waiting_key, {id})

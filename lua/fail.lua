@@ -105,7 +105,8 @@ else
   end
   requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
   redis.call('HINCRBY', stats_key, 'retried', 1)
-  emit(events_key, events_maxlen, id, 'retried', kind, 'worker:' .. meta.worker, jobs_key, payloads_key)
+  emit(events_key, events_maxlen, id, 'retried', kind, 'worker:' .. meta.worker, jobs_key,
+       payloads_key)
   wake(wake_key, 1, 1)
   code = CODE_RETRY
 end

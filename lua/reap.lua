@@ -92,7 +92,8 @@ for _, id in ipairs(expired) do
       if spent then
         bury(meta, id, now, 'lease-expired', err, dead_key, letters_key, letters_maxlen, stats_key)
         save_meta(jobs_key, id, meta)
-        emit(events_key, events_maxlen, id, 'dead', 'lease-expired', 'reaper', jobs_key, payloads_key)
+        emit(events_key, events_maxlen, id, 'dead', 'lease-expired', 'reaper', jobs_key,
+             payloads_key)
         signal(waiting_key, {id})
         buried = buried + 1
         any_buried = true

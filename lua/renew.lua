@@ -28,7 +28,8 @@ for base = 3, #ARGV, 2 do
       reply[#reply + 1] = CODE_RENEWED
     end
   else
-    emit(events_key, events_maxlen, id, 'renew-lost', tostring(token), 'worker', jobs_key, payloads_key)
+    emit(events_key, events_maxlen, id, 'renew-lost', tostring(token), 'worker', jobs_key,
+         payloads_key)
     reply[#reply + 1] = CODE_LOST
   end
 end
