@@ -38,6 +38,7 @@ LINKED = ["docs/img", "benchmarks/results", "benchmarks/results/node_peers",
           "benchmarks/results/node_peers_payload_inside_1",
           "benchmarks/results/node_peers_payload_inside_2",
           "benchmarks/results/node_peers_payload_inside_3",
+          "benchmarks/results/full_xeon",
           "examples/README.md", "SECURITY.md", "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}
 
