@@ -613,8 +613,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "audit-origin-is-the-holder", "lua/cancel.lua",
-        "'operator:cancel', jobs_key, payloads_key)\n  finish(",
-        "'worker:' .. meta.worker, jobs_key, payloads_key)\n  finish(",
+        "'operator:cancel', jobs_key,\n       payloads_key)\n  finish(",
+        "'worker:' .. meta.worker, jobs_key,\n       payloads_key)\n  finish(",
         "a canceled job's audit entry names its last worker, not the operator",
         ("tests/test_audit.py::test_each_entry_says_who_and_carries_the_correlation_id",),
     ),
