@@ -31,6 +31,7 @@ from instructions import redis_under_callgrind
 
 from leasequeue import App, JobRequest
 from leasequeue.store.loader import script_source
+from leasequeue.store.record import split_record
 
 
 def claim_call(app: App) -> tuple[list[bytes], list[Any]]:
@@ -122,7 +123,7 @@ async def bulk_writes(port: int, count: Any) -> None:
     qk = app.keys("default")
     r = redis.Redis(port=port)
     record = next(iter(r.hvals(qk.jobs)))
-    record, payload = record.split(b"\0", 1)  # the payload is kept inside the record
+    record, payload = split_record(record)  # the payload is kept inside the record
     await app.close()
     ids = [os.urandom(14).hex() for _ in range(BULK)]
     sha = r.script_load(WRITES_ONLY)

@@ -290,7 +290,7 @@ if count > 0 then
         v = grp and (rest == '' or rest == PAYLOAD_MARK) and
             not park_of(parks, parked_key, grp, now_us) and v
         if v and rest ~= '' then
-          payload = string.sub(tail, string.find(tail, '\0', 1, true) + 1)
+          payload = select(2, split_record(tail))
         end
       end
     end

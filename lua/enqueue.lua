@@ -161,7 +161,7 @@ for _, run in ipairs(runs) do
       end
       if audit_all then
         emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil, nil,
-             envelope_corr(ARGV[i + 1], id))
+             envelope_corr(payload, id))
       end
       fresh[id] = state
       created = created + 1

@@ -13,7 +13,7 @@ import anyio
 from leasequeue import App, Worker
 from leasequeue.models import FailOutcome
 from leasequeue.store.keys import QueueKeys
-from leasequeue.store.record import parse_record, split_record
+from leasequeue.store.record import PAYLOAD_MARK, parse_record, split_record
 from leasequeue.store.scripts import Scripts
 
 
@@ -34,7 +34,7 @@ async def plant_payload(app: App, qk: QueueKeys, job_id: str, data: bytes) -> No
     """Replace a job's stored payload with `data` (a test's hostile bytes),
     inside its record, where a payload of up to 1024 bytes is kept."""
     fields = split_record(await app.redis.hget(qk.jobs, job_id))[0]
-    await app.redis.hset(qk.jobs, job_id, fields + b"|\0" + data)
+    await app.redis.hset(qk.jobs, job_id, fields + PAYLOAD_MARK + data)
     await app.redis.hdel(qk.payloads, job_id)
 
 

@@ -37,11 +37,15 @@ def record_text(value: str) -> str:
     return value.replace("|", "/").replace("\0", "")
 
 
+# what ends a record's fields when its payload follows them (PAYLOAD_MARK in lua/_lib.lua)
+PAYLOAD_MARK = b"|\0"
+
+
 def split_record(raw: bytes) -> tuple[bytes, bytes | None]:
-    """A stored record's fields and the payload kept inside it, after '|' and
-    a NUL (None: the payload is in the payloads hash; see split_record in
-    lua/_lib.lua)."""
-    fields, mark, payload = raw.partition(b"|\0")
+    """A stored record's fields and the payload kept inside it, after
+    PAYLOAD_MARK (None: the payload is in the payloads hash; see split_record
+    in lua/_lib.lua)."""
+    fields, mark, payload = raw.partition(PAYLOAD_MARK)
     return fields, payload if mark else None
 
 
@@ -112,11 +116,11 @@ def decode_record(job_id: str, queue: str, raw: bytes | None, lease_score: float
     is read only for a record without one."""
     if raw is None:
         return None
+    fields, inline = split_record(raw)
     try:
-        m = parse_record(raw)
+        m = parse_record(fields)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJob(f"job {job_id} in queue {queue}: record is malformed ({exc})") from exc
-    inline = split_record(raw)[1]
     env = codec.decode_envelope(inline if inline is not None else envelope or b"", job_id)
     errors = parse_errors(error)
 
