@@ -25,6 +25,7 @@ import anyio
 
 from . import log
 from .app import App, JobRequest
+from .audit import read_audit
 from .demo_app import CRON_QUEUE, POISON_ATTEMPTS, QUEUE, build_app
 from .demo_breaker import breaker_phase
 from .demo_workers import LEASE, ProcessWorkers, TaskWorkers, Workers
@@ -124,13 +125,14 @@ class Crash:
         self.replacement = stage.workers.start()
         await stage.workers.gone(victim)
         # what it held at the kill, less what its last calls on the wire
-        # settled, plus what a claim on the wire leased it. Listed from the
-        # records, not from the leases alone: when the killed task took long
-        # to end, the reaper may already have handed some back
+        # settled, plus what a claim on the wire leased it: what it still
+        # holds and what the reaper already took from it (when the killed
+        # task took long to end, the reaper may have handed all of it back)
         held = [job_id for job_id in before
                 if not await _settled_by(stage.app, job_id, victim)]
-        held += [r.id for r in await _leased(stage.app)
-                 if r.worker == victim and r.id != "poison-1" and r.id not in held]
+        held += [r.id for r in await _leased(stage.app) if r.worker == victim]
+        held += await _reaped_from(stage.app, victim)
+        held = [job_id for job_id in dict.fromkeys(held) if job_id != "poison-1"]
         how = "SIGKILL" if stage.workers.kind == "processes" else "task cancelled"
         if not held:  # its last acks were on the wire: they landed, nothing to recover
             stage.say(f"** killed {victim} ({how}) just as its last jobs finished; "
@@ -248,6 +250,15 @@ async def _settled_by(app: App, job_id: str, worker_id: str) -> bool:
     """Whether ``worker_id`` itself finished ``job_id`` (its ack landed)."""
     rec = await app.get_job(job_id, QUEUE)
     return rec.state == "succeeded" and rec.worker == worker_id
+
+
+async def _reaped_from(app: App, worker_id: str) -> list[str]:
+    """The jobs the reaper took from ``worker_id`` (its audit trail's reaped
+    events name the holder whose lease lapsed)."""
+    trail = await read_audit(app.redis, app.url, [app.keys(QUEUE)], job_id=None,
+                             correlation_id=None, count=app.settings.events_maxlen)
+    return [e.job_id for e in trail if e.event in ("reaped", "reaped-unstarted")
+            and e.by == "reaper" and e.detail == worker_id]
 
 
 async def _leased(app: App) -> list[JobRecord]:
