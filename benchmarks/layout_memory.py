@@ -11,6 +11,10 @@ The layouts:
   today           the record and the payload in two hashes, the place in
                   line in a sorted set (priority, then FIFO), 28-character ids
   payload inline  the payload appended to the record: one hash entry
+  ... 16-char ids the same with 16-character ids (96 random bits, base64url)
+  ... 14-char ids and with 14 (84 bits): the longest id whose string Redis
+                  allocates in 16 bytes (a 1-byte header and a NUL), against
+                  32 from 15 to 28 characters
   ready list      the place in line in a list (one per priority level)
   both            the payload inline and a ready list
   both, 16-char   ... with 16-character ids (96 random bits, base64url)
@@ -96,6 +100,10 @@ def b64_16(seq: int) -> str:
     return base64.urlsafe_b64encode(os.urandom(12)).decode()
 
 
+def b64_14(seq: int) -> str:
+    return b64_16(seq)[:14]
+
+
 def b62(seq: int) -> str:
     out = ""
     seq += 62 ** 7  # 8 characters from the first job on
@@ -117,6 +125,8 @@ LAYOUTS = [
     Layout("today: record, payload, sorted set; 28-char ids", "two hashes + zset", hex28,
            record),
     Layout("payload inline in the record", "one hash + zset", hex28, inline),
+    Layout("payload inline, 16-char ids", "one hash + zset", b64_16, inline),
+    Layout("payload inline, 14-char ids", "one hash + zset", b64_14, inline),
     Layout("ready in a list", "two hashes + list", hex28, record),
     Layout("payload inline + ready list", "one hash + list", hex28, inline),
     Layout("payload inline + ready list, 16-char ids", "one hash + list", b64_16, inline),
