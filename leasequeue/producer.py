@@ -213,11 +213,15 @@ class Producer:
 def new_job_id() -> str:
     """A fresh job id: 112 random bits as 28 hex characters, from os.urandom
     (safe across fork; uuid.uuid4() costs four times as much). 28 characters
-    is the longest a string's allocation in Redis stays at 32 bytes (3 bytes
-    of header and a NUL), and a job's id is stored three times (its record,
-    its payload and its place in line): 48 bytes a queued job less than 32
-    characters. Two ids collide once in about 2**56 jobs; an id that did
-    would be answered 'existed' (HSETNX), never overwrite a job."""
+    stay in a 32-byte allocation in Redis (a 1-byte header and a NUL; from 32
+    characters on the header is 3 bytes and the string takes 48), and a
+    queued job's id is stored twice (its record and its place in line; a
+    third time with a payload over 1,024 bytes): 32 bytes a queued job less
+    than 32 characters. Two ids collide once in about 2**56 jobs; an id that
+    did would be answered 'existed' (HSETNX), never overwrite a job. 14
+    characters would save 32 bytes more and are not used: see the README's
+    design notes, "A queued job's footprint" (a collision could not be
+    retried under a new id)."""
     return os.urandom(ID_BYTES).hex()
 
 
