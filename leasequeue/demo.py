@@ -120,17 +120,15 @@ class Crash:
         if not holders:
             return
         victim = max(holders, key=lambda w: holders[w])
-        before = [r.id for r in leased if r.worker == victim]
         stage.workers.kill(victim)
         self.replacement = stage.workers.start()
         await stage.workers.gone(victim)
-        # what it held at the kill, less what its last calls on the wire
-        # settled, plus what a claim on the wire leased it: what it still
-        # holds and what the reaper already took from it (when the killed
-        # task took long to end, the reaper may have handed all of it back)
-        held = [job_id for job_id in before
-                if not await _settled_by(stage.app, job_id, victim)]
-        held += [r.id for r in await _leased(stage.app) if r.worker == victim]
+        # what it held once it can write nothing more (its last calls on the
+        # wire landed: acks settled jobs, a claim leased more), read after the
+        # fact, never from a look before the kill, which races those calls:
+        # what it still holds, and what the reaper already took from it (when
+        # the killed task took long to end, the reaper may have taken it all)
+        held = [r.id for r in await _leased(stage.app) if r.worker == victim]
         held += await _reaped_from(stage.app, victim)
         held = [job_id for job_id in dict.fromkeys(held) if job_id != "poison-1"]
         how = "SIGKILL" if stage.workers.kind == "processes" else "task cancelled"
@@ -246,12 +244,6 @@ class Schedule:
         return (bool(fires) and spaced,
                 f"schedule 'heartbeat': fired {len(fires)} time(s), one job per fire "
                 f"instant, 1s apart, run by {takers}{rerun}")
-
-
-async def _settled_by(app: App, job_id: str, worker_id: str) -> bool:
-    """Whether ``worker_id`` itself finished ``job_id`` (its ack landed)."""
-    rec = await app.get_job(job_id, QUEUE)
-    return rec.state == "succeeded" and rec.worker == worker_id
 
 
 async def _reaped_from(app: App, worker_id: str) -> list[str]:

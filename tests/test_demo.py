@@ -70,31 +70,22 @@ async def test_the_in_process_demo_loses_no_healthy_job(run: int, tmp_path: Path
     check_display(out, log_file)
 
 
-@pytest.mark.parametrize("snapshot", ["as-read", "all-settled"])
 async def test_the_crash_scene_lists_what_the_victim_held_when_its_task_ends_late(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch, snapshot: str) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A CI run at 861f261, under heavy hypervisor steal: the killed task
     ended so late that the reaper had handed back everything it held, and
     the scene, listing the victim's leases only then, found none and failed.
-    Here the victim's task "ends" only once the reaper has taken all of its
-    leases: the scene must still list, and see recovered, what it held.
-
-    "all-settled": the CI run of 09c9a99. Every job of the scene's look
-    before the kill had been acked by the victim by then; what it claimed
-    after that look the reaper took during the late end, and the scene,
-    finding nothing, said "will kill another" while the load was already
-    drained. Here the look's jobs all read as settled by the victim: the
-    scene must find what it held in the reaper's events."""
+    The CI run of 09c9a99: the victim had acked every job of the scene's
+    look before the kill, what it claimed after that look the reaper took
+    during the late end, and the scene, listing the look's jobs and the
+    leases left, found nothing. Here the victim's task "ends" only once the
+    reaper has taken all of its leases: the scene must still list, and see
+    recovered, what it held (from the reaper's events, whatever its look
+    before the kill saw)."""
     import anyio
 
-    from leasequeue import demo, demo_workers
-
-    if snapshot == "all-settled":
-        async def settled_by(app: object, job_id: str, worker_id: str) -> bool:
-            return True
-
-        monkeypatch.setattr(demo, "_settled_by", settled_by)
+    from leasequeue import demo_workers
 
     ended_late = demo_workers.TaskWorkers.gone
 
@@ -110,8 +101,7 @@ async def test_the_crash_scene_lists_what_the_victim_held_when_its_task_ends_lat
 
     monkeypatch.setattr(demo_workers.TaskWorkers, "gone", gone)
     log_file = tmp_path / "demo.log"
-    code = await run_demo(url=f"memory://demo-test-late-{snapshot}", jobs=120,
-                          log_file=str(log_file))
+    code = await run_demo(url="memory://demo-test-late", jobs=120, log_file=str(log_file))
     out = capsys.readouterr().out
     assert code == 0, out
     crash = re.search(r"ok   crash: (worker-\d+) killed holding (\d+) job\(s\); (\d+) handed "

@@ -1079,10 +1079,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "demo-crash-ignores-reaped", "leasequeue/demo.py",
         "        held += await _reaped_from(stage.app, victim)\n",
         "",
-        "the demo's crash scene lists what the victim held from its look before the "
-        "kill and its leases after it only: when the reaper took them back before the "
-        "killed worker was gone, it finds nothing and the demo fails",
+        "the demo's crash scene lists what the victim held from its leases once it is "
+        "gone only: when the reaper took them back before the killed worker was gone, "
+        "it finds nothing and the demo fails",
         ("tests/test_demo.py::test_the_crash_scene_lists_what_the_victim_held_when_its_"
-         "task_ends_late[all-settled]",),
+         "task_ends_late",),
     ),
 )
