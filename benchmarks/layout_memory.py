@@ -14,7 +14,7 @@ The layouts:
   ... 16-char ids the same with 16-character ids (96 random bits, base64url)
   ... 14-char ids and with 14 (84 bits): the longest id whose string Redis
                   allocates in 16 bytes (a 1-byte header and a NUL), against
-                  32 from 15 to 28 characters
+                  32 for 16 and 28 characters
   ready list      the place in line in a list (one per priority level)
   both            the payload inline and a ready list
   both, 16-char   ... with 16-character ids (96 random bits, base64url)
