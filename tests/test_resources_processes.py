@@ -52,6 +52,10 @@ async def test_a_killed_workers_resources_are_closed_by_its_next_life(
         # (the jobs are still leased to the dead life for 30 s: nobody else ran them)
         procs.start("stable-1", "--concurrency", "4", "--lease", "30", app=APP)
         await eventually(lambda: _closed(real_app, 3), limit=30, what="three closes")
+        # its boot cleanup logs once every close returned: the closes are seen
+        # first (the CI run of b4dab09 stopped the worker between the two)
+        await eventually(lambda: '"closed": 3' in procs.log("stable-1"), limit=30,
+                         what="the next life's boot cleanup logged")
     assert present(paths) == [False] * len(paths)
     done = await closes(real_app)
     assert sorted(c[0] for c in done) == sorted(paths)
