@@ -43,7 +43,7 @@ async def main():
         keys = app.keys("default")
         # (no payloads hash when every payload is inside its record)
         counted = sum(raw.memory_usage(k, samples=0) or 0 for k in (keys.jobs, keys.payloads,
-                                                                     keys.ready))
+                                                                     keys.ready, keys.line))
         print(f"{{jobs:>7,}} jobs: MEMORY USAGE {{counted / (jobs + 1):6.1f}} bytes a job, "
               f"used_memory {{(after - before) / jobs:6.1f}} bytes a job")
         await app.close()

@@ -210,16 +210,18 @@ async def memory_per_job(app: App, args: argparse.Namespace) -> None:
 
 
 def left_counter(url: str) -> tuple[redis_sync.Redis, Any]:
-    """Jobs not finished: ready + leased (an acked job leaves the lease set)."""
+    """Jobs not finished: queued (the ready set and the line) + leased (an
+    acked job leaves the lease set)."""
     client = redis_sync.Redis.from_url(url)
     keys = queue_keys(PREFIX, QUEUE)
 
     def left() -> int:
         with client.pipeline(transaction=False) as pipe:
             pipe.zcard(keys.ready)
+            pipe.llen(keys.line)
             pipe.zcard(keys.leases)
-            ready, leased = pipe.execute()
-        return int(ready) + int(leased)
+            ready, line, leased = pipe.execute()
+        return int(ready) + int(line) + int(leased)
 
     return client, left
 

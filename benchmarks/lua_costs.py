@@ -32,7 +32,7 @@ from leasequeue.store.loader import script_source  # noqa: E402
 HOT = ("enqueue", "claim", "start", "renew", "ack", "fail")
 BATCH = 500
 ENQUEUE_KEYS = ["{b:q}:jobs", "{b:q}:payloads", "{b:q}:ready", "{b:q}:scheduled", "{b:q}:stats",
-                "{b:q}:wake", "{b:q}:events"]
+                "{b:q}:wake", "{b:q}:events", "{b:q}:line"]
 # a no-op job's record and envelope, as enqueue.lua and Producer.prepare write them
 RECORD = b"2|queued|0|0|0|0|0|0|0|0|0|1234567|1764500000000|1764500000000|0|0|0|noop||"
 PAYLOAD = b"\x94\x01\xd9\x20" + b"a" * 32 + b"\xa0\x80"

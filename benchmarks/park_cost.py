@@ -37,7 +37,7 @@ async def measure(url: str, jobs: int) -> dict[str, float]:
                                   Park(GROUP, 1_000_000, 20_000))  # one start per 20 ms
         await app.redis.config_resetstat()
         calls = 0
-        while await app.redis.zcard(qk.ready):
+        while await app.redis.zcard(qk.ready) or await app.redis.llen(qk.line):
             calls += 1
             await app.scripts.claim(qk, 50, 30_000, "w", 50, f"c{calls}")
         stats = (await app.redis.info("commandstats"))["cmdstat_evalsha"]

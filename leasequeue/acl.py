@@ -60,9 +60,10 @@ ROLE_SCRIPTS: dict[Role, tuple[str, ...]] = {
 # number other than 0. Not CLIENT SETINFO: Redis 7.0 does not know it (an ACL
 # naming it is refused) and redis-py ignores a refused one on 7.2+
 CONNECT = ("ping", "select")
-# the App's direct reads: get_job, jobs, dead_letters, locating a job, sizes
+# the App's direct reads: get_job, jobs (the line: lrange, lindex, lpos),
+# dead_letters, locating a job, sizes
 READS = ("hget", "hmget", "hexists", "exists", "zscore", "zrank", "zcount", "zcard", "zrange",
-         "xrevrange", "smembers", "sismember")
+         "llen", "lrange", "lindex", "lpos", "xrevrange", "smembers", "sismember")
 # App.verify_queues records each queue a process uses in {P}:queues (the
 # dashboard's and the exporter's list of queues, never a keyspace scan)
 RECORD = ("sadd",)
@@ -75,8 +76,9 @@ PAUSE = ("set", "del", "rpush", "ltrim")
 RUN_SCRIPTS = ("evalsha", "evalsha_ro", "script|load")
 # the commands in the scripts that write: a viewer gets none of them, though
 # its read-only key patterns would refuse their writes anyway
-WRITES = frozenset(("del", "hdel", "hincrby", "hset", "hsetnx", "incrby", "ltrim", "pexpire",
-                    "rpush", "set", "xadd", "zadd", "zpopmin", "zrem", "zremrangebyscore"))
+WRITES = frozenset(("del", "hdel", "hincrby", "hset", "hsetnx", "incrby", "lpop", "lpush",
+                    "ltrim", "pexpire", "rpush", "set", "xadd", "zadd", "zpopmin", "zrem",
+                    "zremrangebyscore"))
 # a Redis Cluster client reads the slot map
 CLUSTER = ("cluster|slots", "cluster|shards", "cluster|nodes", "readonly")
 

@@ -48,6 +48,7 @@ from .registry import Defaults, JobOptions, Registry
 from .resources import DEFAULT_TTL, CloseFn, Ledger, ResourceKind, ResourceKinds
 from .schedule_spec import ScheduleSpec
 from .schedules import Schedules
+from .store import listing
 from .store.coalesce import EnqueueCoalescer
 from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
@@ -440,7 +441,10 @@ class App:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for key in (qk.ready, qk.scheduled, qk.leases, qk.dead):
                         pipe.zcard(key)
-                    sizes = await pipe.execute()
+                    pipe.llen(qk.line)
+                    pipe.hget(qk.stats, "line_stale")  # canceled jobs' entries (stats.lua)
+                    *sizes, line, stale = await pipe.execute()
+                sizes[0] += max(0, int(line) - int(stale or 0))
                 for what, n in zip(totals, sizes, strict=True):
                     totals[what] += int(n)
         return {what: n for what, n in totals.items() if n}
@@ -739,8 +743,11 @@ class App:
         Order: ready = claim order; scheduled = due time; leased = lease
         expiry; done = record expiry; dead = when it died. Each call reads at
         most ``count`` (<= 1000) entries of one state set (ZRANGE by rank
-        from the cursor's entry, O(log N + count)), never the keyspace. Jobs
-        that change state while you page may be missed or seen twice.
+        from the cursor's entry, O(log N + count)), never the keyspace; for
+        queued jobs, of the ready set and the line (LRANGE from the cursor's
+        position, which an LPOS bounded by that position finds again once
+        claims moved it). Jobs that change state while you page may be
+        missed or seen twice.
 
         ``correlation_id`` filters the page (no index is kept: finding one
         walks the pages, O(jobs in the state) over all calls; a page may
@@ -752,45 +759,25 @@ class App:
             raise ConfigError(f"count must be an int in 1..{MAX_LIST_COUNT}, got {count!r}")
         name = check_queue_name(logical(queue))
         shards = self.shards.physical(name)
-        index, after = _parse_cursor(cursor, len(shards))
+        index, after = listing.parse_cursor(cursor, len(shards))
         qk = self.keys(shards[index])
         key = getattr(qk, LIST_STATES[state])
         with redis_errors(self.url, "jobs"):
-            rows = await self._page(key, after, count)
+            if key == qk.ready:
+                rows, nxt = await listing.queued_page(self.redis, qk, after, count)
+            else:
+                rows = await listing.page(self.redis, key, after, count)
+                nxt = listing.next_after(rows, count)
             records = await self._records(qk, name, rows, key == qk.leases)
+        if key == qk.ready:  # a stale entry of the line names a job no longer queued
+            records = [r for r in records if r.state == "queued"]
         if correlation_id is not None:
             records = [r for r in records if r.correlation_id == correlation_id]
-        if len(rows) == count:
-            last_id, last_score = rows[-1]
-            return records, f"{index}:{last_score!r}:{last_id}"
+        if nxt is not None:
+            return records, f"{index}:{listing.cursor_text(nxt)}"
         if index + 1 < len(shards):
             return records, f"{index + 1}:"
         return records, None
-
-    async def _page(self, key: str, after: tuple[float, str] | None,
-                    count: int) -> list[tuple[str, float]]:
-        """Up to ``count`` (id, score) entries of a ZSET after the cursor's
-        entry: by its rank while it is still there, else from the first
-        entry of a higher score (or of the same score and a higher id)."""
-        start, exact = 0, True
-        if after is not None:
-            score, member = after
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.zrank(key, member)
-                pipe.zscore(key, member)
-                pipe.zcount(key, "-inf", f"({score!r}")
-                rank, now_score, below = await pipe.execute()
-            if rank is not None and now_score == score:
-                start = int(rank) + 1
-            else:
-                start, exact = int(below), False
-        raw: Any = await self.redis.zrange(key, start, start + count - 1, withscores=True)
-        rows = [(text(m), float(sc)) for m, sc in raw]
-        if after is not None and not exact:
-            # the cursor's entry left the set: skip its equals in score up to it
-            score, member = after
-            rows = [(m, sc) for m, sc in rows if sc > score or (sc == score and m > member)]
-        return rows
 
     async def _records(self, qk: QueueKeys, queue: str, rows: list[tuple[str, float]],
                        leased: bool) -> list[JobRecord]:
@@ -829,27 +816,6 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _parse_cursor(cursor: str | None, shards: int) -> tuple[int, tuple[float, str] | None]:
-    """App.jobs' cursor: ``<shard>:`` (the start of a shard) or
-    ``<shard>:<score>:<id>`` (after that entry)."""
-    if cursor is None or cursor == "":
-        return 0, None
-    index, _, rest = cursor.partition(":")
-    try:
-        shard = int(index)
-        if not 0 <= shard < shards:
-            raise ValueError(index)
-        if not rest:
-            return shard, None
-        score, sep, member = rest.partition(":")
-        if not sep:
-            raise ValueError(rest)
-        return shard, (float(score), member)
-    except ValueError:
-        raise ConfigError(
-            f"invalid cursor {cursor!r}: pass back the one App.jobs returned") from None
 
 
 def _rate(queue: str, rate: Rate) -> Rate:

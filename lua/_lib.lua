@@ -27,7 +27,8 @@
 --   cancel       1 = cancel requested
 --   started      1 = the current lease's run has started (its attempt is counted);
 --                0 = not leased, or leased and not started yet
---   prio, seq    ready-set order: higher prio first, FIFO (seq) within a prio
+--   prio, seq    claim order: higher prio first, FIFO (seq) within a prio
+--                (the place in line: LINE_FLOOR below)
 --   enq_ms, ready_ms, due_ms, claim_ms, end_ms   server-clock instants (0 = never)
 --   name         job name;  worker: holder of the current or last lease;
 --   reason       why it is dead ('' otherwise)
@@ -37,6 +38,22 @@
 
 local PRIO_OFFSET = 32767
 local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
+
+-- The place in line. A queued job of priority 0 (the default) waits in the
+-- queue's line, a LIST: RPUSH at the back, LPOP at the front. A list element
+-- is the id alone, some 95 bytes a job less than a sorted-set entry, and a
+-- cheaper write (benchmarks/layout_memory.py). Every other queued job waits
+-- in the ready set, a ZSET scored by ready_score: a job of another priority,
+-- and a job of priority 0 put back at its place (reaped or released with its
+-- sequence number kept: requeue), whose number is below every one in the line
+-- (the line is in sequence order: each push takes a new number). A claim
+-- takes, in order, the ready set's entries below LINE_FLOOR (priority above
+-- 0, then priority 0 put back), the line, the ready set's rest (priority
+-- below 0): the order of one sorted set (claim.lua, pop_ready).
+-- A job canceled while in the line leaves its entry there (an LREM is
+-- O(line)); the stats hash's `line_stale` counts such entries, and the claim
+-- that pops one takes it off (stats.lua subtracts them from the line's length).
+local LINE_FLOOR = (PRIO_OFFSET + 1) * SEQ_SPAN  -- the score of priority -1, seq 0
 
 -- A payload of at most INLINE_MAX bytes is kept inside its job's record, after
 -- PAYLOAD_MARK ('|' and a NUL): one hash entry and one copy of the id less per
@@ -299,7 +316,9 @@ local function enqueued_by(id)
   return 'producer'
 end
 
--- the job is in no set when this is called; put it back in line (not started)
+-- the job is in no set when this is called; put it back at its place in line
+-- (not started): its sequence number kept, in the ready set (see LINE_FLOOR),
+-- or with a delay scheduled
 local function requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
   meta.started = 0
   if delay_ms > 0 then
@@ -309,6 +328,26 @@ local function requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
   else
     meta.state = 'queued'
     meta.ready_ms = now
+    redis.call('ZADD', ready_key, ready_score(meta), id)
+  end
+end
+
+-- the job is in no set when this is called; put it in line behind what is
+-- queued (not started): a new sequence number, then the back of the line, or
+-- the ready set for a priority other than 0. With a delay it is scheduled
+-- (its number is taken when it comes due and enters the line this way).
+local function requeue_behind(meta, id, now, delay_ms, ready_key, scheduled_key, line_key,
+                              stats_key)
+  if delay_ms > 0 then
+    return requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
+  end
+  meta.started = 0
+  meta.state = 'queued'
+  meta.ready_ms = now
+  meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
+  if tonumber(meta.prio) == 0 then
+    redis.call('RPUSH', line_key, id)
+  else
     redis.call('ZADD', ready_key, ready_score(meta), id)
   end
 end

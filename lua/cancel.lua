@@ -49,7 +49,12 @@ local now = now_ms()
 local leased = meta.state == 'leased'
 if meta.state == 'queued' or meta.state == 'scheduled'
     or (leased and token == 0 and meta.started ~= '1') then
-  redis.call('ZREM', ready_key, id)
+  if redis.call('ZREM', ready_key, id) == 0 and meta.state == 'queued'
+      and tonumber(meta.prio) == 0 then
+    -- in the line: its entry stays (an LREM is O(line)), counted stale until
+    -- a claim pops it (_lib.lua, LINE_FLOOR)
+    redis.call('HINCRBY', stats_key, 'line_stale', 1)
+  end
   redis.call('ZREM', scheduled_key, id)
   redis.call('ZREM', leases_key, id)
   emit(events_key, events_maxlen, id, 'canceled',

@@ -17,7 +17,7 @@
 -- nothing: the check is in this script, so no claim that runs after the pause
 -- was written leases a job. Due scheduled jobs are still promoted, and a
 -- retried claim still gets the jobs it leased before the pause.
--- KEYS[1] ready        ZSET   claimable ids
+-- KEYS[1] ready        ZSET   claimable ids of a priority other than 0, and put back at their place
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
 -- KEYS[4] jobs         HASH   id -> job record
@@ -29,7 +29,8 @@
 -- KEYS[10] token        STRING the fencing token counter
 -- KEYS[11] paused       STRING set while the queue is paused: nothing is leased
 -- KEYS[12] parked       HASH   park group -> `next_us|interval_us` (release.lua; see 2. below)
--- KEYS[13] claim        STRING this worker's last claim: claim_id, lease until, token range; PX lease_ms
+-- KEYS[13] line         LIST   queued ids of priority 0, in claim order (_lib.lua, LINE_FLOOR)
+-- KEYS[14] claim        STRING this worker's last claim: claim_id, lease until, token range; PX lease_ms
 -- ARGV[1] count            int   most jobs to lease
 -- ARGV[2] lease_ms         int   lease duration
 -- ARGV[3] worker_id        str   holder, recorded on the job
@@ -45,7 +46,7 @@
 local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, token_key, paused_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local parked_key, claim_key = KEYS[12], KEYS[13]
+local parked_key, line_key, claim_key = KEYS[12], KEYS[13], KEYS[14]
 local count = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local worker_id = ARGV[3]
@@ -84,7 +85,7 @@ local function add_meta(id, meta, payload)
           meta.started == '1' and 1 or 0)
 end
 
-local more_ready = false  -- jobs parked, some still ready: claim again at once
+local more_ready = false  -- jobs parked or stale entries in the way: claim again at once
 -- first: the first entry of the scheduled set (ZRANGE 0 0 WITHSCORES), read
 -- here when not given
 local function reply_with_jobs(first)
@@ -157,8 +158,7 @@ if #first > 0 and tonumber(first[2]) <= now then
     redis.call('ZREM', scheduled_key, id)
     local meta, problem = load_meta(jobs_key, id)
     if meta and meta.state == 'scheduled' then
-      meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
-      requeue(meta, id, now, 0, ready_key, scheduled_key)
+      requeue_behind(meta, id, now, 0, ready_key, scheduled_key, line_key, stats_key)
       save_meta(jobs_key, id, meta)
     elseif problem == 'malformed' then
       bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
@@ -173,7 +173,7 @@ end
 -- the rate more than 50 ms ahead (release.lua records when the
 -- key's next start is expected, and one interval). Such a job is scheduled to
 -- the group's next expected start, and the next one parked one interval
--- after it: a busy key's backlog leaves the ready set here, in Redis, with no
+-- after it: a busy key's backlog leaves the line here, in Redis, with no
 -- round trip per job. A job is parked once (its group is cleared): when it
 -- comes due it is leased, and the worker's rate check decides.
 if paused then
@@ -219,6 +219,91 @@ local function park_job(id, meta, park, records, later, audit)
          audit[5])
   end
 end
+-- the next `want` (text) ids in claim order (_lib.lua, LINE_FLOOR): the ready
+-- set's entries below LINE_FLOOR, then the line, then the ready set's rest;
+-- and where each came from: its score (text), or false for the line. A ready
+-- set of negative priorities only, behind a line that fills the call, is
+-- popped and put back: the common case (an empty ready set) costs one ZPOPMIN
+-- of nothing, where a peek first would cost a call in every case.
+local function pop_ready(ready_key_, line_key_, want)
+  local popped = redis.call('ZPOPMIN', ready_key_, want)
+  local ids, places, got = {}, {}, 0
+  local i = 1
+  while i < #popped and tonumber(popped[i + 1]) < LINE_FLOOR do
+    got = got + 1
+    ids[got], places[got] = popped[i], popped[i + 1]
+    i = i + 2
+  end
+  local room = tonumber(want) - got
+  if room > 0 then
+    local line = redis.call('LPOP', line_key_, int(room))
+    if line then
+      for _, id in ipairs(line) do
+        got = got + 1
+        ids[got], places[got] = id, false
+      end
+      room = room - #line
+    end
+  end
+  local back = {}
+  for j = i, #popped - 1, 2 do
+    if room > 0 then
+      room = room - 1
+      got = got + 1
+      ids[got], places[got] = popped[j], popped[j + 1]
+    else
+      back[#back + 1] = popped[j + 1]
+      back[#back + 1] = popped[j]
+    end
+  end
+  bulk('ZADD', ready_key_, back)
+  return ids, places
+end
+-- The next `want` ids whose record is queued (or malformed: the lease loop
+-- buries it), and their records. A stale entry, whose job left the
+-- line or the ready set (canceled there, or leased or finished since), is
+-- dropped, counted as garbage, and another is popped in its place, so a claim
+-- behind stale entries is not answered empty: at most STALE_POPS pops; the
+-- last return is true when that bound left stale entries in the way (the
+-- reply then says claim again now). Stale entries of the line are also taken
+-- off cancel.lua's line_stale count (which never goes below 0).
+local STALE_POPS = 8
+local function pop_queued(ready_key_, line_key_, jobs_key_, stats_key_, want)
+  local ids, raws = {}, {}
+  local stale, in_line, dropped = 0, 0, 0
+  for _ = 1, STALE_POPS do
+    local got, at = pop_ready(ready_key_, line_key_, int(want))
+    local recs = bulk('HMGET', jobs_key_, got)
+    dropped = 0
+    for i, id in ipairs(got) do
+      local raw = recs[i]
+      -- the state field is read by hand first ('<version>|queued|'); a record
+      -- in another state (or unreadable: kept, to be buried) is parsed
+      if not raw or (string.sub(raw, 2, 9) ~= '|queued|' and parse_meta(raw)) then
+        dropped = dropped + 1
+        in_line = in_line + (at[i] and 0 or 1)
+      else
+        ids[#ids + 1], raws[#raws + 1] = id, raw
+      end
+    end
+    stale = stale + dropped
+    if dropped == 0 or #got < want then
+      dropped = 0
+      break
+    end
+    want = dropped
+  end
+  if stale > 0 then
+    redis.call('HINCRBY', stats_key_, 'garbage', int(stale))
+  end
+  if in_line > 0 then
+    local counted = tonumber(redis.call('HGET', stats_key_, 'line_stale') or '0') or 0
+    if counted > 0 then
+      redis.call('HINCRBY', stats_key_, 'line_stale', int(-math.min(counted, in_line)))
+    end
+  end
+  return ids, raws, dropped > 0
+end
 -- the fencing token of the next run leased by this call: the counter's next
 -- (token + 1), or one above the job's last token when that is higher (the
 -- counter was lost). Returns it, the counter's next and the highest handed out
@@ -236,12 +321,8 @@ local parked, later = 0, {}
 local audit = audit_all and {events_key, events_maxlen, 'worker:' .. worker_id, jobs_key,
                                payloads_key}
 if count > 0 then
-  local popped = redis.call('ZPOPMIN', ready_key, ARGV[1])
-  local ids = {}
-  for i = 1, #popped, 2 do
-    ids[#ids + 1] = popped[i]
-  end
-  local raws = bulk('HMGET', jobs_key, ids)
+  local ids, raws
+  ids, raws, more_ready = pop_queued(ready_key, line_key, jobs_key, stats_key, count)
   -- each leased job's payload: inside its record (split_record), read as the
   -- record is; else from the payloads hash after the loop, for those jobs
   -- only, in one call, into the reply's place add_job left for it
@@ -317,7 +398,7 @@ if count > 0 then
       if park then
         park_job(id, meta, park, records, later, audit)
         parked = parked + 1
-      elseif meta and meta.state == 'queued' then
+      elseif meta then  -- queued: pop_queued dropped every other state
         meta.state = 'leased'
         if n < start_now then
           meta.started = '1'
@@ -333,16 +414,9 @@ if count > 0 then
           payload_later(id)
         end
         add_meta(id, meta, meta.payload)
-      elseif raws[i] then
-        if meta then
-          -- a record in another state: a stale entry in the ready set
-          redis.call('HINCRBY', stats_key, 'garbage', 1)
-        else
-          bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
-        end
       else
-        -- an id with no record: garbage in the ready set
-        redis.call('HINCRBY', stats_key, 'garbage', 1)
+        -- pop_queued kept queued records and unreadable ones only
+        bury_malformed(id, now, dead_key, letters_key, letters_maxlen, stats_key)
       end
     end
     if record then
@@ -376,20 +450,17 @@ end
 -- the rest of a parked group's run behind this batch is parked too (up to
 -- PARK_SCAN jobs a call), so the jobs of other keys behind it are reached at
 -- once: the first job that is not of a parked group goes back to its place
--- (its score kept) and the claim answers next_due 0 (claim again now)
+-- (its score kept, or the front of the line) and the claim answers next_due 0
+-- (claim again now)
 if parked > 0 then
   local stop = false
   while not stop and parked < PARK_SCAN do
-    local popped = redis.call('ZPOPMIN', ready_key, '32')
-    if #popped == 0 then
+    local ids, places = pop_ready(ready_key, line_key, '32')
+    if #ids == 0 then
       break
     end
-    local ids = {}
-    for i = 1, #popped, 2 do
-      ids[#ids + 1] = popped[i]
-    end
     local raws = bulk('HMGET', jobs_key, ids)
-    local records, back = {}, {}
+    local records, back, front = {}, {}, {}
     for i, id in ipairs(ids) do
       local meta = not stop and raws[i] and parse_meta(raws[i])
       local park = meta and meta.grp and meta.state == 'queued' and parked < PARK_SCAN and
@@ -399,12 +470,17 @@ if parked > 0 then
         parked = parked + 1
       else
         stop = true
-        back[#back + 1] = popped[2 * i]
-        back[#back + 1] = id
+        if places[i] then
+          back[#back + 1] = places[i]
+          back[#back + 1] = id
+        else
+          table.insert(front, 1, id)  -- LPUSH puts the last one given first
+        end
       end
     end
     bulk('HSET', jobs_key, records)
     bulk('ZADD', ready_key, back)
+    bulk('LPUSH', line_key, front)
   end
   bulk('ZADD', scheduled_key, later)
   first = nil  -- the scheduled set changed: the reply reads it again
@@ -420,7 +496,7 @@ if parked > 0 then
   if redis.call('PTTL', parked_key) < keep_ms then
     redis.call('PEXPIRE', parked_key, keep_ms)
   end
-  if n < count and redis.call('ZCARD', ready_key) > 0 then
+  if n < count and (redis.call('ZCARD', ready_key) > 0 or redis.call('LLEN', line_key) > 0) then
     more_ready = true
   end
 end

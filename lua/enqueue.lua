@@ -3,11 +3,12 @@
 -- KEYS[1] jobs         HASH   id -> job record
 -- KEYS[2] payloads     HASH   id -> payload (msgpack, opaque here), when over INLINE_MAX
 --                             bytes; a smaller one is kept inside the record
--- KEYS[3] ready        ZSET   claimable ids
+-- KEYS[3] ready        ZSET   claimable ids of a priority other than 0
 -- KEYS[4] scheduled    ZSET   delayed ids, score = due ms
 -- KEYS[5] stats        HASH   counters (seq, enqueued)
 -- KEYS[6] wake         LIST   wake-up tokens for idle workers
 -- KEYS[7] events       STREAM audit trail
+-- KEYS[8] line         LIST   queued ids of priority 0, in claim order (_lib.lua, LINE_FLOOR)
 -- ARGV[1] events_maxlen   int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all       0|1   also record the hot transitions (enqueued)
 -- ARGV[3] wake_cap        int   most tokens kept in the wake list
@@ -24,6 +25,7 @@
 local CODE_EXISTED, CODE_CREATED = 0, 1
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local line_key = KEYS[8]
 local audit_all = ARGV[2] == '1'
 local wake_cap = ARGV[3]
 local RUN_HEAD = 7
@@ -58,10 +60,13 @@ if #ARGV == 3 + RUN_HEAD + 2 then
   if not inline then
     redis.call('HSET', payloads_key, id, payload)
   end
-  if state == 'queued' then
-    redis.call('ZADD', ready_key, int((PRIO_OFFSET - tonumber(ARGV[run + 3])) * SEQ_SPAN + seq), id)
-  else
+  local prio = ARGV[run + 3]
+  if state ~= 'queued' then
     redis.call('ZADD', scheduled_key, due_ms, id)
+  elseif prio == '0' then
+    redis.call('RPUSH', line_key, id)
+  else
+    redis.call('ZADD', ready_key, int((PRIO_OFFSET - tonumber(prio)) * SEQ_SPAN + seq), id)
   end
   if audit_all then
     emit(events_key, tonumber(ARGV[1]), id, 'enqueued', state, enqueued_by(id), nil, nil,
@@ -96,17 +101,19 @@ local uniform, mixed = nil, false  -- every run's state, when they all share one
 local fresh = {}  -- ids created by this call, so a repeat in the batch is no duplicate
 -- the write lists grow by two values per created job, counted here (Lua
 -- 5.1's # is a search of the table each time)
-local records, payloads, ready, scheduled = {}, {}, {}, {}
+local records, payloads, ready, scheduled, line = {}, {}, {}, {}, {}
 local w, queued, later, p = 0, 0, 0, 0  -- entries in records, ready, scheduled, payloads
+local lined = 0  -- entries in line
 local n = 0  -- jobs seen
 for _, run in ipairs(runs) do
   local count, name, delay_ms = tonumber(ARGV[run]), ARGV[run + 1], tonumber(ARGV[run + 2])
   local prio = ARGV[run + 3]
-  local run_state, ready_ms, due_ms, base_score
+  local run_state, ready_ms, due_ms, base_score, in_line
   if delay_ms > 0 then
     run_state, ready_ms, due_ms = 'scheduled', '0', int(now + delay_ms)
   else
     run_state, ready_ms, due_ms = 'queued', now_text, '0'
+    in_line = prio == '0'
     base_score = (PRIO_OFFSET - tonumber(prio)) * SEQ_SPAN  -- ready_score without the seq
   end
   local head, tail = record_around_seq(run_state, ARGV[run + 4], ARGV[run + 5], prio, now_text,
@@ -140,7 +147,10 @@ for _, run in ipairs(runs) do
     else
       state = run_state
       w = w + 2
-      if base_score then
+      if in_line then
+        lined = lined + 1
+        line[lined] = id
+      elseif base_score then
         queued = queued + 2
         ready[queued - 1] = int(base_score + seq)
         ready[queued] = id
@@ -176,6 +186,7 @@ end
 bulk('HSET', jobs_key, records)
 bulk('HSET', payloads_key, payloads)
 bulk('ZADD', ready_key, ready)
+bulk('RPUSH', line_key, line)
 bulk('ZADD', scheduled_key, scheduled)
 if created > 0 then
   redis.call('HINCRBY', stats_key, 'enqueued', int(created))

@@ -21,6 +21,7 @@
 -- KEYS[14] logs         HASH   id -> captured run logs
 -- KEYS[15] waiting      ZSET   ids someone waits for (App.wait)
 -- KEYS[16] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
+-- KEYS[17] line         LIST   queued ids of priority 0, in claim order (_lib.lua, LINE_FLOOR)
 -- ARGV[1] id               str
 -- ARGV[2] token            int
 -- ARGV[3] kind             str   work | infra | dead
@@ -41,7 +42,7 @@ local CODE_REFUSED, CODE_RETRY, CODE_DEAD, CODE_CANCELED = 0, 1, 2, 3
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local logs_key, waiting_key = KEYS[14], KEYS[15]
+local logs_key, waiting_key, line_key = KEYS[14], KEYS[15], KEYS[17]
 local id, token, kind, reason = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local err, delay_ms = ARGV[5], tonumber(ARGV[6])
 local events_maxlen, letters_maxlen = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -100,10 +101,7 @@ elseif dead_reason then
        jobs_key, payloads_key)
   code = CODE_DEAD
 else
-  if delay_ms <= 0 then
-    meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
-  end
-  requeue(meta, id, now, delay_ms, ready_key, scheduled_key)
+  requeue_behind(meta, id, now, delay_ms, ready_key, scheduled_key, line_key, stats_key)
   redis.call('HINCRBY', stats_key, 'retried', 1)
   emit(events_key, events_maxlen, id, 'retried', kind, 'worker:' .. meta.worker, jobs_key,
        payloads_key)

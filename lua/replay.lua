@@ -8,12 +8,14 @@
 -- KEYS[6] wake         LIST   wake-up tokens
 -- KEYS[7] events       STREAM audit trail
 -- KEYS[8] payloads     HASH   id -> payload envelope (the audit entry's correlation id)
+-- KEYS[9] line         LIST   queued ids of priority 0, in claim order (_lib.lua, LINE_FLOOR)
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2..] job ids
 -- Returns: per id CODE_REPLAYED, CODE_NOT_DEAD (or missing), CODE_MALFORMED record
 local CODE_MALFORMED, CODE_NOT_DEAD, CODE_REPLAYED = -1, 0, 1
 local jobs_key, errors_key, ready_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stats_key, wake_key, events_key, payloads_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local line_key = KEYS[9]
 local events_maxlen = tonumber(ARGV[1])
 
 local now = now_ms()
@@ -27,8 +29,7 @@ for i = 2, #ARGV do
     meta.attempt, meta.work_fail, meta.infra_fail, meta.cancel = 0, 0, 0, 0
     meta.reason, meta.end_ms = '', 0
     redis.call('HDEL', errors_key, id)
-    meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
-    requeue(meta, id, now, 0, ready_key, ready_key)
+    requeue_behind(meta, id, now, 0, ready_key, ready_key, line_key, stats_key)
     save_meta(jobs_key, id, meta)
     emit(events_key, events_maxlen, id, 'replayed', '', 'operator:replay', jobs_key, payloads_key)
     replayed = replayed + 1

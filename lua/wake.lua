@@ -19,11 +19,12 @@
 -- KEYS[1] jobs         HASH   id -> job record
 -- KEYS[2] ready        ZSET   claimable ids
 -- KEYS[3] scheduled    ZSET   delayed ids
--- KEYS[4] stats        HASH   counters (seq: ready-set order)
+-- KEYS[4] stats        HASH   counters (seq: claim order)
 -- KEYS[5] wake         LIST   wake-up tokens
 -- KEYS[6] woken        ZSET   wake-pending marks `<id>:<token>` -> when marked (ms)
 -- KEYS[7] events       STREAM audit trail
 -- KEYS[8] payloads     HASH   id -> payload (the audit entry's correlation id)
+-- KEYS[9] line         LIST   queued ids of priority 0, in claim order (_lib.lua, LINE_FLOOR)
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2] wake_cap         int   most wake tokens in the list
 -- ARGV[3..] per job, 2 values: id, token (of the run the slot refused)
@@ -33,6 +34,7 @@ local CODE_IGNORED, CODE_WOKEN, CODE_MARKED = 0, 1, 2
 local WOKEN_TTL_MS = 60000 -- a mark its release never consumed (a crash) goes after this
 local jobs_key, ready_key, scheduled_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local wake_key, woken_key, events_key, payloads_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local line_key = KEYS[9]
 local events_maxlen, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 
 local now = now_ms()
@@ -44,8 +46,7 @@ for base = 3, #ARGV, 2 do
   local code = CODE_IGNORED
   if meta and token and tonumber(meta.token) == token then
     if meta.state == 'scheduled' and redis.call('ZREM', scheduled_key, id) == 1 then
-      meta.seq = redis.call('HINCRBY', stats_key, 'seq', 1)
-      requeue(meta, id, now, 0, ready_key, scheduled_key)
+      requeue_behind(meta, id, now, 0, ready_key, scheduled_key, line_key, stats_key)
       save_meta(jobs_key, id, meta)
       emit(events_key, events_maxlen, id, 'woken', 'slot freed', 'limiter', jobs_key, payloads_key)
       woken = woken + 1

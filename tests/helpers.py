@@ -13,7 +13,7 @@ import anyio
 from leasequeue import App, Worker
 from leasequeue.models import FailOutcome
 from leasequeue.store.keys import QueueKeys
-from leasequeue.store.record import PAYLOAD_MARK, parse_record, split_record
+from leasequeue.store.record import LINE_FLOOR, PAYLOAD_MARK, parse_record, split_record
 from leasequeue.store.scripts import Scripts
 
 
@@ -53,11 +53,30 @@ def ops(app: App) -> Scripts:
     return app.scripts
 
 
+def in_claim_order(ranked: list[tuple[bytes, float]], line: list[bytes]) -> list[str]:
+    """The ids of a ready set (with scores) and a line in claim order: the
+    ready set below LINE_FLOOR, the line, the ready set's rest (lua/_lib.lua)."""
+    first = [m.decode() for m, sc in ranked if sc < LINE_FLOOR]
+    rest = [m.decode() for m, sc in ranked if sc >= LINE_FLOOR]
+    return first + [x.decode() for x in line] + rest
+
+
+async def ready_ids(app: App, qk: QueueKeys) -> list[str]:
+    """The entries of a queue's ready set and line, in claim order."""
+    return in_claim_order(await app.redis.zrange(qk.ready, 0, -1, withscores=True),
+                          await app.redis.lrange(qk.line, 0, -1))
+
+
+def ready_ids_sync(r: Any, qk: QueueKeys) -> list[str]:
+    """ready_ids through a sync client."""
+    return in_claim_order(r.zrange(qk.ready, 0, -1, withscores=True), r.lrange(qk.line, 0, -1))
+
+
 async def all_keys_state(app: App, queue: str) -> dict[str, Any]:
     qk = app.keys(queue)
     r = app.redis
     return {
-        "ready": [x.decode() for x in await r.zrange(qk.ready, 0, -1)],
+        "ready": await ready_ids(app, qk),
         "scheduled": [x.decode() for x in await r.zrange(qk.scheduled, 0, -1)],
         "leases": [x.decode() for x in await r.zrange(qk.leases, 0, -1)],
         "dead": [x.decode() for x in await r.zrange(qk.dead, 0, -1)],

@@ -43,7 +43,7 @@ from tests.harness.cluster_proc import (
 )
 from tests.harness.procs import WorkerProcs
 from tests.harness.sentinel_proc import SentinelSetup
-from tests.helpers import START_ALL, eventually, new_claim_id, worker_running
+from tests.helpers import START_ALL, eventually, new_claim_id, ready_ids, worker_running
 
 # The core script tests, run here against an App on the cluster (the `app`
 # fixture below overrides the one of tests/conftest.py for this module).
@@ -302,8 +302,7 @@ async def test_sharded_queue_spreads_dedups_and_drains_fairly(
     first = await app_.enqueue_many([JobRequest("heat", job_id=i, queue="hot") for i in ids])
     assert all(j.created for j in first)
     # every id went to exactly one shard, and the shards are all used
-    by_shard = [{text(x) for x in await app_.redis.zrange(qk.ready, 0, -1)}
-                for qk in shard_keys]
+    by_shard = [set(await ready_ids(app_, qk)) for qk in shard_keys]
     assert sorted(set().union(*by_shard)) == sorted(ids)
     assert sum(len(s) for s in by_shard) == 300
     assert all(len(s) >= 50 for s in by_shard), [len(s) for s in by_shard]

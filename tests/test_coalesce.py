@@ -30,7 +30,7 @@ from leasequeue.store.keys import QueueKeys
 from leasequeue.store.record import split_record
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tcp_proxy import TcpProxy
-from tests.helpers import eventually
+from tests.helpers import eventually, ready_ids_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -181,7 +181,7 @@ async def test_redis_down_fails_every_caller_and_writes_nothing_by_halves(
         records = {k.decode() for k in r.hkeys(qk.jobs)}
         payloads = {k.decode() for k, v in r.hgetall(qk.jobs).items()
                     if split_record(v)[1] is not None}  # inside the record
-        ready = {k.decode() for k in r.zrange(qk.ready, 0, -1)}
+        ready = set(ready_ids_sync(r, qk))
         assert records == payloads == ready  # no job is there by halves
         assert set(told) | {"warm"} <= records
         assert int(r.hget(qk.stats, "enqueued") or 0) == len(records)

@@ -29,7 +29,14 @@ from leasequeue.store.specs import RunStateReply
 from tests.conftest import wait_for
 from tests.harness.procs import WorkerProcs
 from tests.harness.redis_proc import RedisProcess
-from tests.helpers import START_ALL, eventually, expire_lease, new_claim_id, worker_running
+from tests.helpers import (
+    START_ALL,
+    eventually,
+    expire_lease,
+    new_claim_id,
+    ready_ids,
+    worker_running,
+)
 
 KIT_APP = "tests.harness.apps.kit_app:app"
 FAST = ("--concurrency", "2", "--lease", "2", "--reap-backoff-base", "0.1")
@@ -154,7 +161,7 @@ async def test_a_stale_token_cannot_write_checkpoints_saga_or_progress(real_app:
     # the lease expires and the job is claimed again: the first run is stale
     await expire_lease(app, "default", "a")
     await app.scripts.reap(qk, 10, 0, 0, {}, (3, 10))
-    await eventually(lambda: app.redis.zcard(qk.ready), what="requeued")
+    await eventually(lambda: ready_ids(app, qk), what="requeued")
     new = (await app.scripts.claim(qk, 1, 60_000, "w2", START_ALL, new_claim_id())).jobs[0]
     assert new.token > old.token
     before = await app.redis.hgetall(qk.runstate)

@@ -15,6 +15,7 @@ from anyio.abc import Process
 from leasequeue import App, JobRequest
 from leasequeue.store.record import parse_record, text
 from tests.harness.redis_proc import env_with_path
+from tests.helpers import ready_ids
 
 pytestmark = pytest.mark.anyio
 
@@ -98,4 +99,4 @@ async def test_each_job_claimed_exactly_once_across_processes(real_app: App, pre
             "leased", token_of[rec["id"]], 1), rec
         assert rec["worker"] == holder[rec["id"]]  # the record names the claimer that recorded it
     assert await app.redis.zcard(qk.leases) == N_JOBS
-    assert await app.redis.zcard(qk.ready) == 0
+    assert await ready_ids(app, qk) == []

@@ -45,6 +45,7 @@ from tests.helpers import (
     eventually,
     make_due,
     new_claim_id,
+    ready_ids,
     server_ms,
     worker_running,
 )
@@ -552,16 +553,19 @@ async def test_a_claim_parks_at_most_256_and_says_claim_again(app: App) -> None:
     qk = app.keys("default")
     await _park_group(app, "rate.t:A", 5_000_000, 10_000)
     await _grouped(app, [f"a{i}" for i in range(300)], "rate.t:A")
-    await _grouped(app, ["b0"], "rate.t:B")
+    await _grouped(app, ["b0", "b1", "b2"], "rate.t:B")
     first = await _claim(app, 1)
     assert first.jobs == [] and first.next_due_in_ms == 0
     assert await app.redis.zcard(qk.scheduled) == 1 + 256  # x and the parked
-    second = await _claim(app, 1)  # the other 44, then b0 goes back: claim again now
+    second = await _claim(app, 1)  # the other 44, then b0-b2 go back: claim again now
     assert second.jobs == [] and second.next_due_in_ms == 0
     assert await app.redis.zcard(qk.scheduled) == 1 + 300
+    # back at the front of the line in their order
+    assert await ready_ids(app, qk) == ["b0", "b1", "b2"]
     third = await _claim(app, 1)
     assert [j.id for j in third.jobs] == ["b0"]
-    assert await app.redis.zcard(qk.ready) == 0
+    assert [j.id for j in (await _claim(app, 5)).jobs] == ["b1", "b2"]
+    assert await ready_ids(app, qk) == []
 
 
 async def test_rate_limited_from_the_handler_pushes_the_key_back_for_everyone(
@@ -778,7 +782,7 @@ async def test_the_wake_is_fenced_by_the_refused_runs_token_and_idempotent(
     assert await state() == "scheduled"
     assert await s.wake(qk, [("j1", t1)]) == [WakeReply.WOKEN]
     assert await state() == "queued" and await app.redis.zscore(qk.scheduled, "j1") is None
-    assert await app.redis.zscore(qk.ready, "j1") is not None
+    assert await ready_ids(app, qk) == ["j1"]
     assert await s.wake(qk, [("j1", t1)]) == [WakeReply.IGNORED]  # a duplicate: no change
     assert await state() == "queued"
     t2 = await claim("c2")
@@ -789,7 +793,7 @@ async def test_the_wake_is_fenced_by_the_refused_runs_token_and_idempotent(
     assert await state() == "leased"
     assert 59_000 < await app.redis.pttl(qk.woken) <= 60_000
     assert await s.release(qk, [("j1", t2)], 30_000, "slot busy") == [ReleaseReply.RELEASED]
-    assert await state() == "queued" and await app.redis.zscore(qk.ready, "j1") is not None
+    assert await state() == "queued" and await ready_ids(app, qk) == ["j1"]
     assert await app.redis.exists(qk.woken) == 0  # consumed
     t3 = await claim("c3")
     await s.ack(qk, "succeeded", 60_000, [("j1", t3, b"", "")])

@@ -56,7 +56,7 @@ async def leftovers(app: App) -> dict[str, int]:
     return {
         "jobs": await r.hlen(qk.jobs), "payloads": await r.hlen(qk.payloads),
         "results": await r.hlen(qk.results), "errors": await r.hlen(qk.errors),
-        "done": await r.zcard(qk.done), "ready": await r.zcard(qk.ready),
+        "done": await r.zcard(qk.done), "ready": await r.zcard(qk.ready) + await r.llen(qk.line),
         "leases": await r.zcard(qk.leases),
     }
 

@@ -315,6 +315,12 @@ class QueueMachine(RuleBasedStateMachine):
             out[name] = {x.decode() for x in members}
         raw: Any = await r.hgetall(qk.jobs)
         out["records"] = {k.decode(): parse_record(v) for k, v in raw.items()}
+        # the line (priority 0): its entries of queued jobs are homes; the rest
+        # are canceled jobs' stale entries, which the stats hash counts
+        line = [x.decode() for x in await r.lrange(qk.line, 0, -1)]
+        live = {i for i in line if out["records"].get(i, {}).get("state") == "queued"}
+        out["ready"] |= live
+        out["line"] = (len(line), len(live), int(await r.hget(qk.stats, "line_stale") or 0))
         for name in ("payloads", "errors", "results"):
             members = await r.hkeys(getattr(qk, name))
             out[name] = {x.decode() for x in members}
@@ -341,6 +347,8 @@ class QueueMachine(RuleBasedStateMachine):
         assert in_sets <= set(records), f"ids without a record: {in_sets - set(records)}"
         assert snap["payloads"] == set(records), "payloads without records, or records without"
         assert snap["errors"] <= set(records) and snap["results"] <= set(records)
+        entries, live, stale = snap["line"]
+        assert entries - stale == live, "the line's stale count is off"
         st_ = snap["stats"]
         assert st_.ready + st_.scheduled + st_.leased + st_.dead + st_.retained == len(records)
         counters = st_.counters

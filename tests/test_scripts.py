@@ -19,6 +19,7 @@ from tests.helpers import (
     fail_job,
     make_due,
     new_claim_id,
+    ready_ids,
     server_ms,
     stored_payloads,
 )
@@ -97,6 +98,12 @@ async def test_one_job_and_a_batch_write_the_same_job(
     assert [split_record(r)[1] for r in await app.redis.hmget(qk.jobs, ["one", "b1"])] == \
         [b"\x94\x01\xa0\xa0\x80"] * 2
     assert await app.redis.hlen(qk.payloads) == 0
+    if not delay_ms and priority == 0:
+        # priority 0 waits in the line, FIFO across the two paths, nothing in the ready set
+        assert await app.redis.lrange(qk.line, 0, -1) == [b"one", b"b1", b"b2"]
+        assert await app.redis.zcard(qk.ready) == 0
+        return
+    assert await app.redis.llen(qk.line) == 0
     where = qk.scheduled if delay_ms else qk.ready
     # FIFO within one priority across the two paths, each score as the batch's
     members = await app.redis.zrange(where, 0, -1, withscores=True)
@@ -124,7 +131,7 @@ async def test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_no
     assert [(e.created, e.state) for e in many] == [(False, "malformed"), (True, "queued")]
     assert await app.redis.hget(qk.jobs, "bad") == b"nonsense"
     assert await app.redis.hexists(qk.payloads, "bad") == 0
-    assert [m.decode() for m in await app.redis.zrange(qk.ready, 0, -1)] == ["fine"]
+    assert await ready_ids(app, qk) == ["fine"]
     assert int(await app.redis.hget(qk.stats, "enqueued")) == 1
 
 

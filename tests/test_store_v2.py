@@ -27,7 +27,14 @@ from leasequeue.store.specs import (
     RenewReply,
     StartReply,
 )
-from tests.helpers import DEFAULT_BUDGET, eventually, expire_lease, server_ms, stored_payloads
+from tests.helpers import (
+    DEFAULT_BUDGET,
+    eventually,
+    expire_lease,
+    ready_ids,
+    server_ms,
+    stored_payloads,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +58,7 @@ async def zset(app: App, key: str) -> list[str]:
 
 async def sets(app: App) -> dict[str, list[str]]:
     qk = app.keys(Q)
-    return {"ready": await zset(app, qk.ready), "scheduled": await zset(app, qk.scheduled),
+    return {"ready": await ready_ids(app, qk), "scheduled": await zset(app, qk.scheduled),
             "leases": await zset(app, qk.leases), "dead": await zset(app, qk.dead),
             "done": sorted(await zset(app, qk.done))}
 
@@ -594,15 +601,16 @@ async def test_keys_of_the_new_layout(app: App) -> None:
 
 
 FOOTPRINT_JOBS = 10_000
-FOOTPRINT_BOUND = 310  # bytes a queued no-op job costs in Redis's MEMORY USAGE
+FOOTPRINT_BOUND = 215  # bytes a queued no-op job costs in Redis's MEMORY USAGE
 
 
-async def test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis(
+async def test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis(
         real_app: App, sync_redis: Any) -> None:
     """Its record (with its payload inside) and its place in line, as Redis
-    counts them (MEMORY USAGE SAMPLES 0 of the two keys, 10,000 jobs): 300.7
-    bytes a job on Redis 7.0 with jemalloc, 368.5 with the payload in a hash
-    of its own. A producer's id is 28 hex characters, the longest whose
+    counts them (MEMORY USAGE SAMPLES 0 of the two keys, 10,000 jobs): 202.0
+    bytes a job on Redis 7.0 with jemalloc with the place in the line (a
+    LIST), 300.7 with it in the ready set (a ZSET), 368.5 with the payload in
+    a hash of its own as well. A producer's id is 28 hex characters, the longest whose
     string stays in a 32-byte allocation, and the payload stores '' for a
     correlation id that is the job's own: 32-character ids cost 416 bytes a
     job here, the id repeated in the payload 408 (both measured with the
@@ -614,6 +622,6 @@ async def test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis(
     assert len({r.id for r in replies}) == FOOTPRINT_JOBS  # one read of urandom, cut up
     qk = app.keys("default")
     assert sync_redis.exists(qk.payloads) == 0  # every payload inside its record
-    used = sum(sync_redis.memory_usage(key, samples=0) for key in (qk.jobs, qk.ready))
-    assert sync_redis.zcard(qk.ready) == FOOTPRINT_JOBS
+    used = sum(sync_redis.memory_usage(key, samples=0) for key in (qk.jobs, qk.line))
+    assert sync_redis.llen(qk.line) == FOOTPRINT_JOBS and sync_redis.exists(qk.ready) == 0
     assert used / FOOTPRINT_JOBS <= FOOTPRINT_BOUND, used / FOOTPRINT_JOBS

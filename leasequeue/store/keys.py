@@ -86,7 +86,15 @@ class QueueKeys:
 
     @property
     def ready(self) -> str:
+        """Queued ids of a priority other than 0, and of priority 0 put back at
+        their place (ZSET by priority, then sequence number)."""
         return self._key("ready")
+
+    @property
+    def line(self) -> str:
+        """Queued ids of priority 0, in claim order (LIST; lua/_lib.lua,
+        LINE_FLOOR, says how a claim merges it with ``ready``)."""
+        return self._key("line")
 
     @property
     def scheduled(self) -> str:
@@ -211,8 +219,8 @@ class QueueKeys:
         """Every fixed key of the queue (for tests and for slot checks); the
         per-worker claim keys are not listed."""
         return [
-            self.ready, self.scheduled, self.leases, self.jobs, self.payloads, self.errors,
-            self.results, self.done, self.dead, self.deadletters, self.events,
+            self.ready, self.line, self.scheduled, self.leases, self.jobs, self.payloads,
+            self.errors, self.results, self.done, self.dead, self.deadletters, self.events,
             self.wake, self.stats, self.token, self.config, self.paused, self.logs,
             self.waiting, self.runstate, self.woken, self.parked,
         ]

@@ -25,6 +25,12 @@ RECORD_FIELDS_V1 = tuple(f for f in RECORD_FIELDS if f != "started")
 RECORD_FIELDS_V3 = (*RECORD_FIELDS, "grp")
 _TEXT = frozenset(("state", "name", "worker", "reason", "grp"))
 
+# claim order (lua/_lib.lua): the ready set's score is (PRIO_OFFSET - priority) *
+# SEQ_SPAN + sequence number; a score from LINE_FLOOR on is of a negative priority,
+# claimed after the line (the queued jobs of priority 0)
+PRIO_OFFSET, SEQ_SPAN = 32767, 2**36
+LINE_FLOOR = (PRIO_OFFSET + 1) * SEQ_SPAN
+
 # the error history (see push_error in lua/_lib.lua)
 ERROR_RS, ERROR_US = "\x1e", "\x1f"
 MAX_ERROR_TEXT = 4000

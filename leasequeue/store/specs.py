@@ -30,7 +30,7 @@ SPECS: dict[str, ScriptSpec] = {
     for s in (
         ScriptSpec(
             "enqueue",
-            ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events"),
+            ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events", "line"),
             ("events_maxlen", "audit_all", "wake_cap"),
             ("id", "payload"),
             run_head=("count", "name", "delay_ms", "priority", "max_attempts", "max_infra",
@@ -39,7 +39,7 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "claim",
             ("ready", "scheduled", "leases", "jobs", "payloads", "dead", "deadletters",
-             "stats", "events", "token", "paused", "parked", "claim"),
+             "stats", "events", "token", "paused", "parked", "line", "claim"),
             ("count", "lease_ms", "worker_id", "promote_batch", "events_maxlen", "audit_all",
              "letters_maxlen", "start_now", "claim_id"),
             worker_keys=("claim",),
@@ -57,7 +57,8 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec(
             "fail",
             ("leases", "jobs", "payloads", "errors", "results", "ready", "scheduled", "done",
-             "dead", "deadletters", "stats", "wake", "events", "logs", "waiting", "runstate"),
+             "dead", "deadletters", "stats", "wake", "events", "logs", "waiting", "runstate",
+             "line"),
             ("id", "token", "kind", "reason", "error", "delay_ms", "events_maxlen",
              "letters_maxlen", "retention_ms", "max_attempts", "max_infra", "dead_max",
              "dead_retention_ms", "logs"),
@@ -71,7 +72,7 @@ SPECS: dict[str, ScriptSpec] = {
             ("id", "token"),
         ),
         ScriptSpec("wake", ("jobs", "ready", "scheduled", "stats", "wake", "woken", "events",
-                            "payloads"),
+                            "payloads", "line"),
                    ("events_maxlen", "wake_cap"), ("id", "token")),
         ScriptSpec(
             "reap",
@@ -93,7 +94,7 @@ SPECS: dict[str, ScriptSpec] = {
         ),
         ScriptSpec(
             "replay",
-            ("jobs", "errors", "ready", "dead", "stats", "wake", "events", "payloads"),
+            ("jobs", "errors", "ready", "dead", "stats", "wake", "events", "payloads", "line"),
             ("events_maxlen",),
             ("id",),
         ),
@@ -110,7 +111,8 @@ SPECS: dict[str, ScriptSpec] = {
                    ("holder",)),
         ScriptSpec(
             "stats",
-            ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats", "paused"),
+            ("ready", "scheduled", "leases", "dead", "done", "jobs", "stats", "paused",
+             "line"),
             ("max_classes",),
         ),
         ScriptSpec("queue_config", ("config",), ("shards", "expected")),

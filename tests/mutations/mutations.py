@@ -87,9 +87,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: states and attempts -------------------------------------------------
     Mutation(
         "claim-ignores-state", "lua/claim.lua",
-        "if meta and meta.state == 'queued' then",
-        "if meta then",
-        "claim.lua leases whatever record a ready-set entry names, whatever its state",
+        "      if not raw or (string.sub(raw, 2, 9) ~= '|queued|' and parse_meta(raw)) then\n",
+        "      if not raw then\n",
+        "claim.lua keeps an entry of the ready set or the line whatever its record's state "
+        "(a leased or finished job's stale entry goes on to the lease loop)",
         (f"{SCRIPTS}::test_a_stale_ready_entry_does_not_lease_its_job",),
     ),
     Mutation(
@@ -799,7 +800,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ID_BYTES = 16  # random bytes",
         "a producer's job ids are 32 hex characters: each of a job's two copies of "
         "its id takes a 48-byte allocation in Redis, not 32",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis",),
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
@@ -807,14 +808,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "prepare(r, infos, fresh[0:width], routes)",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis",),
     ),
     Mutation(
         "corr-stored-in-full", "leasequeue/producer.py",
         '"" if corr == job_id else corr,',
         "corr or job_id,",
         "the payload repeats the job's id as its correlation id (32 bytes a job more)",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_310_bytes_in_redis",
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis",
          "tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty"),
     ),
     Mutation(
@@ -1073,6 +1074,78 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ConnectionError: no drop-and-retry of the dead connection",
         ("tests/test_errors.py::test_a_write_on_a_transport_closed_under_a_call_on_uvloop_"
          "is_unavailable",),
+    ),
+    # -- the place in line (lua/_lib.lua, LINE_FLOOR) ------------------------------
+    Mutation(
+        "cancel-leaves-line-uncounted", "lua/cancel.lua",
+        "    redis.call('HINCRBY', stats_key, 'line_stale', 1)\n",
+        "",
+        "cancel.lua leaves a canceled job's entry in the line uncounted: stats count it "
+        "ready until a claim pops it",
+        ("tests/test_line.py::test_a_job_canceled_in_the_line_is_not_ready_and_does_not_"
+         "empty_a_claim",),
+    ),
+    Mutation(
+        "stats-counts-stale", "lua/stats.lua",
+        "              math.max(0, redis.call('LLEN', line_key) - line_stale)\n",
+        "              redis.call('LLEN', line_key)\n",
+        "stats.lua counts the line's stale entries (canceled jobs) as ready",
+        ("tests/test_line.py::test_a_job_canceled_in_the_line_is_not_ready_and_does_not_"
+         "empty_a_claim",),
+    ),
+    Mutation(
+        "claim-empty-behind-stale", "lua/claim.lua",
+        "local STALE_POPS = 8\n",
+        "local STALE_POPS = 1\n",
+        "a claim that popped only stale entries answers empty while jobs are queued behind "
+        "them (no pop in their place)",
+        ("tests/test_line.py::test_a_job_canceled_in_the_line_is_not_ready_and_does_not_"
+         "empty_a_claim",
+         "tests/test_line.py::test_a_claim_behind_many_stale_entries_stops_and_says_claim_"
+         "again"),
+    ),
+    Mutation(
+        "line-before-ready-set", "lua/claim.lua",
+        "  while i < #popped and tonumber(popped[i + 1]) < LINE_FLOOR do\n",
+        "  while false do\n",
+        "a claim takes the line before the ready set's higher priorities and the jobs put "
+        "back at their place",
+        ("tests/test_line.py::test_claims_take_higher_priority_then_put_back_jobs_then_the_"
+         "line_then_lower",),
+    ),
+    Mutation(
+        "park-put-back-reversed", "lua/claim.lua",
+        "          table.insert(front, 1, id)  -- LPUSH puts the last one given first\n",
+        "          front[#front + 1] = id\n",
+        "the jobs a parking claim puts back at the front of the line come back in reverse "
+        "order",
+        ("tests/test_rate_limits.py::test_a_claim_parks_at_most_256_and_says_claim_again",),
+    ),
+    Mutation(
+        "retry-at-its-old-place", "lua/_lib.lua",
+        "    redis.call('RPUSH', line_key, id)\n",
+        "    redis.call('ZADD', ready_key, ready_score(meta), id)\n",
+        "a retry of priority 0 goes to the ready set, which claims take before the line: it "
+        "jumps ahead of every job queued before it",
+        ("tests/test_line.py::test_a_retry_enters_the_line_behind_what_is_queued",),
+    ),
+    Mutation(
+        "listing-skips-line", "leasequeue/store/listing.py",
+        "    if isinstance(after, AfterLine):\n        got, at = await page_line(",
+        "    if False:\n        got, at = await page_line(",
+        "App.jobs('queued') lists the ready set only, not the line (every priority-0 job "
+        "missing)",
+        ("tests/test_line.py::test_queued_jobs_page_in_claim_order_across_the_ready_set_and_"
+         "the_line",),
+    ),
+    Mutation(
+        "line-cursor-not-found-again", "leasequeue/store/listing.py",
+        "            found = await redis.lpos(key, after.member, maxlen=start)\n",
+        "            found = None\n",
+        "a cursor into the line whose entry claims moved is not looked for: the next page "
+        "starts at the front again (jobs seen twice)",
+        ("tests/test_line.py::test_queued_jobs_page_in_claim_order_across_the_ready_set_and_"
+         "the_line",),
     ),
     # -- the demo ------------------------------------------------------------------
     Mutation(
