@@ -42,8 +42,9 @@ async def main():
         after = raw.info("memory")["used_memory"]
         keys = app.keys("default")
         # (no payloads hash when every payload is inside its record)
-        counted = sum(raw.memory_usage(k, samples=0) or 0 for k in (keys.jobs, keys.payloads,
-                                                                     keys.ready, keys.line))
+        # (a tree before the line has no keys.line)
+        where = (keys.jobs, keys.payloads, keys.ready, getattr(keys, "line", keys.ready))
+        counted = sum(raw.memory_usage(k, samples=0) or 0 for k in dict.fromkeys(where))
         print(f"{{jobs:>7,}} jobs: MEMORY USAGE {{counted / (jobs + 1):6.1f}} bytes a job, "
               f"used_memory {{(after - before) / jobs:6.1f}} bytes a job")
         await app.close()
