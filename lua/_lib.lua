@@ -18,7 +18,8 @@
 --                   (push_log), entries joined by "\30", each
 --                   `attempt \31 outcome \31 at_ms \31 lines` (lines joined by "\n")
 -- Record fields, in order (RECORD_FIELDS; the record starts with version "2" or "3";
--- version "1" records, without `started`, are still read):
+-- version "1" records, without `started`, are still read; version "4", a job as
+-- enqueued, holds only some of them: RECORD_PATTERN_V4):
 --   state        queued | scheduled | leased | succeeded | skipped | canceled | dead
 --   token        fencing token, bumped by every claim, never reset
 --   attempt      runs counted against max_attempts (started runs less refunds)
@@ -143,6 +144,16 @@ local LEASE_PATTERN = '^([23])|queued|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|[
 -- the worker; `cancel` and `end_ms` are set by the finish, not read
 local FINISH_PATTERN = '^([23])|leased|(%d+)|(%d+)|(%d+|%d+|%d+|%d+)|%d|([01])|(%-?%d+|%d+|%d+|%d+|%d+|%d+)|%d+|([^|]*)|([^|]*)|(.*)$' -- luacheck: ignore 631
 local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)$' -- luacheck: ignore 631
+-- version 4: a job as enqueued, queued and never claimed since (enqueue.lua
+-- writes it for a queued job; every rewrite writes version 2 or 3). Only
+-- what such a job does not have in common with every other: prio, seq,
+-- enq_ms, max_attempts, max_infra, name, grp ('' = none). The rest is
+-- implied: state queued, token, attempt, failures, cancel and started 0,
+-- ready_ms = enq_ms, due_ms, claim_ms and end_ms 0, no worker, no reason.
+-- A no-op job's record and payload take 40 bytes, a 48-byte allocation,
+-- where version 2's took 80, a 96-byte one (benchmarks/footprint.py).
+local RECORD_PATTERN_V4 = '^4|(%-?%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)$'
+local V4 = 52  -- string.byte('4')
 
 -- Fields stay text as parsed (tonumber and number formatting cost more than
 -- the rest of a claim); scripts call tonumber on the few they compute with.
@@ -151,6 +162,20 @@ local RECORD_PATTERN_V1 = '^1|(%l+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d)|(%-
 local function parse_meta(raw)
   local payload
   raw, payload = split_record(raw)
+  if string.byte(raw, 1) == V4 then
+    local prio, seq, enq_ms, max_attempts, max_infra, name, grp =
+      string.match(raw, RECORD_PATTERN_V4)
+    if not prio then
+      return nil
+    end
+    return {
+      state = 'queued', token = '0', attempt = '0', work_fail = '0', infra_fail = '0',
+      max_attempts = max_attempts, max_infra = max_infra, cancel = '0', started = '0',
+      prio = prio, seq = seq, enq_ms = enq_ms, ready_ms = enq_ms, due_ms = '0', claim_ms = '0',
+      end_ms = '0', name = name, worker = '', reason = '', grp = grp ~= '' and grp or nil,
+      payload = payload,
+    }
+  end
   local state, token, attempt, work_fail, infra_fail, max_attempts, max_infra, cancel, started,
         prio, seq, enq_ms, ready_ms, due_ms, claim_ms, end_ms, name, worker, reason =
     string.match(raw, RECORD_PATTERN)
@@ -207,14 +232,20 @@ local function encode_meta(m)
          m.name .. '|' .. m.worker .. '|' .. m.reason .. tail
 end
 
--- the record of a new job (enqueue.lua), as encode_meta writes it, around its
--- seq: (head, tail), record = head .. seq .. tail. No record table and no
--- per-field formatting for the fields every new job has at 0 or '', and the
--- two parts are built once per run of jobs alike, so each job of a batch
--- costs one three-part concatenation (tests/test_lua_contracts.py checks
--- this agrees with encode_meta); grp '' = no park group (version 2)
+-- the record of a new job (enqueue.lua) around its seq: (head, tail), record
+-- = head .. seq .. tail. A queued job's is version 4 (ready_ms is its
+-- enq_ms); a scheduled job's is what encode_meta writes (version 2, or 3
+-- with a park group). No record table and no per-field formatting for the
+-- fields every new job has at 0 or '', and the two parts are built once per
+-- run of jobs alike, so each job of a batch costs one three-part
+-- concatenation (tests/test_lua_contracts.py checks parse_meta reads them
+-- back, and a scheduled one against encode_meta); grp '' = no park group
 local function record_around_seq(state, max_attempts, max_infra, prio, enq_ms, ready_ms, due_ms,
                                  name, grp)
+  if state == 'queued' then
+    return '4|' .. prio .. '|', '|' .. enq_ms .. '|' .. max_attempts .. '|' .. max_infra .. '|' ..
+           name .. '|' .. grp
+  end
   local version, last = '2|', ''
   if grp and grp ~= '' then
     version, last = '3|', '|' .. grp

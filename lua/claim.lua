@@ -277,9 +277,10 @@ local function pop_queued(ready_key_, line_key_, jobs_key_, stats_key_, want)
     dropped = 0
     for i, id in ipairs(got) do
       local raw = recs[i]
-      -- the state field is read by hand first ('<version>|queued|'); a record
-      -- in another state (or unreadable: kept, to be buried) is parsed
-      if not raw or (string.sub(raw, 2, 9) ~= '|queued|' and parse_meta(raw)) then
+      -- the state is read by hand first (version 4, or '<version>|queued|');
+      -- a record in another state (or unreadable: kept, to be buried) is parsed
+      if not raw or (string.byte(raw, 1) ~= V4 and string.sub(raw, 2, 9) ~= '|queued|'
+                     and parse_meta(raw)) then
         dropped = dropped + 1
         in_line = in_line + (at[i] and 0 or 1)
       else
@@ -347,17 +348,32 @@ if count > 0 then
   local highest = top
   local records, leases = {}, {}
   for i, id in ipairs(ids) do
-    -- A queued record of version 2, or 3 whose group is not parked, is leased
-    -- from its text: LEASE_PATTERN captures the fields that stay as they are,
-    -- and the new record is joined around the ones the lease sets. parse_meta's
-    -- table and encode_meta cost some 28k Redis instructions a job more
-    -- (test_a_lease_writes_what_encode_meta_writes holds the two to one text).
-    -- Anything else (another state, version 1, a parked group, a malformed
-    -- record) takes the general path below.
+    -- A queued record of version 2, 3 or 4 whose group is not parked is
+    -- leased from its text: LEASE_PATTERN (RECORD_PATTERN_V4) captures the
+    -- fields that stay as they are, and the new record is joined around the
+    -- ones the lease sets. parse_meta's table and encode_meta cost some 28k
+    -- Redis instructions a job more (test_a_lease_writes_what_encode_meta_writes
+    -- holds the two to one text). Anything else (version 1, a parked group, a
+    -- malformed record) takes the general path below.
     local raw = raws[i]
     local v, tok, att, wf, inf, ma, mi, cancel, prio_seq, enq, ready_due, end_ms, name, tail
     local payload  -- inside the record, when it is there
-    if raw then
+    if raw and string.byte(raw, 1) == V4 then
+      -- a job as enqueued: its implied fields are the ones version 2 or 3 spells out
+      local fields, prio, seq, grp
+      fields, payload = split_record(raw)
+      prio, seq, enq, ma, mi, name, grp = string.match(fields, RECORD_PATTERN_V4)
+      if prio and (grp == '' or not park_of(parks, parked_key, grp, now_us)) then
+        v, tok, att, wf, inf, cancel = (grp == '' and '2' or '3'), '0', '0', '0', '0', '0'
+        prio_seq, ready_due, end_ms = prio .. '|' .. seq, enq .. '|0', '0'
+        tail = grp == '' and '' or '|' .. grp  -- the reason (none), then the park group
+        if payload then
+          tail = tail .. PAYLOAD_MARK .. payload
+        end
+      else
+        payload = nil
+      end
+    elseif raw then
       v, tok, att, wf, inf, ma, mi, cancel, prio_seq, enq, ready_due, end_ms, name, tail =
         string.match(raw, LEASE_PATTERN)
       -- the tail: the reason, version 3's park group, then PAYLOAD_MARK and the

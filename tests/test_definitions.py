@@ -10,7 +10,7 @@ import pytest
 
 from leasequeue import App, Context, JobRequest
 from leasequeue.app import UNSET_BUDGET
-from leasequeue.store.record import split_record
+from leasequeue.store.record import parse_record
 
 pytestmark = pytest.mark.anyio
 
@@ -21,9 +21,8 @@ async def stored_budgets(app: App, job_id: str, queue: str = Q) -> tuple[int, in
     """max_attempts and max_infra as the job record in Redis holds them."""
     raw = await app.redis.hget(app.keys(queue).jobs, job_id)
     assert raw is not None
-    # version|state|token|attempt|work|infra|max|max_infra|...
-    fields = split_record(raw)[0].decode().split("|")
-    return int(fields[6]), int(fields[7])
+    record = parse_record(raw)
+    return record["max_attempts"], record["max_infra"]
 
 
 async def test_a_producer_only_app_stores_unset_budgets(app: App) -> None:

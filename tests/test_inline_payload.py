@@ -154,15 +154,23 @@ async def test_the_code_before_reads_a_record_with_its_payload_inside_as_malform
     """A worker of the code before meets such a record in a rolling upgrade:
     its patterns (the RECORD_PATTERN, RECORD_PATTERN_V3 and LEASE_PATTERN of
     lua/_lib.lua, unchanged since) and Python's field count must all refuse
-    it, so it is buried untouched, never run without its payload. The mark's
-    '|' is what makes them refuse: with a bare NUL the payload would match
-    as the last field."""
+    it, so it is buried untouched, never run without its payload. A queued
+    job's record as enqueued is version 4, which they refuse whole; every
+    rewrite of it is version 2 or 3 with the payload inside, where the
+    mark's '|' is what makes them refuse: with a bare NUL the payload would
+    match as the last field."""
     app = real_app
     qk = app.keys(Q)
     env = codec.encode_envelope({"a": 1}, "", "")
     assert b"|" not in env  # the case a bare NUL would let through
     await app.scripts.enqueue(qk, [NewJob("j", "mail.send", env, 0, 0, 0, 0, grp)])
-    raw = await app.redis.hget(qk.jobs, "j")
+    stored = await app.redis.hget(qk.jobs, "j")
+    assert stored.startswith(b"4|")
+    # what any rewrite of the job writes (a claim, a park, a cancel): version 2 or 3
+    rewrite = "return encode_meta(parse_meta(ARGV[1]))"
+    lib = (lua_dir() / "_lib.lua").read_text()
+    raw = sync_redis.eval(lib_for(rewrite, lib) + "\n" + rewrite, 0, stored)
+    assert raw.startswith(b"3|" if grp else b"2|")
     fields, payload = split_record(raw)
     assert payload == env
     snippet = """
@@ -173,8 +181,9 @@ local old_fast_path = lease == '2' and not string.find(tail, '|', 1, true) or
                       lease == '3' and string.match(tail, '^[^|]*|[^|]+$') ~= nil
 return {v2 and 1 or 0, v3 and 1 or 0, old_fast_path and 1 or 0}
 """
-    lib = (lua_dir() / "_lib.lua").read_text()
     script = lib_for(snippet, lib) + "\n" + snippet
+    assert sync_redis.eval(script, 0, stored) == [0, 0, 0]
+    assert sync_redis.eval(script, 0, split_record(stored)[0]) == [0, 0, 0]
     assert sync_redis.eval(script, 0, raw) == [0, 0, 0]
     assert sync_redis.eval(script, 0, fields) == ([1, 0, 1] if not grp else [0, 1, 1])
     # Python before: the fields counted by splitting the whole value on '|'

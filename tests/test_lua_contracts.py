@@ -31,7 +31,7 @@ from leasequeue.store.keys import (
     schedules_keys,
 )
 from leasequeue.store.loader import lib_chunks, lib_for, lua_dir, script_source
-from leasequeue.store.record import RECORD_FIELDS
+from leasequeue.store.record import RECORD_FIELDS, parse_record
 from leasequeue.store.scripts import Scripts
 from leasequeue.store.specs import REPLY_CODES, SPECS, AckReply
 
@@ -327,15 +327,20 @@ def test_each_script_gets_the_helpers_it_uses_and_no_other() -> None:
         assert defined <= used, (name, defined - used)
 
 
-@pytest.mark.parametrize("state,ready_ms,due_ms,grp", [
-    ("queued", "1700000000123", "0", ""), ("scheduled", "0", "1700000005123", ""),
-    ("queued", "1700000000123", "0", "tenant:7")])
+@pytest.mark.parametrize("state,ready_ms,due_ms,grp,expected", [
+    ("queued", "1700000000000", "0", "", "4|-5|42|1700000000000|3|0|mail.send|"),
+    ("scheduled", "0", "1700000005123", "", None),
+    ("queued", "1700000000000", "0", "tenant:7", "4|-5|42|1700000000000|3|0|mail.send|tenant:7"),
+    ("scheduled", "0", "1700000005123", "tenant:7", None)])
 def test_new_record_is_what_encode_meta_writes(sync_redis: Any, state: str, ready_ms: str,
-                                               due_ms: str, grp: str) -> None:
+                                               due_ms: str, grp: str,
+                                               expected: str | None) -> None:
     """enqueue.lua builds a new job's record around its seq
-    (record_around_seq: head .. seq .. tail), not through encode_meta: both
-    must write the same text, which parse_meta reads back field by field
-    (a park group makes it version 3)."""
+    (record_around_seq: head .. seq .. tail), not through encode_meta. A
+    scheduled job's must be the text encode_meta writes (a park group makes
+    it version 3); a queued job's is version 4, the fields a job as enqueued
+    does not share with every other (its ready_ms is its enq_ms). parse_meta
+    reads either back field by field."""
     lib = (LUA / "_lib.lua").read_text()
     snippet = f"""
 local head, tail = record_around_seq('{state}', '3', '0', '-5', '1700000000000', '{ready_ms}',
@@ -356,8 +361,9 @@ end
 return {{built, encode_meta(meta), same}}
 """
     built, encoded, same = sync_redis.eval(lib_for(snippet, lib) + "\n" + snippet, 0)
-    assert built == encoded
+    assert built == (expected.encode() if expected else encoded)
     assert same == 1
+    assert parse_record(built) == parse_record(encoded)  # the Python reader agrees
 
 
 @pytest.mark.parametrize("seconds, micros", [
@@ -393,6 +399,11 @@ LEASED_RECORDS = [  # (record as stored, start now)
     # version 3: a park group whose group is not parked
     ("3|queued|0|0|0|0|0|0|0|0|0|17|1700000000123|1700000000123|0|0|0|api.call|||tenant:7",
      True),
+    # version 4, a job as enqueued: without a park group (leased as version 2), with
+    # one (version 3), with budgets and a priority below 0
+    ("4|0|17|1700000000123|0|0|mail.send|", True),
+    ("4|0|17|1700000000123|0|0|mail.send|", False),
+    ("4|-12|99|1700000000001|5|3|api.call|tenant:7", True),
 ]
 
 
@@ -440,14 +451,17 @@ return encode_meta(m)
     assert stored == expected
     assert stored == written + ("|\x00" + INLINE_PAYLOAD if inline else "")
     fields = dict(zip(("version", *RECORD_FIELDS), written.split("|"), strict=False))
-    assert int(fields["token"]) == job.token > int(raw.split("|")[2])
+    old_token = 0 if raw[0] == "4" else int(raw.split("|")[2])
+    assert int(fields["token"]) == job.token > old_token
     assert (job.attempt, job.started) == (int(fields["attempt"]), start_now)
     assert (job.name, job.max_attempts, job.max_infra) == (
         fields["name"], int(fields["max_attempts"]), int(fields["max_infra"]))
     assert (job.work_failures, job.infra_failures, job.enqueued_ms) == (
         int(fields["work_fail"]), int(fields["infra_fail"]), int(fields["enq_ms"]))
-    assert written.startswith(raw[0])  # version 3 keeps its group
-    if raw[0] == "3":
+    grouped = raw.split("|\x00", 1)[0].endswith("|tenant:7")
+    # version 3 keeps its group; version 4 becomes 3 with a group, else 2
+    assert written[0] == ("3" if grouped else "2" if raw[0] == "4" else raw[0])
+    if grouped:
         assert written.endswith("|tenant:7")
 
 

@@ -27,7 +27,7 @@ from leasequeue.limiter import WAITERS_CAP, RateCounter, Waiter
 from leasequeue.models import NewJob
 from leasequeue.runtime.limits import Limits, LimitsParams
 from leasequeue.store.keys import limit_keys, rate_keys
-from leasequeue.store.record import split_record
+from leasequeue.store.record import parse_record, split_record
 from leasequeue.store.scripts import Park
 from leasequeue.store.settings import StoreSettings
 from leasequeue.store.specs import (
@@ -43,6 +43,7 @@ from tests.harness.redis_proc import RedisProcess, env_with_path
 from tests.helpers import (
     START_ALL,
     eventually,
+    expire_lease,
     make_due,
     new_claim_id,
     ready_ids,
@@ -461,8 +462,9 @@ async def _due_ms(app: App, ids: list[str]) -> list[int]:
 async def test_a_producer_that_knows_the_job_stores_its_park_group(real_app: App,
                                                                    prefix: str) -> None:
     """The enqueuing App stores a job's park group (its first keyed rate) in
-    its record (version 3) when it knows the job; one that does not stores
-    none (version 2), nor does a job whose rates have no key; all read back
+    its record when it knows the job (version 4, a job as enqueued, has a
+    field for it; a rewrite of the record is then version 3); one that does
+    not stores none, nor does a job whose rates have no key; all read back
     alike."""
 
     @real_app.job(rate=[lq.Rate(100, name="provider"),
@@ -474,14 +476,15 @@ async def test_a_producer_that_knows_the_job_stores_its_park_group(real_app: App
 
     unkeyed = await real_app.enqueue("flat", {"tenant": "A"})
     raw = await real_app.redis.hget(real_app.keys("default").jobs, unkeyed.id)
-    assert raw.startswith(b"2|")
+    assert raw.startswith(b"4|") and parse_record(raw)["grp"] == ""
     known = await real_app.enqueue("call", {"tenant": "A"})
     async with App(real_app.url, prefix=prefix) as stranger:
         unknown = await stranger.enqueue("call", {"tenant": "A"}, queue="default")
     raw = await real_app.redis.hget(real_app.keys("default").jobs, known.id)
-    assert raw.startswith(b"3|") and split_record(raw)[0].endswith(b"|job.call:tenant:A")
+    assert raw.startswith(b"4|") and split_record(raw)[0].endswith(b"|job.call:tenant:A")
+    assert parse_record(raw)["grp"] == "job.call:tenant:A"
     raw = await real_app.redis.hget(real_app.keys("default").jobs, unknown.id)
-    assert raw.startswith(b"2|")
+    assert raw.startswith(b"4|") and parse_record(raw)["grp"] == ""
     for job in (known, unknown):
         rec = await real_app.get_job(job.id)
         assert rec.state == "queued" and rec.payload == {"tenant": "A"}
@@ -524,6 +527,27 @@ async def test_parking_is_in_the_audit_trail_under_audit_all(real_app: App) -> N
             (event,) = [e for e in await app.audit(job_id=job_id, queue="default")
                         if e.event == "parked"]
             assert event.by == "worker:w1" and event.detail == "rate group"
+
+
+async def test_a_job_reaped_back_to_its_place_is_parked_with_its_group(app: App) -> None:
+    """A job of a rate group whose worker died before it started is reaped
+    back to its place: its record rewritten (version 3, in the ready set, not
+    a record as enqueued). Once its group is parked, a claim parks it like
+    the group's other jobs instead of leasing it."""
+    qk = app.keys("default")
+    await _grouped(app, ["r0"], "rate.t:A")
+    batch = await app.scripts.claim(qk, 1, 30_000, "w0", 0, new_claim_id())  # not started
+    assert [j.id for j in batch.jobs] == ["r0"]
+    await _park_group(app, "rate.t:A", 5_000_000, 1_000_000)
+    await expire_lease(app, "default", "r0")
+    await app.scripts.reap(qk, 10, 0, 0, {}, (3, 10))
+    raw = await app.redis.hget(qk.jobs, "r0")
+    assert raw.startswith(b"3|queued|") and await ready_ids(app, qk) == ["r0"]
+    assert (await _claim(app, 1)).jobs == []
+    assert (await app.get_job("r0")).state == "scheduled"
+    # scheduled to the group's next expected start, about 5 s from now
+    (due,) = await _due_ms(app, ["r0"])
+    assert 4_000 < due - await server_ms(app) <= 5_000
 
 
 async def test_a_parked_job_is_parked_once_then_leased(app: App) -> None:

@@ -9,7 +9,7 @@ import pytest
 from leasequeue import App, JobRequest
 from leasequeue.errors import MalformedJob
 from leasequeue.models import NewJob
-from leasequeue.store.record import RECORD_FIELDS, split_record
+from leasequeue.store.record import RECORD_FIELDS, parse_record, split_record
 from leasequeue.store.scripts import enqueue_args
 from tests.helpers import (
     DEFAULT_BUDGET,
@@ -80,20 +80,22 @@ async def test_one_job_and_a_batch_write_the_same_job(
     assert [a - b for a, b in zip(after_batch, after_one, strict=True)] == [2, 2, 2]
 
     now = await server_ms(app)
-    one, b1, b2 = (str(split_record(r)[0], "utf-8").split("|") for r in
-                   await app.redis.hmget(qk.jobs, ["one", "b1", "b2"]))
-    seq, enq, ready, due = (RECORD_FIELDS.index(f) + 1 for f in
-                            ("seq", "enq_ms", "ready_ms", "due_ms"))  # + 1: the version first
-    assert [int(r[seq]) for r in (one, b1, b2)] == [after_one[0], after_one[0] + 1,
-                                                    after_one[0] + 2]
+    raws = await app.redis.hmget(qk.jobs, ["one", "b1", "b2"])
+    # a queued job's record is version 4 (its fields alone), a scheduled one's 2 or 3
+    assert {r[:2] for r in raws} == {b"4|" if not delay_ms else b"3|" if grp else b"2|"}
+    one, b1, b2 = (parse_record(r) for r in raws)
+    assert [r["seq"] for r in (one, b1, b2)] == [after_one[0], after_one[0] + 1,
+                                                 after_one[0] + 2]
     for record in (one, b1, b2):  # the instants, on the server clock
-        assert now - 5_000 <= int(record[enq]) <= now
-        assert record[ready] == ("0" if delay_ms else record[enq])
-        assert int(record[due]) == (int(record[enq]) + delay_ms if delay_ms else 0)
+        assert now - 5_000 <= record["enq_ms"] <= now
+        assert record["ready_ms"] == (0 if delay_ms else record["enq_ms"])
+        assert record["due_ms"] == (record["enq_ms"] + delay_ms if delay_ms else 0)
     for record in (one, b1):
-        record[seq] = record[enq] = record[ready] = record[due] = "-"
-    assert one == b1  # version, state, budgets, prio, name, grp: all alike
-    assert one[0] == ("3" if grp else "2") and one[-1] == (grp or "")
+        for f in ("seq", "enq_ms", "ready_ms", "due_ms"):
+            record[f] = "-"
+    assert one == b1  # state, budgets, prio, name, grp: all alike
+    assert (one["state"], one["prio"], one["max_attempts"], one["max_infra"], one["name"],
+            one["grp"]) == (state, priority, *budgets, "mail.send", grp)
     # both paths keep a small payload inside the record, none in the payloads hash
     assert [split_record(r)[1] for r in await app.redis.hmget(qk.jobs, ["one", "b1"])] == \
         [b"\x94\x01\xa0\xa0\x80"] * 2
@@ -477,7 +479,8 @@ async def test_stats_counts_and_oldest_age(app: App) -> None:
     # age the low-priority job by 5 s, as if it had waited
     raw = await app.redis.hget(qk.jobs, "old")
     fields = raw.split(b"|")
-    at = 1 + RECORD_FIELDS.index("ready_ms")  # after the version
+    # version 4 (a job as enqueued): its ready_ms is its enq_ms, the 4th value
+    at = 3 if fields[0] == b"4" else 1 + RECORD_FIELDS.index("ready_ms")
     fields[at] = str(int(fields[at]) - 5_000).encode()
     await app.redis.hset(qk.jobs, "old", b"|".join(fields))
     st = await app.stats(Q)

@@ -23,6 +23,12 @@ RECORD_FIELDS = (
 RECORD_FIELDS_V1 = tuple(f for f in RECORD_FIELDS if f != "started")
 # version 3: version 2 and the job's park group (claim.lua); a version-2 record reads grp ""
 RECORD_FIELDS_V3 = (*RECORD_FIELDS, "grp")
+# version 4: a job as enqueued, queued and never claimed (lua/_lib.lua,
+# RECORD_PATTERN_V4): these fields only, the others implied
+RECORD_FIELDS_V4 = ("prio", "seq", "enq_ms", "max_attempts", "max_infra", "name", "grp")
+_V4_IMPLIED: dict[str, str | int] = {
+    "state": "queued", "token": 0, "attempt": 0, "work_fail": 0, "infra_fail": 0, "cancel": 0,
+    "started": 0, "due_ms": 0, "claim_ms": 0, "end_ms": 0, "worker": "", "reason": ""}
 _TEXT = frozenset(("state", "name", "worker", "reason", "grp"))
 
 # claim order (lua/_lib.lua): the ready set's score is (PRIO_OFFSET - priority) *
@@ -56,17 +62,20 @@ def split_record(raw: bytes) -> tuple[bytes, bytes | None]:
 
 
 def parse_record(raw: bytes) -> dict[str, Any]:
-    """The '|'-joined job record (see lua/_lib.lua), version 2, 3 or 1, as a
-    dict with every RECORD_FIELDS_V3 name; ValueError if malformed. A payload
-    inside it is left out (split_record reads it)."""
+    """The '|'-joined job record (see lua/_lib.lua), version 2, 3, 4 or 1, as
+    a dict with every RECORD_FIELDS_V3 name; ValueError if malformed. A
+    payload inside it is left out (split_record reads it)."""
     parts = split_record(raw)[0].decode().split("|")
     version = parts[0]
-    fields = {"2": RECORD_FIELDS, "3": RECORD_FIELDS_V3, "1": RECORD_FIELDS_V1}.get(version)
+    fields = {"2": RECORD_FIELDS, "3": RECORD_FIELDS_V3, "4": RECORD_FIELDS_V4,
+              "1": RECORD_FIELDS_V1}.get(version)
     if fields is None or len(parts) != len(fields) + 1 or (version == "3" and not parts[-1]):
-        raise ValueError("not a version-1, 2 or 3 record")
+        raise ValueError("not a version-1, 2, 3 or 4 record")
     m = {name: value if name in _TEXT else int(value)
          for name, value in zip(fields, parts[1:], strict=True)}
-    if version == "1":
+    if version == "4":
+        m.update(_V4_IMPLIED, ready_ms=m["enq_ms"])
+    elif version == "1":
         m["started"] = 1 if m["state"] == "leased" else 0
     m.setdefault("grp", "")
     return m

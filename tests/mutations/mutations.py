@@ -87,7 +87,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: states and attempts -------------------------------------------------
     Mutation(
         "claim-ignores-state", "lua/claim.lua",
-        "      if not raw or (string.sub(raw, 2, 9) ~= '|queued|' and parse_meta(raw)) then\n",
+        "      if not raw or (string.byte(raw, 1) ~= V4 and string.sub(raw, 2, 9) ~= '|queued|'\n"
+        "                     and parse_meta(raw)) then\n",
         "      if not raw then\n",
         "claim.lua keeps an entry of the ready set or the line whatever its record's state "
         "(a leased or finished job's stale entry goes on to the lease loop)",
@@ -146,7 +147,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            not park_of(parks, parked_key, grp, now_us) and v\n",
         "            v\n",
         "claim.lua's lease from the record's text leases a job whose rate group is parked",
-        ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
+        ("tests/test_rate_limits.py::test_a_job_reaped_back_to_its_place_is_parked_with_its_"
+         "group",),
     ),
     Mutation(
         "finish-text-ignores-token", "lua/ack.lua",
@@ -800,7 +802,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ID_BYTES = 16  # random bytes",
         "a producer's job ids are 32 hex characters: each of a job's two copies of "
         "its id takes a 48-byte allocation in Redis, not 32",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",),
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
@@ -808,14 +810,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "prepare(r, infos, fresh[0:width], routes)",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",),
     ),
     Mutation(
         "corr-stored-in-full", "leasequeue/producer.py",
         '"" if corr == job_id else corr,',
         "corr or job_id,",
         "the payload repeats the job's id as its correlation id (32 bytes a job more)",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_215_bytes_in_redis",
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",
          "tests/test_audit.py::test_a_job_s_own_id_as_its_correlation_id_is_stored_as_empty"),
     ),
     Mutation(
@@ -848,8 +850,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        payload = v and bar and string.sub(tail, bar + 2)\n",
         "        payload = nil\n",
         "a claim hands out the payloads hash's entry only: a job whose payload is inside "
-        "its record runs with none",
-        (f"{INLINE}::test_a_payload_up_to_1024_bytes_is_in_its_record_a_larger_one_beside_it",),
+        "its record (rewritten: version 2) runs with none",
+        (f"{INLINE}::test_a_payload_holding_bars_and_nuls_survives_every_rewrite",),
     ),
     Mutation(
         "record-parse-keeps-payload", "leasequeue/store/record.py",
@@ -1146,6 +1148,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         "starts at the front again (jobs seen twice)",
         ("tests/test_line.py::test_queued_jobs_page_in_claim_order_across_the_ready_set_and_"
          "the_line",),
+    ),
+    Mutation(
+        "v4-lease-ignores-park", "lua/claim.lua",
+        "      if prio and (grp == '' or not park_of(parks, parked_key, grp, now_us)) then\n",
+        "      if prio then\n",
+        "claim.lua's lease of a record as enqueued (version 4) leases a job whose rate group "
+        "is parked",
+        ("tests/test_rate_limits.py::test_a_claim_parks_a_busy_keys_jobs_one_interval_apart",),
+    ),
+    Mutation(
+        "v4-ready-time-zero", "lua/_lib.lua",
+        "      prio = prio, seq = seq, enq_ms = enq_ms, ready_ms = enq_ms, due_ms = '0', "
+        "claim_ms = '0',\n",
+        "      prio = prio, seq = seq, enq_ms = enq_ms, ready_ms = '0', due_ms = '0', "
+        "claim_ms = '0',\n",
+        "parse_meta reads a record as enqueued (version 4) as never ready: the oldest ready "
+        "job's age is lost",
+        ("tests/test_scripts.py::test_stats_counts_and_oldest_age",
+         "tests/test_lua_contracts.py::test_new_record_is_what_encode_meta_writes"),
+    ),
+    Mutation(
+        "v4-python-ready-time-zero", "leasequeue/store/record.py",
+        '        m.update(_V4_IMPLIED, ready_ms=m["enq_ms"])\n',
+        '        m.update(_V4_IMPLIED, ready_ms=0)\n',
+        "Python reads a record as enqueued (version 4) as never ready (get_job's ready_at "
+        "None)",
+        ("tests/test_lua_contracts.py::test_new_record_is_what_encode_meta_writes",),
     ),
     # -- the demo ------------------------------------------------------------------
     Mutation(
