@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from leasequeue import App, JobRequest
+from leasequeue.errors import ConfigError
 from leasequeue.producer import MAX_PRIORITY
 from leasequeue.store.record import LINE_FLOOR, PRIO_OFFSET, SEQ_SPAN
 from leasequeue.store.specs import FailReply, ReleaseReply
@@ -179,3 +180,8 @@ async def test_queued_jobs_page_in_claim_order_across_the_ready_set_and_the_line
     assert await claim(app, 3) == ["l1", "l2", "l3"]
     page, cursor = await app.jobs(Q, "queued", cursor, count=5)
     assert [r.id for r in page] == ["l4", "n"] and cursor is None
+    # a cursor made by hand at position 0 reads from the front, with no look for its id
+    page, cursor = await app.jobs(Q, "queued", "0:L0:l3", count=5)
+    assert [r.id for r in page] == ["l4", "n"] and cursor is None
+    with pytest.raises(ConfigError):
+        await app.jobs(Q, "queued", "0:L-1:l3")

@@ -109,7 +109,7 @@ async def page_line(redis: Any, key: str, after: AfterLine,
     position), and when it is gone, so is every entry that was ahead of it,
     and the page starts at the front."""
     start = after.start
-    if after.member:
+    if after.member and start > 0:  # (LPOS's MAXLEN 0 would mean the whole line)
         here = await redis.lindex(key, start - 1)
         if here is None or text(here) != after.member:
             found = await redis.lpos(key, after.member, maxlen=start)
