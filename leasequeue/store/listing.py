@@ -130,8 +130,9 @@ async def queued_page(redis: Any, qk: QueueKeys, after: After | None,
     if after is None or (isinstance(after, AfterEntry) and after.score < LINE_FLOOR):
         got = [r for r in await page(redis, qk.ready, after, count) if r[1] < LINE_FLOOR]
         rows += got
-        if len(rows) == count:
-            return rows, AfterEntry(got[-1][1], got[-1][0])
+        nxt = next_after(got, count)
+        if nxt is not None:
+            return rows, nxt
         after = AfterLine(0, "")
     if isinstance(after, AfterLine):
         got, at = await page_line(redis, qk.line, after, count - len(rows))
@@ -139,6 +140,6 @@ async def queued_page(redis: Any, qk: QueueKeys, after: After | None,
         if len(rows) == count:
             return rows, at
         after = AfterEntry(LINE_FLOOR, "")  # every entry from the floor on
-    got = await page(redis, qk.ready, after, count - len(rows))
-    rows += got
-    return rows, (AfterEntry(got[-1][1], got[-1][0]) if len(rows) == count else None)
+    want = count - len(rows)
+    got = await page(redis, qk.ready, after, want)
+    return rows + got, next_after(got, want)
