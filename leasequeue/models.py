@@ -43,10 +43,12 @@ class EnqueuedJob(NamedTuple):
     state: str
 
 
-@dataclass(slots=True)  # not frozen: one per enqueued job, a frozen __init__ costs ~1 us more
-class NewJob:
+class NewJob(NamedTuple):
     """One job ready for the enqueue script (payload already encoded);
-    internal, built by Producer.prepare and never changed after."""
+    internal, built by Producer.prepare and never changed after. A tuple, as
+    EnqueuedJob: Producer.prepare builds it with tuple.__new__, 0.1 us a job
+    against 0.29 for a slots dataclass's __init__ (a bulk enqueue makes one
+    per job)."""
 
     id: str
     name: str

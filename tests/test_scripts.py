@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from leasequeue import App, JobRequest
-from leasequeue.errors import MalformedJob
+from leasequeue.errors import ConfigError, JobNotFound, MalformedJob
 from leasequeue.models import NewJob
 from leasequeue.store.record import RECORD_FIELDS, parse_record, split_record
 from leasequeue.store.scripts import enqueue_args
@@ -203,6 +203,34 @@ async def test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options(app
     assert (await app.get_job("b2")).due_ms is not None
     batch = await claim(app, 10)
     assert [j.id for j in batch.jobs] == ["a3", "a4", "a0", "a1", "a6"]
+
+
+@pytest.mark.parametrize("field, good, bad", [
+    ("priority", 3, 40_000), ("delay", 5.0, -1.0), ("max_attempts", 2, True),
+    ("max_infra_attempts", 2, 0), ("queue", "other", "no such:queue"), ("name", "b", "")])
+async def test_a_batch_checks_every_request_whose_options_differ_from_the_one_before(
+        app: App, field: str, good: object, bad: object) -> None:
+    """prepare_many checks name, queue, priority, delay and budgets once for
+    a run of requests that hold the very same objects: a request that
+    changes any one of them is checked on its own and keeps its own value,
+    and a bad one refuses the whole batch (nothing written)."""
+    base: dict[str, object] = {"name": "a", "queue": Q}
+    await app.enqueue_many([JobRequest(**base, job_id="j0"),  # type: ignore[arg-type]
+                            JobRequest(**{**base, field: good}, job_id="j1")])  # type: ignore[arg-type]
+    first = await app.get_job("j0", queue=Q)
+    rec = await app.get_job("j1", queue="other" if field == "queue" else Q)
+    seen = {"priority": rec.priority, "delay": rec.state, "max_attempts": rec.max_attempts,
+            "max_infra_attempts": rec.max_infra_attempts, "queue": rec.queue, "name": rec.name}
+    wanted = {"delay": "scheduled"}.get(field, good)
+    assert seen[field] == wanted
+    assert (first.name, first.queue, first.priority, first.state, first.max_attempts,
+            first.max_infra_attempts) == ("a", Q, 0, "queued", None, None)
+    with pytest.raises(ConfigError):
+        await app.enqueue_many([JobRequest(**base, job_id="k0"),  # type: ignore[arg-type]
+                                JobRequest(**{**base, field: bad}, job_id="k1")])  # type: ignore[arg-type]
+    for job_id in ("k0", "k1"):
+        with pytest.raises(JobNotFound):
+            await app.get_job(job_id)
 
 
 @pytest.mark.parametrize("first_exists", [False, True])

@@ -806,8 +806,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
-        "prepare(r, infos, fresh[i * width:(i + 1) * width], routes)",
-        "prepare(r, infos, fresh[0:width], routes)",
+        "prepare(r, infos, fresh[i * width:(i + 1) * width], shape)",
+        "prepare(r, infos, fresh[0:width], shape)",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
         (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",),
@@ -1004,6 +1004,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            and not headers):\n",
         "the envelope of a job with no payload is taken whatever the payload limit",
         ("tests/test_codec.py::test_a_payload_limit_below_the_empty_envelope_still_refuses_it",),
+    ),
+    Mutation(
+        "batch-shape-ignores-queue", "leasequeue/producer.py",
+        "r.name is not last.name or r.queue is not last.queue\n",
+        "r.name is not last.name\n",
+        "a batch request sent to another queue than the request before it shares that "
+        "request's checked shape: it goes to the other's queue, and a bad queue name "
+        "is written",
+        (f"{SCRIPTS}::test_a_batch_checks_every_request_whose_options_differ_from_the_"
+         "one_before",),
+    ),
+    Mutation(
+        "batch-shape-ignores-delay", "leasequeue/producer.py",
+        "or r.priority is not last.priority or r.delay is not last.delay\n",
+        "or r.priority is not last.priority\n",
+        "a delayed batch request after an immediate one shares its checked shape: it is "
+        "queued at once, and a negative delay is written",
+        (f"{SCRIPTS}::test_a_batch_checks_every_request_whose_options_differ_from_the_"
+         "one_before",),
+    ),
+    Mutation(
+        "batch-shape-ignores-budgets", "leasequeue/producer.py",
+        "                        or r.max_attempts is not last.max_attempts\n",
+        "",
+        "a batch request with its own max_attempts after one without shares that one's "
+        "checked shape: its budget is dropped, and a bad one is written",
+        (f"{SCRIPTS}::test_a_batch_checks_every_request_whose_options_differ_from_the_"
+         "one_before",),
     ),
     Mutation(
         "batch-route-drops-limit-keys", "leasequeue/producer.py",
