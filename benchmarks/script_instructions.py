@@ -9,7 +9,12 @@ enqueue.lua per job in bulk. The counts include what Redis does on its own
 meanwhile (serverCron), a little.
 
   git worktree add /tmp/lq-old <commit>
-  python benchmarks/script_instructions.py --tree /tmp/lq-old --tree . [--n 1000]
+  python benchmarks/script_instructions.py --tree /tmp/lq-old --tree . [--n 1000] [--fresh]
+
+--fresh sends the batch into a queue whose jobs hash is still small and a
+listpack (its 10 warm-up jobs queued, not acked: a finished record is longer
+than hash-max-listpack-value and turns the hash into a hashtable), as a
+new queue's first batch finds it.
 
 Needs valgrind (apt-get install valgrind)."""
 
@@ -43,7 +48,7 @@ async def main():
         return await app.scripts.claim(qk, 1, lq_bench.LEASE_MS, "w", *extra)
 
     await app.enqueue_many([JobRequest("noop") for _ in range(10)])  # scripts loaded
-    for i in range(10):
+    for i in range(0 if {fresh} else 10):
         await lq_bench.ack_all(app, qk, (await claim(-1 - i)).jobs, 86_400_000)
     print("ready", flush=True); sys.stdin.readline()
     await app.enqueue_many([JobRequest("noop") for _ in range({n})])
@@ -61,12 +66,12 @@ anyio.run(main)
 """
 
 
-def per_phase(tree: Path, n: int) -> dict[str, float]:
+def per_phase(tree: Path, n: int, fresh: bool = False) -> dict[str, float]:
     result: dict[str, float] = {}
     with redis_under_callgrind() as (port, count):
         env = {**os.environ, "PYTHONPATH": f"{tree / 'benchmarks'}{os.pathsep}{tree}",
                "PYTHONHASHSEED": "0"}
-        code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=n)
+        code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=n, fresh=fresh)
         client = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
@@ -91,10 +96,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
     ap.add_argument("--n", type=int, default=1000, help="jobs per phase")
+    ap.add_argument("--fresh", action="store_true",
+                    help="the queue holds only its 10 warm-up jobs, queued, when the batch "
+                         "comes (a small jobs hash, a listpack); by default they are acked "
+                         "first, and a finished record makes the hash a hashtable")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    rows = [(t, per_phase(Path(t).resolve(), args.n)) for t in args.tree]
+    rows = [(t, per_phase(Path(t).resolve(), args.n, args.fresh)) for t in args.tree]
     base = rows[0][1]
     print("| tree | " + " | ".join(f"{p} (Redis instructions per job)" for p in PHASES) + " |")
     print("|---|" + "---:|" * len(PHASES))

@@ -251,6 +251,28 @@ async def test_a_batch_answers_every_job_in_order_whatever_it_created(
     assert (await app.stats(Q)).ready == 2 and (await app.stats(Q)).scheduled == 1
 
 
+@pytest.mark.parametrize("held, batch", [(5, 40), (5, 31), (600, 40)])
+async def test_a_batch_finds_the_jobs_that_exist_whatever_the_size_of_the_jobs_hash(
+        app: App, held: int, batch: int) -> None:
+    """enqueue.lua looks a batch's ids up in the jobs hash by HMGET, or, for a
+    batch of at least 32 ids into a hash of at most 512 entries, by reading
+    the hash's ids once (HKEYS): either way an id that exists, or repeats in
+    the batch, is answered with its state and written once, and every other
+    job is created."""
+    await app.enqueue_many([JobRequest("a", job_id=f"h{i}", queue=Q) for i in range(held)])
+    await app.enqueue("a", queue=Q, job_id="late", delay=60)
+    ids = [f"n{i}" for i in range(batch - 4)] + ["h1", "late", "n0", f"h{held - 1}"]
+    out = await app.enqueue_many([JobRequest("a", job_id=i, queue=Q) for i in ids])
+    assert [(e.id, e.created, e.state) for e in out] == [
+        *((f"n{i}", True, "queued") for i in range(batch - 4)),
+        ("h1", False, "queued"), ("late", False, "scheduled"), ("n0", False, "queued"),
+        (f"h{held - 1}", False, "queued")]
+    stats = await app.stats(Q)
+    assert (stats.ready, stats.scheduled) == (held + batch - 4, 1)
+    claimed = await claim(app, held + batch)
+    assert len(claimed.jobs) == len({j.id for j in claimed.jobs}) == held + batch - 4
+
+
 async def test_claim_leases_on_server_clock(app: App) -> None:
     job = await app.enqueue("j", queue=Q)
     before = await server_ms(app)

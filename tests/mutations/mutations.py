@@ -1034,6 +1034,15 @@ MUTATIONS: tuple[Mutation, ...] = (
          "one_before",),
     ),
     Mutation(
+        "enqueue-small-hash-misses-ids", "lua/enqueue.lua",
+        "    known[id] = true\n",
+        "    known[id] = false\n",
+        "a batch into a small jobs hash finds none of its ids there: a job that exists "
+        "is written again, its record replaced and its id queued twice",
+        (f"{SCRIPTS}::test_a_batch_finds_the_jobs_that_exist_whatever_the_size_of_the_"
+         "jobs_hash",),
+    ),
+    Mutation(
         "batch-route-drops-limit-keys", "leasequeue/producer.py",
         "                known = routes[key] = self.route(r.name, r.queue)\n",
         "                known = routes[key] = (*self.route(r.name, r.queue)[:2], False)\n",
