@@ -96,8 +96,8 @@ end
 -- read once. A hash of up to hash-max-listpack-entries (512 by default) is
 -- a listpack, where each HMGET lookup scans the whole hash: a fresh queue's
 -- second 500-job call looked its ids up in 501 entries, 28k instructions an
--- id (benchmarks/script_instructions.py). HKEYS reads at most SMALL_HASH
--- entries (bounded, whatever the server's listpack setting).
+-- id (benchmarks/results/script_instructions_small_hash.txt). HKEYS reads at
+-- most SMALL_HASH entries (bounded, whatever the server's listpack setting).
 local raws
 if #ids >= HKEYS_FROM and redis.call('HLEN', jobs_key) <= SMALL_HASH then
   local known = {}
