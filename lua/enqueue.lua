@@ -12,23 +12,28 @@
 -- ARGV[1] events_maxlen   int   cap of the events stream, 0 = no trail
 -- ARGV[2] audit_all       0|1   also record the hot transitions (enqueued)
 -- ARGV[3] wake_cap        int   most tokens kept in the wake list
--- ARGV[4..] runs of jobs alike, each a head of 7 values: count, name, delay_ms, priority,
+-- ARGV[4..] runs of jobs alike, each a head of 8 values: count, name, delay_ms, priority,
 --           max_attempts, max_infra, grp (its rate key to park it by, '' = none:
---           see claim.lua), then per job, 2 values: id, payload (count pairs)
+--           see claim.lua), payload (the one payload of every job of the run, sent
+--           once; '' when each job brings its own: a payload is never empty), then
+--           per job, 2 values: id, payload (count pairs; only the ids, count of
+--           them, when the head holds the run's payload)
 -- Returns: per job, in order, two values: CODE_CREATED (new) or CODE_EXISTED,
 --          and its state ('malformed' when the existing record cannot be decoded);
 --          when it created every job of the call, all in one state (the common
 --          case, a single enqueue too): that state alone, a string.
 -- Why runs: a batch of one kind of job is one run, two values per job; eight
 -- per job cost a Lua string and a Redis object each, and the client as much
--- to pack.
+-- to pack. A run whose jobs all carry the same payload (no payload at all,
+-- the common case: the same few bytes) sends it once in its head and one
+-- value per job, its id.
 local CODE_EXISTED, CODE_CREATED = 0, 1
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local line_key = KEYS[8]
 local audit_all = ARGV[2] == '1'
 local wake_cap = ARGV[3]
-local RUN_HEAD = 7
+local RUN_HEAD = 8
 -- a batch of at least HKEYS_FROM ids into a jobs hash of at most SMALL_HASH
 -- entries reads the hash's ids once (below); fewer ids cost less by HMGET
 local HKEYS_FROM, SMALL_HASH = 32, 512
@@ -41,9 +46,9 @@ local now_text = ms_text(redis.call('TIME'))
 -- the seq taken before it is a harmless gap when the id exists. Each table,
 -- redis.call and tonumber saved here is 1-8k Redis instructions of a
 -- one-job call (benchmarks/enqueue_instructions.py).
-if #ARGV == 3 + RUN_HEAD + 2 then
-  local run, i = 4, 4 + RUN_HEAD  -- its run's head, and its (id, payload)
-  local id, payload, delay = ARGV[i], ARGV[i + 1], ARGV[run + 2]
+if #ARGV == 3 + RUN_HEAD + 1 then
+  local run = 4  -- its run's head (with its payload), then its id
+  local id, payload, delay = ARGV[run + RUN_HEAD], ARGV[run + 7], ARGV[run + 2]
   local seq = redis.call('HINCRBY', stats_key, 'seq', '1')
   local state, ready_ms, due_ms = 'queued', now_text, '0'
   if delay ~= '0' and tonumber(delay) > 0 then
@@ -81,16 +86,21 @@ if #ARGV == 3 + RUN_HEAD + 2 then
 end
 
 local now = tonumber(now_text)
--- every job's id, and where each run starts
-local ids, runs = {}, {}
+-- every job's id, where each run starts, and its step: 1 (ids alone, the
+-- run's payload in its head) or 2 ((id, payload) pairs)
+local ids, runs, steps = {}, {}, {}
 local at = 4
+local nids = 0
 while at <= #ARGV do
   local count = tonumber(ARGV[at])
+  local step = ARGV[at + 7] == '' and 2 or 1
   runs[#runs + 1] = at
-  for i = at + RUN_HEAD, at + RUN_HEAD + 2 * count - 1, 2 do
-    ids[#ids + 1] = ARGV[i]
+  steps[#steps + 1] = step
+  for i = at + RUN_HEAD, at + RUN_HEAD + step * count - 1, step do
+    nids = nids + 1
+    ids[nids] = ARGV[i]
   end
-  at = at + RUN_HEAD + 2 * count
+  at = at + RUN_HEAD + step * count
 end
 -- which ids exist already: HMGET, or, for a batch into a small hash, its ids
 -- read once. A hash of up to hash-max-listpack-entries (512 by default) is
@@ -99,7 +109,7 @@ end
 -- id (benchmarks/results/script_instructions_small_hash.txt). HKEYS reads at
 -- most SMALL_HASH entries (bounded, whatever the server's listpack setting).
 local raws
-if #ids >= HKEYS_FROM and redis.call('HLEN', jobs_key) <= SMALL_HASH then
+if nids >= HKEYS_FROM and redis.call('HLEN', jobs_key) <= SMALL_HASH then
   local known = {}
   for _, id in ipairs(redis.call('HKEYS', jobs_key)) do
     known[id] = true
@@ -114,7 +124,7 @@ else
   raws = bulk('HMGET', jobs_key, ids)
 end
 -- reserve one sequence number per job (unused ones leave harmless gaps)
-local seq = redis.call('HINCRBY', stats_key, 'seq', int(#ids)) - #ids
+local seq = redis.call('HINCRBY', stats_key, 'seq', int(nids)) - nids
 
 -- the per-job reply is built only once a job existed: until then every job
 -- was created, and its state is fresh[id] (the ids so far are distinct)
@@ -128,8 +138,14 @@ local records, payloads, ready, scheduled, line = {}, {}, {}, {}, {}
 local w, queued, later, p = 0, 0, 0, 0  -- entries in records, ready, scheduled, payloads
 local lined = 0  -- entries in line
 local n = 0  -- jobs seen
-for _, run in ipairs(runs) do
+-- a record's seq as text: the text of seq // 10 (made again only when it
+-- changes), then its last digit, in the record's one concatenation: a
+-- string.format a job was a tenth of this script's Redis instructions
+local DIGIT = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+local tens, tens_text = -1, ''
+for r, run in ipairs(runs) do
   local count, name, delay_ms = tonumber(ARGV[run]), ARGV[run + 1], tonumber(ARGV[run + 2])
+  local step, shared = steps[r], ARGV[run + 7]
   local prio = ARGV[run + 3]
   local run_state, ready_ms, due_ms, base_score, in_line
   if delay_ms > 0 then
@@ -141,12 +157,14 @@ for _, run in ipairs(runs) do
   end
   local head, tail = record_around_seq(run_state, ARGV[run + 4], ARGV[run + 5], prio, now_text,
                                        ready_ms, due_ms, name, ARGV[run + 6])
+  -- the run's payload, when it has one, inside the tail once for all its jobs
+  local shared_tail = shared ~= '' and #shared <= INLINE_MAX and tail .. PAYLOAD_MARK .. shared
   if uniform == nil then
     uniform = run_state
   elseif uniform ~= run_state then
     mixed = true
   end
-  for i = run + RUN_HEAD, run + RUN_HEAD + 2 * count - 1, 2 do
+  for i = run + RUN_HEAD, run + RUN_HEAD + step * count - 1, step do
     n = n + 1
     seq = seq + 1
     local id = ARGV[i]
@@ -183,11 +201,18 @@ for _, run in ipairs(runs) do
         scheduled[later] = id
       end
       records[w - 1] = id
-      local payload = ARGV[i + 1]
-      if #payload <= INLINE_MAX then  -- inside the record (_lib.lua, split_record)
-        records[w] = head .. int(seq) .. tail .. PAYLOAD_MARK .. payload
+      local digit = seq % 10
+      if seq - digit ~= tens then
+        tens = seq - digit
+        tens_text = tens > 0 and int(tens / 10) or ''
+      end
+      local payload = step == 2 and ARGV[i + 1] or shared
+      if shared_tail then  -- the run's payload, inside the record (_lib.lua, split_record)
+        records[w] = head .. tens_text .. DIGIT[digit] .. shared_tail
+      elseif #payload <= INLINE_MAX then  -- inside the record
+        records[w] = head .. tens_text .. DIGIT[digit] .. tail .. PAYLOAD_MARK .. payload
       else
-        records[w] = head .. int(seq) .. tail
+        records[w] = head .. tens_text .. DIGIT[digit] .. tail
         p = p + 2
         payloads[p - 1] = id
         payloads[p] = payload

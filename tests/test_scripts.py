@@ -186,8 +186,10 @@ async def test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options(app
     ]
     jobs = [app.producer.prepare(r)[1] for r in reqs]
     args = enqueue_args(app.scripts.settings, jobs)
-    # five runs (a a | b | a+4 | a+4 budgets | a a): 3 + 5 heads of 7 + 7 pairs
-    assert len(args) == 3 + 5 * 7 + 2 * 7
+    # five runs (a a | b | a+4 | a+4 budgets | a a): 3 + 5 heads of 8; the runs
+    # of one job send its payload in the head and its id alone, the others a
+    # pair per job (their payloads differ)
+    assert len(args) == 3 + 5 * 8 + 3 + 2 * 4
     out = await app.enqueue_many(reqs)
     assert [(e.id, e.created, e.state) for e in out] == [
         ("a0", True, "queued"), ("a1", True, "queued"), ("b2", True, "scheduled"),
@@ -203,6 +205,65 @@ async def test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options(app
     assert (await app.get_job("b2")).due_ms is not None
     batch = await claim(app, 10)
     assert [j.id for j in batch.jobs] == ["a3", "a4", "a0", "a1", "a6"]
+
+
+async def test_a_run_of_one_payload_sends_it_once_and_every_job_keeps_it(app: App) -> None:
+    """A run whose jobs all carry the same payload sends it once, in the run's
+    head, and each job's id alone; a run whose payloads differ sends a pair
+    per job. Either way every job's record holds its own payload, inside the
+    record or, over the inline limit, in the payloads hash."""
+    big = {"blob": "x" * 2000}  # over INLINE_MAX once encoded: beside the record
+    reqs = [JobRequest("a", job_id=f"e{i}", queue=Q) for i in range(3)]  # no payload
+    reqs += [JobRequest("b", big, job_id=f"big{i}", queue=Q) for i in range(2)]
+    reqs += [JobRequest("a", {"i": i}, job_id=f"m{i}", queue=Q, priority=1)
+             for i in (1, 1, 2)]
+    reqs += [JobRequest("a", job_id="e1", queue=Q, delay=60)]  # exists: not written
+    jobs = [app.producer.prepare(r)[1] for r in reqs]
+    args = enqueue_args(app.scripts.settings, jobs)
+    heads = [3, 3 + 8 + 3, 3 + 2 * 8 + 3 + 2, 3 + 3 * 8 + 3 + 2 + 2 * 3]
+    assert [args[h] for h in heads] == [3, 2, 3, 1]  # each run's count
+    assert [args[h + 7] for h in heads] == [jobs[0].payload, jobs[3].payload, b"",
+                                            jobs[8].payload]
+    assert args[heads[0] + 8:heads[1]] == ["e0", "e1", "e2"]
+    assert args[heads[2] + 8:heads[3]] == [j for job in jobs[5:8] for j in (job.id, job.payload)]
+    assert len(args) == heads[3] + 8 + 1
+    out = await app.enqueue_many(reqs)
+    assert [(e.id, e.created) for e in out] == [
+        ("e0", True), ("e1", True), ("e2", True), ("big0", True), ("big1", True),
+        ("m1", True), ("m1", False), ("m2", True), ("e1", False)]
+    for job_id, payload in [("e0", {}), ("e2", {}), ("big0", big), ("big1", big),
+                            ("m1", {"i": 1}), ("m2", {"i": 2})]:
+        assert (await app.get_job(job_id)).payload == payload, job_id
+    assert await app.redis.hexists(app.keys(Q).payloads, "big1")
+    assert (await app.get_job("e1")).state == "queued"  # the later delayed copy wrote nothing
+    one = app.producer.prepare(JobRequest("a", {"k": 1}, job_id="solo", queue=Q))[1]
+    assert enqueue_args(app.scripts.settings, [one])[3:] == [
+        1, *(run_shape(one)), one.payload, "solo"]
+    await app.enqueue("a", {"k": 1}, job_id="solo", queue=Q)
+    assert (await app.get_job("solo")).payload == {"k": 1}
+
+
+@pytest.mark.parametrize("start", [0, 7, 97, 9_999_998])
+async def test_a_batch_numbers_its_records_in_sequence_across_tens(app: App, start: int) -> None:
+    """A batch writes each record's sequence number as text from the text of
+    its tens and its last digit: across a ten, a hundred and a new digit
+    (here from just past ``start``), every record holds the number the queue's
+    counter gave it, as a job enqueued alone does."""
+    qk = app.keys(Q)
+    await app.redis.hset(qk.stats, "seq", start)
+    ids = [f"s{i}" for i in range(25)]
+    await app.enqueue_many([JobRequest("a", job_id=i, queue=Q) for i in ids])
+    raws = await app.redis.hmget(qk.jobs, ids)
+    assert [parse_record(r)["seq"] for r in raws] == list(range(start + 1, start + 26))
+    assert [r.split(b"|")[2] for r in raws] == [str(n).encode()
+                                                for n in range(start + 1, start + 26)]
+    await app.enqueue("a", job_id="after", queue=Q)
+    assert parse_record(await app.redis.hget(qk.jobs, "after"))["seq"] == start + 26
+
+
+def run_shape(job: NewJob) -> tuple[object, ...]:
+    """A run head's six shape values for ``job`` (between its count and payload)."""
+    return (job.name, job.delay_ms, job.priority, job.max_attempts, job.max_infra, job.grp)
 
 
 @pytest.mark.parametrize("field, good, bad", [

@@ -549,18 +549,40 @@ def claim_batch(qk: QueueKeys, reply: Any) -> ClaimBatch:
 def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
     """enqueue.lua's arguments: the settings, then the jobs in runs of jobs
     alike (same name, delay, priority, budgets and park group), each run a
-    head (count and those six) and an (id, payload) pair per job."""
+    head (count, those six, and the run's payload) and then, when every job
+    of the run has the same payload (no payload at all: the common case), one
+    id per job; else the head's payload is empty and an (id, payload) pair
+    follows per job."""
     args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
     shape: tuple[str, int, int, int, int, str] | None = None
     head = 0  # where the current run's count is
+    payload: bytes | None = None  # the run's payload while every job so far has it
     for j in jobs:
         this = (j.name, j.delay_ms, j.priority, j.max_attempts, j.max_infra, j.grp)
         if this != shape:
-            shape, head = this, len(args)
-            args += [0, *this]
+            if payload:
+                _share_payload(args, head, payload)
+            shape, head, payload = this, len(args), j.payload
+            args += [0, *this, b""]
+        elif payload is not None and j.payload is not payload and j.payload != payload:
+            payload = None
         args[head] += 1
         args += [j.id, j.payload]
+    if payload:
+        _share_payload(args, head, payload)
     return args
+
+
+def _share_payload(args: list[Any], head: int, payload: bytes) -> None:
+    """The run whose head is at ``head``, the last one so far, sends its one
+    payload in its head and its jobs' ids alone (never for an empty payload:
+    the script reads an empty head payload as "one per job")."""
+    args[head + RUN_HEAD - 1] = payload
+    first = head + RUN_HEAD
+    args[first:] = args[first::2]
+
+
+RUN_HEAD = 8  # enqueue.lua's run head: count, name, delay_ms, priority, budgets, grp, payload
 
 
 def enqueue_replies(reply: Any, jobs: int) -> list[tuple[bool, str]]:

@@ -34,7 +34,7 @@ SPECS: dict[str, ScriptSpec] = {
             ("events_maxlen", "audit_all", "wake_cap"),
             ("id", "payload"),
             run_head=("count", "name", "delay_ms", "priority", "max_attempts", "max_infra",
-                      "grp"),
+                      "grp", "payload"),
         ),
         ScriptSpec(
             "claim",

@@ -665,10 +665,34 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-run-reads-wrong-payload", "lua/enqueue.lua",
-        "      local payload = ARGV[i + 1]\n",
-        "      local payload = ARGV[run + RUN_HEAD + 1]\n",
+        "      local payload = step == 2 and ARGV[i + 1] or shared\n",
+        "      local payload = step == 2 and ARGV[run + RUN_HEAD + 1] or shared\n",
         "enqueue.lua stores the first payload of a run for every job of it",
         (f"{SCRIPTS}::test_a_mixed_batch_goes_in_runs_and_each_job_keeps_its_own_options",),
+    ),
+    Mutation(
+        "enqueue-run-shares-unequal-payloads", "leasequeue/store/scripts.py",
+        "        elif payload is not None and j.payload is not payload and j.payload != payload:\n",
+        "        elif False:\n",
+        "enqueue_args sends a run's first payload once for all its jobs, whatever "
+        "their own payloads: every job of the run is written with the first one's",
+        (f"{SCRIPTS}::test_a_run_of_one_payload_sends_it_once_and_every_job_keeps_it",),
+    ),
+    Mutation(
+        "enqueue-run-ignores-shared-payload", "lua/enqueue.lua",
+        "  local step = ARGV[at + 7] == '' and 2 or 1\n",
+        "  local step = 2\n",
+        "enqueue.lua reads every run as (id, payload) pairs: a run that sends its "
+        "payload once has its ids read as payloads and its jobs misnamed",
+        (f"{SCRIPTS}::test_a_run_of_one_payload_sends_it_once_and_every_job_keeps_it",),
+    ),
+    Mutation(
+        "enqueue-seq-text-stale-tens", "lua/enqueue.lua",
+        "      if seq - digit ~= tens then\n",
+        "      if tens < 0 then\n",
+        "a batch writes its records' sequence numbers from the tens of its first job: "
+        "past the next ten the number in the record is not the one the counter gave",
+        (f"{SCRIPTS}::test_a_batch_numbers_its_records_in_sequence_across_tens",),
     ),
     Mutation(
         "wait-claim-lease-not-capped", "leasequeue/runtime/claimer.py",
