@@ -32,23 +32,24 @@ sys.path.insert(0, str(HERE))
 from instructions import redis_under_callgrind  # noqa: E402
 
 KEYS = [f"{{bench:q}}:{k}" for k in
-        ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events")]
+        ("jobs", "payloads", "ready", "scheduled", "stats", "wake", "events", "line")]
 PAYLOAD = b"\x94\x01\xa0\xa0\x80"  # an envelope [1, '', '', {}]: a no-op job's
-# enqueue.lua's ARGV for one job: settings (no audit trail), then one run
-HEAD: list[str | int] = [0, 0, 1000, 1, "noop", 0, 0, 0, 0, ""]
+# enqueue.lua's ARGV for one job: settings (no audit trail), then its run's
+# head (count, name, delay, priority, budgets, park group, the payload), then its id
+HEAD: list[str | int | bytes] = [0, 0, 1000, 1, "noop", 0, 0, 0, 0, "", PAYLOAD]
 WARM = 300  # calls before the counted ones
-BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[11]) == 1 then return nil end\n"
-       "redis.call('HSET', KEYS[1], ARGV[11], ARGV[12])\n"
-       "redis.call('LPUSH', KEYS[6], ARGV[11])\n"
-       "return ARGV[11]")
+BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[12]) == 1 then return nil end\n"
+       "redis.call('HSET', KEYS[1], ARGV[12], ARGV[11])\n"
+       "redis.call('LPUSH', KEYS[6], ARGV[12])\n"
+       "return ARGV[12]")
 # enqueue.lua's steps for one job, by the line each begins with; a cut inside
 # the one-job block (indented) closes that block after its `return 1`
-CUTS = ("local now_text = ms_text(", "if #ARGV == 3 + RUN_HEAD + 2 then",
-        "  local state, ready_ms, due_ms", "  local head, tail = record_around_seq",
-        "  local inline = #payload", "  if redis.call('HSETNX'", "  if not inline then",
-        "  if state == 'queued' then", "  if audit_all then",
-        "  redis.call('HINCRBY', stats_key, 'enqueued'", "  wake(wake_key, 1, wake_cap)",
-        "  return state")
+CUTS = ("local now_text = ms_text(", "if #ARGV == 3 + RUN_HEAD + 1 then",
+        "  local seq = redis.call('HINCRBY'", "  local state, ready_ms, due_ms",
+        "  local head, tail = record_around_seq", "  local inline = #payload",
+        "  if redis.call('HSETNX'", "  if not inline then", "  local prio = ARGV",
+        "  if audit_all then", "  redis.call('HINCRBY', stats_key, 'enqueued'",
+        "  wake(wake_key, 1, wake_cap)", "  return state")
 
 
 def variants(tree: Path) -> list[tuple[str, str]]:
@@ -79,12 +80,12 @@ def measure(scripts: list[tuple[str, str]], n: int) -> list[tuple[str, float]]:
             sha = client.script_load(text)
             client.delete(*KEYS)  # each variant from empty keys
             for _ in range(WARM):  # past the small encodings (128 entries), as a queue is
-                client.evalsha(sha, len(KEYS), *KEYS, *HEAD, os.urandom(16).hex(), PAYLOAD)
+                client.evalsha(sha, len(KEYS), *KEYS, *HEAD, os.urandom(14).hex())
             client.delete(KEYS[5])
-            ids = [os.urandom(16).hex() for _ in range(n)]
+            ids = [os.urandom(14).hex() for _ in range(n)]
             count()
             for job_id in ids:
-                client.evalsha(sha, len(KEYS), *KEYS, *HEAD, job_id, PAYLOAD)
+                client.evalsha(sha, len(KEYS), *KEYS, *HEAD, job_id)
             figures.append((label, count() / n))
         client.close()
     return figures

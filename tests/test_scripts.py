@@ -4,6 +4,8 @@ Time is controlled by seeding scores relative to the server's TIME."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from leasequeue import App, JobRequest
@@ -275,9 +277,9 @@ async def test_a_batch_checks_every_request_whose_options_differ_from_the_one_be
     a run of requests that hold the very same objects: a request that
     changes any one of them is checked on its own and keeps its own value,
     and a bad one refuses the whole batch (nothing written)."""
-    base: dict[str, object] = {"name": "a", "queue": Q}
-    await app.enqueue_many([JobRequest(**base, job_id="j0"),  # type: ignore[arg-type]
-                            JobRequest(**{**base, field: good}, job_id="j1")])  # type: ignore[arg-type]
+    base: dict[str, Any] = {"name": "a", "queue": Q}
+    await app.enqueue_many([JobRequest(**base, job_id="j0"),
+                            JobRequest(**{**base, field: good}, job_id="j1")])
     first = await app.get_job("j0", queue=Q)
     rec = await app.get_job("j1", queue="other" if field == "queue" else Q)
     seen = {"priority": rec.priority, "delay": rec.state, "max_attempts": rec.max_attempts,
@@ -287,8 +289,8 @@ async def test_a_batch_checks_every_request_whose_options_differ_from_the_one_be
     assert (first.name, first.queue, first.priority, first.state, first.max_attempts,
             first.max_infra_attempts) == ("a", Q, 0, "queued", None, None)
     with pytest.raises(ConfigError):
-        await app.enqueue_many([JobRequest(**base, job_id="k0"),  # type: ignore[arg-type]
-                                JobRequest(**{**base, field: bad}, job_id="k1")])  # type: ignore[arg-type]
+        await app.enqueue_many([JobRequest(**base, job_id="k0"),
+                                JobRequest(**{**base, field: bad}, job_id="k1")])
     for job_id in ("k0", "k1"):
         with pytest.raises(JobNotFound):
             await app.get_job(job_id)
