@@ -107,7 +107,7 @@ class RunRecord:
     stop_deadline: float = math.inf  # monotonic: when a stopped sync handler is abandoned
     running: bool = False  # the handler is executing
     slots: tuple[SlotHold, ...] = ()  # the limiter slots it holds (a tuple: most hold none)
-    scope: RunScope | anyio.CancelScope | None = None  # an async handler's cancel scope
+    scope: RunScope | None = None  # an async handler's cancel scope
     thread_scope: anyio.CancelScope | None = None  # lets shutdown leave a thread behind
     is_sync: bool = False
     stop_grace: float = 0.0
