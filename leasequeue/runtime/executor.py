@@ -27,7 +27,6 @@ from ..store.keys import QueueKeys
 from ..store.scripts import Park, Scripts
 from ..store.shards import logical
 from ..store.specs import FailReply, ReleaseReply
-from . import runscope
 from .acker import Acker
 from .breakers import BreakerGate, verdict
 from .dispatch import Closed, Dispatch
@@ -109,14 +108,13 @@ class Executor:
         return plan
 
     async def serve(self, dispatch: Dispatch) -> None:
-        host = runscope.host()  # this task, which enters each run's scope
         while True:
             try:
                 run = await dispatch.get()
             except Closed:
                 return
             try:
-                await self._process(run, host)
+                await self._process(run)
             finally:
                 # the run and its context point at each other: cut the cycle so
                 # that refcounting frees both now, not a GC pass later (the
@@ -124,7 +122,7 @@ class Executor:
                 run.ctx = None
                 self._p.slots.give()
 
-    async def _process(self, run: RunRecord, host: runscope.Host | None = None) -> None:
+    async def _process(self, run: RunRecord) -> None:
         prepared = await self._prepare(run)
         if prepared is None:
             return
@@ -148,7 +146,7 @@ class Executor:
             self._p.hooks.before_run(run.info, run)
         outcome: Outcome | None = None
         try:
-            outcome = await execute(run, definition, kwargs, self._p.threads, host)
+            outcome = await execute(run, definition, kwargs, self._p.threads)
         finally:
             self._p.table.returned(run)
             if run.slots:

@@ -25,7 +25,6 @@ from ..errors import (
     TransientError,
 )
 from ..registry import JobDefinition
-from . import runscope
 from .runs import RunRecord, StopReason
 
 try:  # the asyncio backend's scope itself (what anyio.CancelScope() makes there,
@@ -92,18 +91,14 @@ def _call(fn: Any, ctx: Any, kwargs: dict[str, Any]) -> Any:
 
 
 async def execute(run: RunRecord, definition: JobDefinition, kwargs: dict[str, Any],
-                  threads: anyio.CapacityLimiter, host: runscope.Host | None = None) -> Outcome:
+                  threads: anyio.CapacityLimiter) -> Outcome:
     """Run the handler. An async handler runs in a cancel scope the run table
     cancels on a stop; a sync handler runs in a worker thread to the end (it
-    keeps its concurrency slot meanwhile), unless shutdown leaves it behind.
-    An async handler's scope is a RunScope (runscope.py: a fraction of an anyio
-    scope's cost a run) where this anyio's layout lets it see shields, else
-    anyio's own. ``host``: runscope.host() of the running task, when the
-    caller has it."""
+    keeps its concurrency slot meanwhile), unless shutdown leaves it behind."""
     ctx = run.ctx
     try:
         if definition.is_async:
-            with runscope.RunScope(host) if runscope.AVAILABLE else _scope() as scope:
+            with _scope() as scope:
                 run.scope = scope
                 if run.stop_reason is not None:  # stopped before it started
                     scope.cancel()

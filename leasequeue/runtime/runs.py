@@ -21,15 +21,12 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from ..log import Log, get_log
 from ..models import ClaimedJob
-
-if TYPE_CHECKING:
-    from .runscope import RunScope
 
 
 class Phase(StrEnum):
@@ -107,7 +104,7 @@ class RunRecord:
     stop_deadline: float = math.inf  # monotonic: when a stopped sync handler is abandoned
     running: bool = False  # the handler is executing
     slots: tuple[SlotHold, ...] = ()  # the limiter slots it holds (a tuple: most hold none)
-    scope: RunScope | None = None  # an async handler's cancel scope
+    scope: anyio.CancelScope | None = None  # an async handler's cancel scope
     thread_scope: anyio.CancelScope | None = None  # lets shutdown leave a thread behind
     is_sync: bool = False
     stop_grace: float = 0.0

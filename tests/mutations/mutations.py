@@ -1237,43 +1237,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "None)",
         ("tests/test_lua_contracts.py::test_new_record_is_what_encode_meta_writes",),
     ),
-    # -- an async run's cancel scope (leasequeue/runtime/runscope.py) -------------
-    Mutation(
-        "runscope-one-shot", "leasequeue/runtime/runscope.py",
-        "        self._handle = task.get_loop().call_soon(self._deliver)\n",
-        "",
-        "a run's cancel lands once: a handler that swallows the CancelledError runs on "
-        "past its stop (anyio's scopes cancel again at each await)",
-        ("tests/test_runscope.py::test_a_handler_that_swallows_the_cancel_is_cancelled_at_its_next_"
-         "await",),
-    ),
-    Mutation(
-        "runscope-ignores-shield", "leasequeue/runtime/runscope.py",
-        "                and not self._shielded(task)):\n",
-        "                ):\n",
-        "a run's cancel lands inside a shielded anyio scope of the handler: a saga's "
-        "compensations or a resource's close are cut short",
-        ("tests/test_runscope.py::test_a_shielded_anyio_scope_inside_the_run_finishes_before_the_"
-         "cancel_lands",),
-    ),
-    Mutation(
-        "runscope-swallows-outer", "leasequeue/runtime/runscope.py",
-        "        if outer is not None and outer._effectively_cancelled:\n",
-        "        if False:\n",
-        "a run's scope swallows the CancelledError of an enclosing anyio scope cancelled "
-        "in the same turn: the worker's task group is not stopped by it",
-        ("tests/test_runscope.py::test_an_outer_cancellation_in_the_same_turn_as_the_runs_goes_on_"
-         "up",),
-    ),
-    Mutation(
-        "runscope-keeps-its-cancels", "leasequeue/runtime/runscope.py",
-        "            task.uncancel()\n",
-        "            pass\n",
-        "a run's scope leaves its cancellation requests on the task: the executor's "
-        "later runs look cancelled from outside, and the next stopped run's "
-        "CancelledError is not swallowed (the executor dies)",
-        ("tests/test_runscope.py::test_a_cancel_from_another_task_stops_the_handler_at_its_await",),
-    ),
     # -- the demo ------------------------------------------------------------------
     Mutation(
         "demo-crash-ignores-reaped", "leasequeue/demo.py",
