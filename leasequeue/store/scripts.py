@@ -546,6 +546,10 @@ def claim_batch(qk: QueueKeys, reply: Any) -> ClaimBatch:
     return ClaimBatch(now, int(reply[1]), jobs)
 
 
+# enqueue.lua's run head: count, name, delay_ms, priority, budgets, grp, payload
+RUN_HEAD = len(SPECS["enqueue"].run_head)
+
+
 def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
     """enqueue.lua's arguments: the settings, then the jobs in runs of jobs
     alike (same name, delay, priority, budgets and park group), each run a
@@ -581,8 +585,6 @@ def _share_payload(args: list[Any], head: int, payload: bytes) -> None:
     first = head + RUN_HEAD
     args[first:] = args[first::2]
 
-
-RUN_HEAD = 8  # enqueue.lua's run head: count, name, delay_ms, priority, budgets, grp, payload
 
 
 def enqueue_replies(reply: Any, jobs: int) -> list[tuple[bool, str]]:
