@@ -86,16 +86,15 @@ if #ARGV == 3 + RUN_HEAD + 1 then
 end
 
 local now = tonumber(now_text)
--- every job's id, where each run starts, and its step: 1 (ids alone, the
--- run's payload in its head) or 2 ((id, payload) pairs)
-local ids, runs, steps = {}, {}, {}
+-- every job's id, and where each run starts; a run steps by 1 (ids alone,
+-- the run's payload in its head) or by 2 ((id, payload) pairs)
+local ids, runs = {}, {}
 local at = 4
 local nids = 0
 while at <= #ARGV do
   local count = tonumber(ARGV[at])
   local step = ARGV[at + 7] == '' and 2 or 1
   runs[#runs + 1] = at
-  steps[#steps + 1] = step
   for i = at + RUN_HEAD, at + RUN_HEAD + step * count - 1, step do
     nids = nids + 1
     ids[nids] = ARGV[i]
@@ -143,9 +142,10 @@ local n = 0  -- jobs seen
 -- string.format a job was a tenth of this script's Redis instructions
 local DIGIT = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local tens, tens_text = -1, ''
-for r, run in ipairs(runs) do
+for _, run in ipairs(runs) do
   local count, name, delay_ms = tonumber(ARGV[run]), ARGV[run + 1], tonumber(ARGV[run + 2])
-  local step, shared = steps[r], ARGV[run + 7]
+  local shared = ARGV[run + 7]
+  local step = shared == '' and 2 or 1
   local prio = ARGV[run + 3]
   local run_state, ready_ms, due_ms, base_score, in_line
   if delay_ms > 0 then

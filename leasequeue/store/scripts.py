@@ -586,7 +586,6 @@ def _share_payload(args: list[Any], head: int, payload: bytes) -> None:
     args[first:] = args[first::2]
 
 
-
 def enqueue_replies(reply: Any, jobs: int) -> list[tuple[bool, str]]:
     """(created, state) for each of the call's ``jobs``; ValueError on a code
     the script does not send. A call that created every job, all in one
