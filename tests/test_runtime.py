@@ -19,6 +19,7 @@ from leasequeue import App, Context, LocalLimiter, RedisLimiter, TransientError,
 from leasequeue.errors import LeaseQueueError, RedisUnavailable
 from leasequeue.models import ClaimedJob
 from leasequeue.runtime.acker import Acker, AckerParams
+from leasequeue.runtime.handler import RunScopes
 from leasequeue.runtime.heartbeater import Heartbeater, HeartbeaterParams
 from leasequeue.runtime.runs import (
     InvalidTransition,
@@ -418,7 +419,7 @@ async def test_a_run_claimed_before_a_stall_is_not_started(real_app: App) -> Non
     # the claim happened 2.5 s ago by this process's clock: a stall (GC, a
     # paused container) left too little of the lease to start safely
     (run,) = worker.table.claimed(batch.jobs, time.monotonic() - 2.5)
-    await worker.executor._process(run)
+    await worker.executor._process(run, RunScopes())
     rec = await app.get_job("o")
     assert ran == [] and (rec.state, rec.attempt) == ("queued", 0)
 

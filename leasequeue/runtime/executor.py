@@ -30,7 +30,7 @@ from ..store.specs import FailReply, ReleaseReply
 from .acker import Acker
 from .breakers import BreakerGate, verdict
 from .dispatch import Closed, Dispatch
-from .handler import SUCCEEDED_, Ending, Outcome, execute
+from .handler import SUCCEEDED_, Ending, Outcome, RunScopes, execute
 from .limits import Full, Limits
 from .observe import failed, released_as
 from .rates import NotNow, Rates, RateUse, Wait, park_group
@@ -108,13 +108,25 @@ class Executor:
         return plan
 
     async def serve(self, dispatch: Dispatch) -> None:
+        # this task's async runs are called in one cancel scope, kept entered
+        # from run to run until a stop cancels it (handler.RunScopes): here it
+        # is left when the task ends, as a `with` around the loop would be
+        scopes = RunScopes()
+        try:
+            await self._serve(dispatch, scopes)
+        except BaseException as exc:
+            scopes.leave(exc)
+            raise
+        scopes.leave()
+
+    async def _serve(self, dispatch: Dispatch, scopes: RunScopes) -> None:
         while True:
             try:
                 run = await dispatch.get()
             except Closed:
                 return
             try:
-                await self._process(run)
+                await self._process(run, scopes)
             finally:
                 # the run and its context point at each other: cut the cycle so
                 # that refcounting frees both now, not a GC pass later (the
@@ -122,7 +134,7 @@ class Executor:
                 run.ctx = None
                 self._p.slots.give()
 
-    async def _process(self, run: RunRecord) -> None:
+    async def _process(self, run: RunRecord, scopes: RunScopes) -> None:
         prepared = await self._prepare(run)
         if prepared is None:
             return
@@ -146,7 +158,7 @@ class Executor:
             self._p.hooks.before_run(run.info, run)
         outcome: Outcome | None = None
         try:
-            outcome = await execute(run, definition, kwargs, self._p.threads)
+            outcome = await execute(run, definition, kwargs, self._p.threads, scopes)
         finally:
             self._p.table.returned(run)
             if run.slots:

@@ -29,6 +29,7 @@ KIT = "tests/test_kit.py"
 BREAKERS = "tests/test_breakers.py"
 RESOURCES = "tests/test_resources.py"
 RATES = "tests/test_rate_limits.py"
+SCOPES = "tests/test_run_scopes.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -462,14 +463,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "executor-releases-slots-early", "leasequeue/runtime/executor.py",
         "        try:\n"
-        "            outcome = await execute(run, definition, kwargs, self._p.threads)\n"
+        "            outcome = await execute(run, definition, kwargs, self._p.threads, scopes)\n"
         "        finally:\n"
         "            self._p.table.returned(run)\n"
         "            if run.slots:\n"
         "                await self._p.limits.release(run)  # only now: its thread has returned\n",
         "        await self._p.limits.release(run)\n"
         "        try:\n"
-        "            outcome = await execute(run, definition, kwargs, self._p.threads)\n"
+        "            outcome = await execute(run, definition, kwargs, self._p.threads, scopes)\n"
         "        finally:\n"
         "            self._p.table.returned(run)\n",
         "the executor gives its limiter slots back before the handler returns",
@@ -1247,5 +1248,49 @@ MUTATIONS: tuple[Mutation, ...] = (
         "it finds nothing and the demo fails",
         ("tests/test_demo.py::test_the_crash_scene_lists_what_the_victim_held_when_its_"
          "task_ends_late",),
+    ),
+    # -- the executor's run scope (handler.RunScopes) ------------------------------
+    Mutation(
+        "run-scope-kept-after-a-swallowed-stop", "leasequeue/runtime/handler.py",
+        "                scopes.leave()\n",
+        "                pass\n",
+        "a handler that swallowed its stop and returned leaves its cancelled scope "
+        "entered: the executor's next await (its next run's) is cancelled",
+        (f"{SCOPES}::test_a_handler_that_swallows_its_stop_leaves_what_follows_uncancelled",),
+    ),
+    Mutation(
+        "run-scope-not-cleared", "leasequeue/runtime/handler.py",
+        "            run.scope = None\n            if scope.cancel_called:\n",
+        "            if scope.cancel_called:\n",
+        "a run that returned keeps pointing at the executor's scope: a late stop of it "
+        "(a cancel, a lost lease) cancels the next run on that executor",
+        (f"{SCOPES}::test_a_stop_of_a_run_that_ended_does_not_reach_the_next",),
+    ),
+    Mutation(
+        "run-scope-kept-after-a-stop", "leasequeue/runtime/handler.py",
+        "                    if scopes.leave(exc):\n",
+        "                    if True:\n",
+        "a stopped run's cancelled scope is not left: the next run on that executor is "
+        "cancelled as it starts",
+        (f"{SCOPES}::test_a_stopped_run_leaves_the_next_run_on_its_executor_whole",),
+    ),
+    Mutation(
+        "run-scope-blind-to-native-cancels", "leasequeue/runtime/handler.py",
+        "            if task is not None and task.cancelling() == self._cancelling:\n",
+        "            if True:\n",
+        "the executor's scope is kept after a handler swallowed a native Task.cancel(): "
+        "anyio then takes a later run's stop for a foreign cancellation and lets it end "
+        "the executor",
+        (f"{SCOPES}::test_a_native_cancel_a_handler_swallowed_does_not_break_later_stops",),
+    ),
+    Mutation(
+        "run-scope-unchecked", "leasequeue/runtime/handler.py",
+        "        if state is None or state.cancel_scope is not self._scope:\n",
+        "        if False:\n",
+        "a handler that leaves an anyio scope of its own open is not found out after it "
+        "returns: it succeeds, and the next stop on that executor cannot leave the shared "
+        "scope, whose cancellation then hits the executor's own work and ends the worker",
+        (f"{SCOPES}::test_a_handler_that_leaves_its_own_scope_open_fails_and_later_stops_"
+         "work",),
     ),
 )
