@@ -26,17 +26,15 @@ Needs valgrind (apt-get install valgrind) and Redis 7 (functions)."""
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from instructions import redis_under_callgrind  # noqa: E402
+from script_instructions import PHASES, run_phases  # noqa: E402
 
-PHASES = ("enqueue", "claim", "ack")
 TRANSPORTS = ("evalsha", "fcall")
 
 CLIENT = """
@@ -110,32 +108,6 @@ anyio.run(main)
 """
 
 
-def per_phase(port: int, count: object, transport: str, n: int) -> dict[str, float]:
-    tree = HERE.parent
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{tree}", "PYTHONHASHSEED": "0"}
-    code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=n, transport=transport,
-                         prefix=f"fc-{transport}")
-    client = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    result: dict[str, float] = {}
-    try:
-        assert client.stdin is not None and client.stdout is not None
-        for phase in ("ready", *PHASES):
-            line = client.stdout.readline().strip()
-            if line != phase:
-                raise RuntimeError(f"the {transport} client said {line!r}, not {phase!r}")
-            instructions = count()  # type: ignore[operator]
-            if phase != "ready":
-                result[phase] = instructions / n
-            client.stdin.write("\n")
-            client.stdin.flush()
-        client.wait(60)
-    finally:
-        if client.poll() is None:
-            client.kill()
-    return result
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000, help="jobs per phase")
@@ -147,7 +119,9 @@ def main() -> None:
     # adds less to the counts
     with redis_under_callgrind("--hz", "1") as (port, count):
         for transport in TRANSPORTS:
-            rows[transport] = per_phase(port, count, transport, args.n)
+            code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=args.n,
+                                 transport=transport, prefix=f"fc-{transport}")
+            rows[transport] = run_phases(code, HERE.parent, count, args.n)
     base = rows[TRANSPORTS[0]]
     print(f"Redis instructions per job, one job per call, {args.n} calls per phase (callgrind)")
     print("| transport | " + " | ".join(PHASES) + " |")

@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,28 +68,36 @@ anyio.run(main)
 
 
 def per_phase(tree: Path, n: int, fresh: bool = False) -> dict[str, float]:
-    result: dict[str, float] = {}
     with redis_under_callgrind() as (port, count):
-        env = {**os.environ, "PYTHONPATH": f"{tree / 'benchmarks'}{os.pathsep}{tree}",
-               "PYTHONHASHSEED": "0"}
         code = CLIENT.format(url=f"redis://127.0.0.1:{port}/0", n=n, fresh=fresh)
-        client = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, text=True,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        try:
-            assert client.stdin is not None and client.stdout is not None
-            for phase in ("ready", *PHASES):
-                line = client.stdout.readline().strip()
-                if line != phase:
-                    raise RuntimeError(f"the client of {tree} said {line!r}, not {phase!r}")
-                instructions = count()
-                if phase != "ready":
-                    result[phase] = instructions / n
-                client.stdin.write("\n")
-                client.stdin.flush()
-            client.wait(60)
-        finally:
-            if client.poll() is None:
-                client.kill()
+        return run_phases(code, tree, count, n)
+
+
+def run_phases(code: str, tree: Path, count: Callable[[], int], n: int) -> dict[str, float]:
+    """Run the client ``code`` with ``tree``'s package: it prints "ready",
+    then the name of each of PHASES as it finishes it, and waits for a line
+    before going on; Redis's instructions of each phase (``count``: since
+    the last count) divided by ``n``."""
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'benchmarks'}{os.pathsep}{tree}",
+           "PYTHONHASHSEED": "0"}
+    client = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    result: dict[str, float] = {}
+    try:
+        assert client.stdin is not None and client.stdout is not None
+        for phase in ("ready", *PHASES):
+            line = client.stdout.readline().strip()
+            if line != phase:
+                raise RuntimeError(f"the client of {tree} said {line!r}, not {phase!r}")
+            instructions = count()
+            if phase != "ready":
+                result[phase] = instructions / n
+            client.stdin.write("\n")
+            client.stdin.flush()
+        client.wait(60)
+    finally:
+        if client.poll() is None:
+            client.kill()
     return result
 
 

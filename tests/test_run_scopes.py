@@ -29,6 +29,44 @@ async def _state(app: App, job_id: str, *states: str) -> Any:
     return rec if rec.state in states else None
 
 
+def _stuck_and_last(app: App) -> None:
+    """The two jobs a test runs after what it tries, on the same executor:
+    ``stuck``, which its timeout stops, then ``last``, which must run whole."""
+
+    @app.job(max_attempts=1, timeout=0.2)
+    async def stuck(ctx: Context) -> None:
+        await anyio.sleep(30)
+
+    @app.job(max_attempts=1)
+    async def last(ctx: Context) -> str:
+        for _ in range(3):
+            await anyio.sleep(0.02)  # a stop that reached this run would land here
+        return "last"
+
+
+async def _run_in_order(app: App, jobs: str, shutdown_may_raise: bool = False,
+                        **options: Any) -> dict[str, Any]:
+    """Enqueue ``jobs`` (each job's id is its name) in order and run one
+    worker at concurrency 1 (one executor) until each has ended: their
+    records by name. ``shutdown_may_raise``: what the worker raises as it
+    ends is not the test's (a job missing from the records still fails it)."""
+    names = jobs.split()
+    for name in names:
+        await app.enqueue(name, job_id=name)
+    seen: dict[str, Any] = {}
+    with contextlib.suppress(Exception) if shutdown_may_raise else contextlib.nullcontext():
+        async with worker_running(app, concurrency=1, **options):
+            for name in names:
+                seen[name] = await eventually(
+                    lambda j=name: _state(app, j, "succeeded", "dead"), limit=8)
+    return seen
+
+
+def _stuck_stopped_and_last_whole(seen: dict[str, Any]) -> None:
+    assert seen["stuck"].state == "dead" and "timed out" in (seen["stuck"].error or "")
+    assert (seen["last"].state, seen["last"].result) == ("succeeded", "last")
+
+
 async def test_a_timeout_cancels_the_children_of_the_handlers_own_task_group(
         real_app: App) -> None:
     app = real_app
@@ -116,24 +154,8 @@ async def test_a_handler_that_swallows_its_stop_leaves_what_follows_uncancelled(
 
 
 async def test_a_stopped_run_leaves_the_next_run_on_its_executor_whole(real_app: App) -> None:
-    app = real_app
-
-    @app.job(max_attempts=1, timeout=0.2)
-    async def stuck(ctx: Context) -> None:
-        await anyio.sleep(30)
-
-    @app.job(max_attempts=1)
-    async def fine(ctx: Context) -> str:
-        await anyio.sleep(0.05)
-        return "fine"
-
-    await app.enqueue("stuck", job_id="a")
-    await app.enqueue("fine", job_id="b")
-    async with worker_running(app, concurrency=1):
-        stopped = await eventually(lambda: _state(app, "a", "dead", "succeeded"))
-        after = await eventually(lambda: _state(app, "b", "succeeded", "dead"))
-    assert stopped.state == "dead" and "timed out" in (stopped.error or "")
-    assert (after.state, after.result) == ("succeeded", "fine")
+    _stuck_and_last(real_app)
+    _stuck_stopped_and_last_whole(await _run_in_order(real_app, "stuck last"))
 
 
 async def test_a_stop_of_a_run_that_ended_does_not_reach_the_next(real_app: App) -> None:
@@ -188,24 +210,9 @@ async def test_a_native_cancel_a_handler_swallowed_does_not_break_later_stops(
             pass
         return "rogue"
 
-    @app.job(max_attempts=1, timeout=0.2)
-    async def stuck(ctx: Context) -> None:
-        await anyio.sleep(30)
-
-    @app.job(max_attempts=1)
-    async def last(ctx: Context) -> str:
-        await anyio.sleep(0.02)
-        return "last"
-
-    await app.enqueue("rogue", job_id="r")
-    await app.enqueue("stuck", job_id="s")
-    await app.enqueue("last", job_id="l")
-    async with worker_running(app, concurrency=1):
-        stopped = await eventually(lambda: _state(app, "s", "dead", "succeeded"))
-        # the stop was the run's own: the executor caught it and goes on
-        rec = await eventually(lambda: _state(app, "l", "succeeded", "dead"))
-    assert stopped.state == "dead" and "timed out" in (stopped.error or "")
-    assert (rec.state, rec.result) == ("succeeded", "last")
+    _stuck_and_last(app)
+    # the stop of `stuck` is the run's own: the executor catches it and goes on
+    _stuck_stopped_and_last_whole(await _run_in_order(app, "rogue stuck last"))
 
 
 async def test_a_handler_that_leaves_its_own_scope_open_fails_and_later_stops_work(
@@ -219,28 +226,12 @@ async def test_a_handler_that_leaves_its_own_scope_open_fails_and_later_stops_wo
         anyio.CancelScope().__enter__()
         return "leaky"
 
-    @app.job(max_attempts=1, timeout=0.2)
-    async def stuck(ctx: Context) -> None:
-        await anyio.sleep(30)
-
-    @app.job(max_attempts=1)
-    async def last(ctx: Context) -> str:
-        await anyio.sleep(0.02)
-        return "last"
-
-    await app.enqueue("leaky", job_id="k")
-    await app.enqueue("stuck", job_id="s")
-    await app.enqueue("last", job_id="l")
-    seen: dict[str, Any] = {}
+    _stuck_and_last(app)
     # the scope the handler left open is still this worker's executor's when
     # it stops, and anyio says so as the worker ends (as with a scope per run)
-    with contextlib.suppress(Exception):
-        async with worker_running(app, concurrency=1, shutdown_timeout=2):
-            for job_id in "ksl":
-                seen[job_id] = await eventually(
-                    lambda j=job_id: _state(app, j, "succeeded", "dead"), limit=8)
+    seen = await _run_in_order(app, "leaky stuck last", shutdown_may_raise=True,
+                               shutdown_timeout=2)
     # as a `with` around the call ends: anyio's RuntimeError fails that run
-    assert seen["k"].state == "dead" and "cancel scope" in (seen["k"].error or "")
+    assert seen["leaky"].state == "dead" and "cancel scope" in (seen["leaky"].error or "")
     # and a stop after it still lands where it should, with the next run whole
-    assert seen["s"].state == "dead" and "timed out" in (seen["s"].error or "")
-    assert (seen["l"].state, seen["l"].result) == ("succeeded", "last")
+    _stuck_stopped_and_last_whole(seen)
