@@ -68,6 +68,8 @@ from .store.shards import Shards, check_shard_count, combine, logical
 from .store.specs import ReplayReply
 from .store.translate import redis_errors
 
+_new = tuple.__new__
+
 F = TypeVar("F", bound=Callable[..., Any])
 H = TypeVar("H", bound=Hooks)
 
@@ -309,7 +311,8 @@ class App:
             qk = self.producer.keys_for(logical_queue, job.id)
             # concurrent calls for one queue go as one script call (store/coalesce.py)
             created, state = await self.coalescer.enqueue(qk, job)
-            answer = EnqueuedJob(job.id, logical_queue, job.name, created, state)
+            # tuple.__new__: the named tuple's own __new__ is a Python function around it
+            answer = _new(EnqueuedJob, (job.id, logical_queue, job.name, created, state))
             return answer
         finally:
             for info in infos or ():

@@ -107,7 +107,8 @@ class Producer:
             if known is None:
                 known = routes[key] = self.route(r.name, r.queue)
             queue, definition, limited = known
-        if not (isinstance(r.priority, int) and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
+        if not (isinstance(r.priority, int) and not isinstance(r.priority, bool)
+                and -MAX_PRIORITY <= r.priority <= MAX_PRIORITY):
             raise ConfigError(f"priority must be an int within ±{MAX_PRIORITY}, "
                               f"got {r.priority!r}")
         if not (isinstance(r.delay, (int, float)) and 0 <= r.delay < MAX_DELAY):

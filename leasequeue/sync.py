@@ -39,6 +39,8 @@ from .store.shards import Shards, combine, logical
 from .store.sync_scripts import SyncScripts, connect_sync
 from .store.translate import redis_errors
 
+_new = tuple.__new__
+
 
 class SyncApp:
     """Enqueue, enqueue_many, get_job, wait and stats, synchronously.
@@ -107,7 +109,8 @@ class SyncApp:
             self.verify_queues([logical_queue])
         ((created, state),) = self.scripts.enqueue(
             self.producer.keys_for(logical_queue, job.id), [job])
-        return EnqueuedJob(job.id, logical_queue, job.name, created, state)
+        # tuple.__new__: the named tuple's own __new__ is a Python function around it
+        return _new(EnqueuedJob, (job.id, logical_queue, job.name, created, state))
 
     def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.

@@ -58,10 +58,13 @@ class Lane:
         self._idle: list[Any] = []
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
-                  retry: bool = True, read_only: bool = False) -> Any:
+                  retry: bool = True, read_only: bool = False,
+                  packed: bytes | None = None) -> Any:
         """EVALSHA on a lane connection (one Redis or a Sentinel master). With
         ``retry``, a dropped connection (a Redis restart) is retried once;
-        ``read_only`` sends EVALSHA_RO (a no-writes script)."""
+        ``read_only`` sends EVALSHA_RO (a no-writes script). ``packed``: the
+        call's bytes, packed by the caller (scripts.OneJobCalls, an EVALSHA);
+        ``args`` is then not read."""
         command = "EVALSHA_RO" if read_only else "EVALSHA"
         attempts: tuple[int, ...] = (1, 2)
         idle = self._idle
@@ -73,7 +76,8 @@ class Lane:
             # reply was read, the connection is clean), arguments hiredis
             # cannot pack, and a dropped connection (its retry)
             try:
-                packed = _pack_evalsha(script.sha, keys, args, command)
+                if packed is None:
+                    packed = _pack_evalsha(script.sha, keys, args, command)
             except _NotDirect:
                 pass
             else:
@@ -97,20 +101,21 @@ class Lane:
                 else:
                     idle.append(conn)
                     return reply
-        return await self._run(script, keys, args, command, retry, attempts)
+        return await self._run(script, keys, args, command, retry, attempts, packed)
 
     async def _run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
-                   command: str, retry: bool, attempts: tuple[int, ...]) -> Any:
+                   command: str, retry: bool, attempts: tuple[int, ...],
+                   packed: bytes | None = None) -> Any:
         """run()'s general way: on any lane connection, NOSCRIPT loads the
         script and sends the call again, and a dropped connection is retried
         once (``attempts``: (1, 2), or (2,) after run()'s own first try)."""
 
         async def call(conn: Any) -> Any:
             try:
-                return await _evalsha(conn, script.sha, keys, args, command, direct=True)
+                return await _evalsha(conn, script.sha, keys, args, command, True, packed)
             except NoScriptError:
                 await _load(conn, script)
-                return await _evalsha(conn, script.sha, keys, args, command, direct=True)
+                return await _evalsha(conn, script.sha, keys, args, command, True, packed)
 
         for attempt in attempts:
             try:
@@ -302,10 +307,17 @@ async def _on(conn: Any, script: AsyncScript, keys: Sequence[bytes], args: Seque
 
 
 async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
-                   command: str = "EVALSHA", direct: bool = False) -> Any:
+                   command: str = "EVALSHA", direct: bool = False,
+                   packed: bytes | None = None) -> Any:
     """``direct``: the lane's calls, whose connection the lane drops on any
     error; the durable path (``_on``, also on a cluster's node connections)
-    keeps redis-py's, which disconnects a failed connection itself."""
+    keeps redis-py's, which disconnects a failed connection itself.
+    ``packed``: the call's bytes, packed by the caller (written as they are)."""
+    if packed is not None:
+        if direct and _direct_io(conn):
+            return await _send_and_read(conn, packed)
+        await conn.send_packed_command([packed])
+        return await conn.read_response()
     if direct and _direct_io(conn):
         try:
             packed = _pack_evalsha(sha, keys, args, command)

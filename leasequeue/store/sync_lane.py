@@ -61,13 +61,24 @@ class SyncLane:
         self._idle: list[Any] = []
         _LANES.add(self)
 
-    def run(self, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+    def run(self, script: Script, keys: Sequence[bytes], args: Sequence[Any],
+            packed: bytes | None = None) -> Any:
         """EVALSHA (the script loaded on NOSCRIPT); a dropped connection or a
-        timeout is retried once on another connection."""
+        timeout is retried once on another connection. ``packed``: the call's
+        bytes, packed by the caller (scripts.OneJobCalls); ``args`` is then
+        not read."""
         for attempt in (1, 2):
-            conn = self._take()
+            idle = self._idle
+            conn = idle.pop() if idle else self._pool.get_connection()
             try:
-                reply = _call(conn, script, keys, args)
+                if packed is not None and direct_io(conn):
+                    try:  # the hot path, inline (each level cost about 1,000 instructions)
+                        reply = _send_and_read(conn, packed)
+                    except NoScriptError:
+                        _load(conn, script)
+                        reply = _send_and_read(conn, packed)
+                else:
+                    reply = _call(conn, script, keys, args, packed)
             except ResponseError:
                 self._idle.append(conn)  # an error reply was read whole: the connection is clean
                 raise
@@ -82,12 +93,6 @@ class SyncLane:
             self._idle.append(conn)
             return reply
         raise AssertionError("unreachable")
-
-    def _take(self) -> Any:
-        try:
-            return self._idle.pop()
-        except IndexError:
-            return self._pool.get_connection()
 
     def _drop(self, conn: Any) -> None:
         try:
@@ -116,17 +121,28 @@ def direct_io(conn: Any) -> bool:
             and isinstance(conn._parser, _HiredisParser) and conn._sock is not None)
 
 
-def _call(conn: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+def _call(conn: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any],
+          packed: bytes | None = None) -> Any:
     try:
-        return _evalsha(conn, script.sha, keys, args)
+        return _evalsha(conn, script.sha, keys, args, packed)
     except NoScriptError:
-        # rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load
-        conn.send_command("SCRIPT", "LOAD", script.script)
-        conn.read_response()
-        return _evalsha(conn, script.sha, keys, args)
+        _load(conn, script)
+        return _evalsha(conn, script.sha, keys, args, packed)
 
 
-def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+def _load(conn: Any, script: Script) -> None:
+    """Rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load."""
+    conn.send_command("SCRIPT", "LOAD", script.script)
+    conn.read_response()
+
+
+def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
+             packed: bytes | None = None) -> Any:
+    if packed is not None:  # the caller packed the call: written as it is
+        if direct_io(conn):
+            return _send_and_read(conn, packed)
+        conn.send_packed_command([packed])  # a list: it iterates what it is given
+        return conn.read_response()
     if direct_io(conn):
         try:
             packed = _pack_evalsha(sha, keys, args)  # the bytes the async lane sends

@@ -24,11 +24,17 @@ from .connection import client_options, host_ports, is_memory_url, memory_server
 from .keys import QueueKeys
 from .loader import script_source
 from .record import text
-from .scripts import enqueue_args, enqueue_replies, queue_config_reply, stats_reply
+from .scripts import (
+    OneJobCalls,
+    enqueue_args,
+    enqueue_replies,
+    queue_config_reply,
+    stats_reply,
+)
 from .settings import StoreSettings
 from .specs import SPECS
 from .sync_lane import SyncLane
-from .translate import redis_errors
+from .translate import redis_errors, translated
 
 # what a producer runs; a worker's scripts stay on the async client
 PRODUCER_SCRIPTS = ("enqueue", "queue_config", "watch", "stats")
@@ -74,6 +80,7 @@ class SyncScripts:
             name: client.register_script(script_source(name, shebang))
             for name in PRODUCER_SCRIPTS}
         self._key_cache: dict[tuple[str, QueueKeys], list[bytes]] = {}
+        self._one_job = OneJobCalls(self._scripts["enqueue"].sha)
 
     def _keys_of(self, name: str, qk: QueueKeys) -> list[bytes]:
         cached = self._key_cache.get((name, qk))
@@ -81,6 +88,9 @@ class SyncScripts:
             cached = self._key_cache[(name, qk)] = [getattr(qk, k).encode()
                                                     for k in SPECS[name].keys]
         return cached
+
+    def _enqueue_keys(self, qk: QueueKeys) -> list[bytes]:
+        return self._keys_of("enqueue", qk)
 
     def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
         keys = self._keys_of(name, qk)
@@ -91,9 +101,21 @@ class SyncScripts:
 
     def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
         s = self.settings
-        args = enqueue_args(s, jobs)
         if s.durable_replicas <= 0:
-            return enqueue_replies(self.run("enqueue", qk, args), len(jobs))
+            if len(jobs) == 1 and self._lane is not None:  # one per call: onto a head
+                call = self._one_job.call(s, qk, jobs[0], self._enqueue_keys)
+                if call is not None:
+                    packed, keys = call
+                    try:
+                        reply = self._lane.run(self._scripts["enqueue"], keys, (), packed)
+                    except Exception as exc:  # redis_errors' rule, free when nothing fails
+                        error = translated(self._url, "enqueue", exc, keys)
+                        if error is None:
+                            raise
+                        raise error from exc
+                    return enqueue_replies(reply, 1)
+            return enqueue_replies(self.run("enqueue", qk, enqueue_args(s, jobs)), len(jobs))
+        args = enqueue_args(s, jobs)
         with redis_errors(self._url, "enqueue"):
             reply, acked = _run_on_pool(self._pool_owner(qk), self._scripts["enqueue"],
                                         self._keys_of("enqueue", qk), args,

@@ -30,6 +30,7 @@ BREAKERS = "tests/test_breakers.py"
 RESOURCES = "tests/test_resources.py"
 RATES = "tests/test_rate_limits.py"
 SCOPES = "tests/test_run_scopes.py"
+ONE_JOB = "tests/test_one_job_calls.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -1292,5 +1293,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "scope, whose cancellation then hits the executor's own work and ends the worker",
         (f"{SCOPES}::test_a_handler_that_leaves_its_own_scope_open_fails_and_later_stops_"
          "work",),
+    ),
+    Mutation(
+        "one-job-head-keeps-old-settings", "leasequeue/store/scripts.py",
+        "        if settings is not self._settings:  # other settings (a test's): other heads\n",
+        "        if self._settings is None:\n",
+        "a one-job enqueue keeps sending the stream cap, audit flag and wake cap of the "
+        "settings its head was packed with after the settings changed",
+        (f"{ONE_JOB}::test_other_settings_get_other_heads",
+         f"{ONE_JOB}::test_changed_settings_reach_a_packed_call"),
+    ),
+    Mutation(
+        "one-job-head-shared-across-queues", "leasequeue/store/scripts.py",
+        "        kept = self._heads.get((qk.prefix, qk.queue, name))\n",
+        "        kept = self._heads.get((qk.prefix, \"default\", name))\n",
+        "a one-job enqueue reuses the head packed for another queue of the same job name: "
+        "the job lands in that queue's keys",
+        (f"{ONE_JOB}::test_the_bytes_are_those_of_the_whole_call_packed",),
+    ),
+    Mutation(
+        "one-job-packed-unsent-to-redis-py", "leasequeue/store/sync_lane.py",
+        "        conn.send_packed_command([packed])  # a list: it iterates what it is given\n",
+        "        conn.send_packed_command(packed)\n",
+        "on a connection redis-py parses itself (Sentinel's), a one-job enqueue of the sync "
+        "producer hands redis-py the bytes, which it iterates as ints: every such enqueue fails",
+        (f"{ONE_JOB}::test_a_packed_call_goes_through_redis_py_on_a_connection_it_parses",),
     ),
 )

@@ -1,0 +1,270 @@
+"""One enqueue per call is packed onto a head kept per (queue, job name)
+(scripts.OneJobCalls): the bytes must be exactly those of packing the
+general path's arguments whole, and a job sent that way must be stored
+exactly as one sent the general way, by the async and the sync producer,
+on a direct connection, after a SCRIPT FLUSH and on a connection redis-py
+parses itself (what a Sentinel connection does)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis as redis_sync
+from redis._parsers import _AsyncRESP2Parser, _RESP2Parser
+from redis.asyncio import Redis
+
+from leasequeue import App, SyncApp
+from leasequeue.errors import ConfigError
+from leasequeue.models import NewJob
+from leasequeue.store import direct, scripts, sync_lane
+from leasequeue.store.direct import _pack_evalsha
+from leasequeue.store.keys import QueueKeys
+from leasequeue.store.loader import script_source
+from leasequeue.store.scripts import ONE_JOB_HEADS, OneJobCalls, enqueue_args
+from leasequeue.store.settings import StoreSettings
+from leasequeue.store.specs import SPECS
+from tests.harness.redis_proc import RedisProcess
+
+SHA = "e" * 40
+
+
+def _keys(qk: QueueKeys) -> list[bytes]:
+    return [getattr(qk, k).encode() for k in SPECS["enqueue"].keys]
+
+
+def _packed(calls: OneJobCalls, settings: StoreSettings, qk: QueueKeys, job: NewJob) -> bytes:
+    call = calls.call(settings, qk, job, _keys)
+    assert call is not None
+    return call[0]
+
+
+def _jobs() -> Iterator[NewJob]:
+    rng = random.Random(11)
+    names = ["j", "send_mail", "ünï", "x" * 200]
+    for i in range(300):
+        yield NewJob(
+            id=rng.choice([f"{i:028x}", "id-" + "é" * rng.randint(1, 40), str(i)]),
+            name=rng.choice(names),
+            payload=rng.randbytes(rng.choice([1, 5, 300, 70_000])),
+            delay_ms=rng.choice([0, 1, 255, 256, 1500, 10**11]),
+            priority=rng.choice([0, -1, -2, -32767, 5, 255, 256, 32767]),
+            max_attempts=rng.choice([0, 1, 25, 1000]),
+            max_infra=rng.choice([0, 3, 300]),
+            grp=rng.choice(["", "rate:tenant-7", "ü"]),
+        )
+
+
+def test_the_bytes_are_those_of_the_whole_call_packed() -> None:
+    calls = OneJobCalls(SHA)
+    settings = StoreSettings()
+    queues = [QueueKeys("lq", "default"), QueueKeys("lq", "other"), QueueKeys("p2", "default")]
+    for job in _jobs():
+        for qk in queues:
+            keys = _keys(qk)
+            assert calls.call(settings, qk, job, _keys) == \
+                (_pack_evalsha(SHA, keys, enqueue_args(settings, [job])), keys)
+
+
+def test_other_settings_get_other_heads() -> None:
+    calls = OneJobCalls(SHA)
+    qk = QueueKeys("lq", "default")
+    job = next(_jobs())
+    for settings in (StoreSettings(), StoreSettings(events_maxlen=5, audit_all=True, wake_cap=2),
+                     StoreSettings()):
+        assert _packed(calls, settings, qk, job) == \
+            _pack_evalsha(SHA, _keys(qk), enqueue_args(settings, [job]))
+
+
+def test_a_job_the_head_cannot_carry_goes_the_general_way() -> None:
+    calls = OneJobCalls(SHA)
+    qk = QueueKeys("lq", "default")
+    job = next(_jobs())
+    assert calls.call(StoreSettings(), qk, job._replace(payload=b""), _keys) is None
+    # text UTF-8 cannot encode: the general path raises what redis-py says of it
+    assert calls.call(StoreSettings(), qk, job._replace(id="\ud800"), _keys) is None
+    assert calls.call(StoreSettings(), qk, job._replace(grp="\udfff"), _keys) is None
+
+
+def test_the_heads_kept_are_bounded() -> None:
+    calls = OneJobCalls(SHA)
+    settings = StoreSettings()
+    qk = QueueKeys("lq", "default")
+    job = next(_jobs())
+    for i in range(ONE_JOB_HEADS * 3):
+        named = job._replace(name=f"n{i}")
+        assert _packed(calls, settings, qk, named) == \
+            _pack_evalsha(SHA, _keys(qk), enqueue_args(settings, [named]))
+        assert len(calls._heads) <= ONE_JOB_HEADS
+
+
+def test_a_bool_priority_is_refused_before_anything_is_written() -> None:
+    sync = SyncApp(prefix="one-job-bool")
+    with pytest.raises(ConfigError, match="priority"):
+        sync.enqueue("j", priority=True)
+
+
+# -- on a real Redis ---------------------------------------------------------
+
+
+@pytest.fixture
+def packed_only(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every one-job call's bytes; the general packing fails the test if a
+    one-job enqueue reaches it."""
+    sent: list[bytes] = []
+    real = OneJobCalls.call
+
+    def call(self: OneJobCalls, *args: Any) -> tuple[bytes, list[bytes]] | None:
+        out = real(self, *args)
+        assert out is not None
+        sent.append(out[0])
+        return out
+
+    enqueue_sha = hashlib.sha1(script_source("enqueue", True).encode()).hexdigest()
+
+    def general(sha: str, keys: Any, args: Any, command: str = "EVALSHA") -> bytes:
+        assert sha != enqueue_sha, "a one-job enqueue was packed the general way"
+        return _pack_evalsha(sha, keys, args, command)
+
+    monkeypatch.setattr(OneJobCalls, "call", call)
+    monkeypatch.setattr(direct, "_pack_evalsha", general)
+    monkeypatch.setattr(sync_lane, "_pack_evalsha", general)
+    return sent
+
+
+def _stored_as_asked(record: Any, priority: int) -> None:
+    assert record.name == "mail"
+    assert record.payload == {"to": "ü@example.com", "n": [1, 2]}
+    assert record.correlation_id == "corr-1"
+    assert record.priority == priority
+    assert record.max_attempts == 4
+
+
+async def _async_enqueues(app: App) -> None:
+    job = await app.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="a",
+                            priority=-3, correlation_id="corr-1", max_attempts=4)
+    assert (job.created, job.state) == (True, "queued")
+    assert (await app.enqueue("mail", job_id="a")).created is False
+    later = await app.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="b",
+                              delay=60, priority=9, correlation_id="corr-1", max_attempts=4)
+    assert later.state == "scheduled"
+    _stored_as_asked(await app.get_job("a"), -3)
+    _stored_as_asked(await app.get_job("b"), 9)
+    stats = await app.stats("mail")
+    assert (stats.ready, stats.scheduled) == (1, 1)
+
+
+def _sync_enqueues(sync: SyncApp) -> None:
+    job = sync.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="a",
+                       queue="mail", priority=-3, correlation_id="corr-1", max_attempts=4)
+    assert (job.created, job.state) == (True, "queued")
+    assert sync.enqueue("mail", job_id="a", queue="mail").created is False
+    later = sync.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="b",
+                         queue="mail", delay=60, priority=9, correlation_id="corr-1",
+                         max_attempts=4)
+    assert later.state == "scheduled"
+    _stored_as_asked(sync.get_job("a", queue="mail"), -3)
+    _stored_as_asked(sync.get_job("b", queue="mail"), 9)
+    stats = sync.stats("mail")
+    assert (stats.ready, stats.scheduled) == (1, 1)
+
+
+def _app(url: str, prefix: str, redis: Redis | None = None) -> App:
+    app = App(url, prefix=prefix, redis=redis)
+
+    @app.job(queue="mail")
+    async def mail(to: str, n: list[int]) -> None: ...
+
+    return app
+
+
+@pytest.mark.anyio
+async def test_the_async_producer_stores_a_packed_job_as_asked(
+        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+    app = _app(redis_server.url, prefix)
+    try:
+        await _async_enqueues(app)
+        assert len(packed_only) == 3
+        lane: Any = app.scripts.lane
+        assert direct._direct_io(lane._idle[-1])  # the path under test is the one taken
+    finally:
+        await app.close()
+
+
+def test_the_sync_producer_stores_a_packed_job_as_asked(
+        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+    with SyncApp(redis_server.url, prefix=prefix) as sync:
+        _sync_enqueues(sync)
+        assert len(packed_only) == 3
+        lane: Any = sync.scripts._lane
+        assert sync_lane.direct_io(lane._idle[-1])
+
+
+@pytest.mark.anyio
+async def test_a_packed_call_loads_a_flushed_script(
+        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+    app = _app(redis_server.url, prefix)
+    sync = SyncApp(redis_server.url, prefix=prefix)
+    try:
+        await app.enqueue("mail", job_id="warm-a")
+        sync.enqueue("mail", job_id="warm-s", queue="mail")
+        flush = redis_sync.Redis.from_url(redis_server.url)
+        flush.script_flush()
+        assert (await app.enqueue("mail", job_id="after-a")).created
+        flush.script_flush()
+        assert sync.enqueue("mail", job_id="after-s", queue="mail").created
+        flush.close()
+        assert (await app.stats("mail")).ready == 4
+    finally:
+        sync.close()
+        await app.close()
+
+
+@pytest.mark.anyio
+async def test_a_packed_call_goes_through_redis_py_on_a_connection_it_parses(
+        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+    """A connection without the hiredis parser (as a Sentinel one is driven
+    by redis-py): the packed bytes are written by redis-py's
+    send_packed_command and read by its parser."""
+    client = Redis.from_url(redis_server.url, parser_class=_AsyncRESP2Parser)
+    app = _app(redis_server.url, prefix, redis=client)
+    try:
+        await _async_enqueues(app)
+        lane: Any = app.scripts.lane
+        assert not direct._direct_io(lane._idle[-1])
+    finally:
+        await app.close()
+    sync_client = redis_sync.Redis.from_url(redis_server.url, parser_class=_RESP2Parser)
+    with SyncApp(redis_server.url, prefix=prefix + "-s", redis=sync_client) as sync:
+        _sync_enqueues(sync)
+        lane = sync.scripts._lane
+        assert not sync_lane.direct_io(lane._idle[-1])
+    assert len(packed_only) == 6
+
+
+@pytest.mark.anyio
+async def test_changed_settings_reach_a_packed_call(redis_server: RedisProcess,
+                                                    prefix: str) -> None:
+    """The audit flag rides in the head: a head kept from before a change of
+    settings must not be sent after it."""
+    app = _app(redis_server.url, prefix)
+    try:
+        await app.enqueue("mail", job_id="quiet")
+        app.scripts.settings = dataclasses.replace(app.scripts.settings, audit_all=True)
+        await app.enqueue("mail", job_id="audited")
+        client = redis_sync.Redis.from_url(redis_server.url)
+        audit = client.xrange(app.keys("mail").events)
+        client.close()
+        ids = {fields[b"job"] for _, fields in audit}
+        assert b"audited" in ids and b"quiet" not in ids
+    finally:
+        await app.close()
+
+
+def test_the_module_names_the_tail_it_packs() -> None:
+    # the tail's seven values are the run head's after (count, name), and the id
+    assert scripts.ONE_JOB_TAIL == len(SPECS["enqueue"].run_head) - 2 + 1
