@@ -72,7 +72,7 @@ class SyncLane:
             conn = idle.pop() if idle else self._pool.get_connection()
             try:
                 if packed is not None and direct_io(conn):
-                    try:  # the hot path, inline (each level cost about 1,000 instructions)
+                    try:  # the hot path, inline: three Python calls fewer than _call
                         reply = _send_and_read(conn, packed)
                     except NoScriptError:
                         _load(conn, script)
