@@ -72,7 +72,11 @@ async def test_one_bad_job_in_a_batch_writes_none(app: App, bad: JobRequest,
 
 @pytest.mark.parametrize("options", [
     {"max_attempts": -1}, {"max_infra_attempts": -5}, {"delay": math.nan}, {"delay": math.inf},
-], ids=["negative-max-attempts", "negative-max-infra", "nan-delay", "inf-delay"])
+    {"delay": -0.001}, {"delay": 10 * 365 * 24 * 3600.0}, {"priority": True},
+    {"priority": 1.5}, {"priority": 32_768}, {"priority": -32_768},
+], ids=["negative-max-attempts", "negative-max-infra", "nan-delay", "inf-delay",
+        "negative-delay", "ten-year-delay", "bool-priority", "float-priority",
+        "priority-over", "priority-under"])
 async def test_bad_numbers_are_config_errors(prefix: str, options: dict[str, Any]) -> None:
     async with App(f"memory://{prefix}", prefix=prefix) as app:
         with pytest.raises(ConfigError):

@@ -1319,4 +1319,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "producer hands redis-py the bytes, which it iterates as ints: every such enqueue fails",
         (f"{ONE_JOB}::test_a_packed_call_goes_through_redis_py_on_a_connection_it_parses",),
     ),
+    Mutation(
+        "priority-accepts-bools", "leasequeue/producer.py",
+        "        if not (isinstance(r.priority, int) and not isinstance(r.priority, bool)\n",
+        "        if not (isinstance(r.priority, int)\n",
+        "an enqueue with priority=True passes the checks: it is not refused with a "
+        "ConfigError, and fails later with redis-py's DataError",
+        ("tests/test_errors.py::test_bad_numbers_are_config_errors",),
+    ),
 )
