@@ -8,8 +8,9 @@ socket. Each layer calls the one below it with what that one needs:
   commit's lone path (store/coalesce.py);
 - ``Scripts.enqueue``: the job prepared, then the script call with its error
   translation and reply parsing;
-- ``Lane.run``: the job prepared, its arguments built, then EVALSHA on the
-  lane (store/direct.py);
+- ``Lane.run``: the job prepared, its call's bytes formatted onto the kept
+  head (scripts.OneJobCalls, as Scripts.enqueue does for one job), then
+  EVALSHA on the lane (store/direct.py);
 - ``Lane.run, no-op script, same arguments``: a script that returns at once,
   sent the enqueue's keys and arguments (what packing and sending them cost);
 - ``Lane.run, no-op script``: the same without arguments;
@@ -110,6 +111,11 @@ async def measure(url: str, port: int, rounds: int, calls: int) -> Samples:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def one_job(job: Any) -> bytes:
+        call = scripts._one_job.call(scripts.settings, qk, job, scripts._enqueue_keys)
+        assert call is not None
+        return call[0]
+
     def new_job() -> Any:
         return app.producer.prepare(JobRequest("noop"))[1]
 
@@ -126,7 +132,7 @@ async def measure(url: str, port: int, rounds: int, calls: int) -> Samples:
         "App.enqueue": lambda: app.enqueue("noop"),
         "coalescer": lambda: app.coalescer.enqueue(qk, new_job()),
         "Scripts.enqueue": lambda: scripts.enqueue(qk, [new_job()]),
-        "Lane.run": lambda: lane.run(enqueue, keys, enqueue_args(scripts.settings, [new_job()])),
+        "Lane.run": lambda: lane.run(enqueue, keys, (), packed=one_job(new_job())),
         "Lane.run, no-op script, same arguments": lambda: lane.run(noop_script, keys,
                                                                    sample_args),
         "Lane.run, no-op script": lambda: lane.run(noop_script, [], []),

@@ -122,7 +122,9 @@ class Producer:
                      else budget("max_infra_attempts", r.max_infra_attempts))
         if r.name not in self._names_ok:
             self._names_ok.add(check_job_name(r.name))
-        return (queue, definition if limited else None, int(r.delay * 1000), r.priority,
+        # plain ints (an IntEnum's value): every path sends the number alike
+        priority = r.priority if r.priority.__class__ is int else int(r.priority)
+        return (queue, definition if limited else None, int(r.delay * 1000), priority,
                 max_attempts, max_infra)
 
     def prepare(self, r: JobRequest, infos: list[EnqueueInfo] | None = None,
@@ -283,7 +285,7 @@ def budget(what: str, given: int | None) -> int:
         return UNSET_BUDGET
     if isinstance(given, bool) or not isinstance(given, int) or given < 1:
         raise ConfigError(f"{what} must be an int >= 1, got {given!r}")
-    return given
+    return int(given)  # a plain int (an IntEnum's value)
 
 
 def chunks(indexes: list[int]) -> list[list[int]]:

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import random
 from collections.abc import Iterator
+from enum import IntEnum
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ import redis as redis_sync
 from redis._parsers import _AsyncRESP2Parser, _RESP2Parser
 from redis.asyncio import Redis
 
-from leasequeue import App, SyncApp
+from leasequeue import App, JobRequest, SyncApp
 from leasequeue.errors import ConfigError
 from leasequeue.models import NewJob
 from leasequeue.store import direct, scripts, sync_lane
@@ -99,13 +100,52 @@ def test_the_heads_kept_are_bounded() -> None:
         named = job._replace(name=f"n{i}")
         assert _packed(calls, settings, qk, named) == \
             _pack_evalsha(SHA, _keys(qk), enqueue_args(settings, [named]))
-        assert len(calls._heads) <= ONE_JOB_HEADS
+        assert len(calls._current[1]) <= ONE_JOB_HEADS
 
 
-def test_a_bool_priority_is_refused_before_anything_is_written() -> None:
-    sync = SyncApp(prefix="one-job-bool")
-    with pytest.raises(ConfigError, match="priority"):
-        sync.enqueue("j", priority=True)
+@pytest.mark.anyio
+async def test_a_bool_priority_is_refused_before_anything_is_written(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """Sent alone, a bool would be formatted as 1 (a batch's hiredis packing
+    refuses it): the producer refuses it first, on both clients."""
+    app = _app(redis_server.url, prefix)
+    try:
+        with pytest.raises(ConfigError, match="priority"):
+            await app.enqueue("mail", job_id="b", priority=True)
+        with SyncApp(redis_server.url, prefix=prefix) as sync:
+            with pytest.raises(ConfigError, match="priority"):
+                sync.enqueue("mail", job_id="b", queue="mail", priority=True)
+        assert (await app.stats("mail")).ready == 0
+    finally:
+        await app.close()
+
+
+class Level(IntEnum):
+    HIGH = 300
+
+
+@pytest.mark.anyio
+async def test_an_int_enum_is_sent_as_its_number_alone_and_in_a_batch(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """An IntEnum priority or budget is an int: stored as its number whether
+    the job goes alone (formatted onto a head) or in a batch (packed by
+    hiredis, which refuses an int subclass)."""
+    app = _app(redis_server.url, prefix)
+    try:
+        await app.enqueue("mail", job_id="alone", priority=Level.HIGH,
+                          max_attempts=Level.HIGH)
+        await app.enqueue_many([JobRequest("mail", job_id=f"batch-{i}", priority=Level.HIGH,
+                                           max_attempts=Level.HIGH) for i in range(2)])
+        with SyncApp(redis_server.url, prefix=prefix) as sync:
+            sync.enqueue("mail", job_id="sync-alone", queue="mail", priority=Level.HIGH)
+            sync.enqueue_many([JobRequest("mail", job_id=f"sync-{i}", queue="mail",
+                                          priority=Level.HIGH) for i in range(2)])
+        for job_id in ("alone", "batch-0", "batch-1", "sync-alone", "sync-0", "sync-1"):
+            record = await app.get_job(job_id)
+            assert record.priority == 300, job_id
+        assert (await app.get_job("alone")).max_attempts == 300
+    finally:
+        await app.close()
 
 
 # -- on a real Redis ---------------------------------------------------------

@@ -63,8 +63,9 @@ class Lane:
         """EVALSHA on a lane connection (one Redis or a Sentinel master). With
         ``retry``, a dropped connection (a Redis restart) is retried once;
         ``read_only`` sends EVALSHA_RO (a no-writes script). ``packed``: the
-        call's bytes, packed by the caller (scripts.OneJobCalls, an EVALSHA);
-        ``args`` is then not read."""
+        call's whole bytes, formatted by the caller (scripts.OneJobCalls, an
+        EVALSHA): ``keys`` then serve only to name the call, and ``args``
+        and ``read_only`` are not read."""
         command = "EVALSHA_RO" if read_only else "EVALSHA"
         attempts: tuple[int, ...] = (1, 2)
         idle = self._idle
@@ -108,7 +109,9 @@ class Lane:
                    packed: bytes | None = None) -> Any:
         """run()'s general way: on any lane connection, NOSCRIPT loads the
         script and sends the call again, and a dropped connection is retried
-        once (``attempts``: (1, 2), or (2,) after run()'s own first try)."""
+        once (``attempts``: (1, 2), or (2,) after run()'s own first try).
+        ``packed``: the call's bytes when run() has them (the caller's, or
+        its own hot path's), written as they are."""
 
         async def call(conn: Any) -> Any:
             try:

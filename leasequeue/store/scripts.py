@@ -180,7 +180,8 @@ class Scripts:
     async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
         s = self.settings
         if len(jobs) == 1 and self._lane is not None and s.durable_replicas <= 0:
-            # one per call (the coalescer's lone path): formatted onto a head
+            # one job a call (the coalescer's lone call, a one-job chunk, a
+            # rerun): formatted onto a head
             call = self._one_job.call(s, qk, jobs[0], self._enqueue_keys)
             if call is not None:
                 packed, keys = call
@@ -607,6 +608,10 @@ _SMALL_INTS = {v: b"$%d\r\n%d\r\n" % (len(b"%d" % v), v) for v in range(-1, 256)
 _pack: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command  # (its stub types a 1-tuple)
 
 
+HeadKey = tuple[str, str, str]  # (prefix, queue, job name)
+Head = tuple[bytes, list[bytes]]  # (the head's bytes, the call's KEYS)
+
+
 def _bulk_int(value: int) -> bytes:
     text = b"%d" % value
     return b"$%d\r\n%b\r\n" % (len(text), text)
@@ -624,8 +629,9 @@ class OneJobCalls:
 
     def __init__(self, sha: str) -> None:
         self._sha = sha
-        self._settings: StoreSettings | None = None  # the settings the heads hold
-        self._heads: dict[tuple[str, str, str], tuple[bytes, list[bytes]]] = {}
+        # (settings, the heads packed with them): replaced whole when the
+        # settings change, so a thread still on the old ones fills their dict
+        self._current: tuple[StoreSettings | None, dict[HeadKey, Head]] = (None, {})
 
     def call(self, settings: StoreSettings, qk: QueueKeys, job: NewJob,
              keys_of: Callable[[QueueKeys], list[bytes]]) -> tuple[bytes, list[bytes]] | None:
@@ -633,38 +639,40 @@ class OneJobCalls:
         alike (an empty payload, which enqueue_args sends per job, or text
         UTF-8 cannot encode): the general path takes it, and says what is
         wrong. ``keys_of(qk)``: the call's KEYS, asked for when a head is
-        packed. A NewJob's numbers are ints (Producer.prepare checks them)."""
+        packed. A NewJob's numbers are plain ints (Producer.prepare checks
+        them and makes an IntEnum's value a plain int: a float or a bool
+        would be formatted as an int here, where hiredis would refuse it)."""
         job_id, name, payload, delay_ms, priority, attempts, infra, grp = job
         if not payload:
             return None
-        if settings is not self._settings:  # other settings (a test's): other heads
-            self._settings = settings
-            self._heads.clear()
-        kept = self._heads.get((qk.prefix, qk.queue, name))
+        heads = self._current[1]
+        if self._current[0] is not settings:  # other settings (a test's): other heads
+            heads = {}
+            self._current = (settings, heads)
+        kept = heads.get((qk.prefix, qk.queue, name))
+        small = _SMALL_INTS
         try:
             if kept is None:
-                kept = self._head(qk, keys_of(qk), name)
+                kept = self._head(settings, heads, qk, keys_of(qk), name)
             group, ident = grp.encode(), job_id.encode()
-        except (TypeError, UnicodeError):
+            return b"%b%b%b%b%b$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+                kept[0], small.get(delay_ms) or _bulk_int(delay_ms),
+                small.get(priority) or _bulk_int(priority),
+                small.get(attempts) or _bulk_int(attempts), small.get(infra) or _bulk_int(infra),
+                len(group), group, len(payload), payload, len(ident), ident), kept[1]
+        except (TypeError, UnicodeError, AttributeError):  # not a NewJob prepare() made
             return None
-        small = _SMALL_INTS
-        return b"%b%b%b%b%b$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
-            kept[0], small.get(delay_ms) or _bulk_int(delay_ms),
-            small.get(priority) or _bulk_int(priority), small.get(attempts) or _bulk_int(attempts),
-            small.get(infra) or _bulk_int(infra), len(group), group, len(payload), payload,
-            len(ident), ident), kept[1]
 
-    def _head(self, qk: QueueKeys, keys: list[bytes], name: str) -> tuple[bytes, list[bytes]]:
-        s = self._settings
-        assert s is not None
+    def _head(self, s: StoreSettings, heads: dict[HeadKey, Head], qk: QueueKeys,
+              keys: list[bytes], name: str) -> Head:
         values = ("EVALSHA", self._sha, len(keys), *keys,
                   s.events_maxlen, s.audit_flag, s.wake_cap, 1, name)
         packed = _pack(values)
         # the element count of the whole call, for the header hiredis wrote
         head = b"*%d%b" % (len(values) + ONE_JOB_TAIL, packed[packed.index(b"\r\n"):])
-        if len(self._heads) >= ONE_JOB_HEADS:
-            self._heads.clear()  # a producer of ever new names: bounded, rebuilt on use
-        kept = self._heads[(qk.prefix, qk.queue, name)] = (head, keys)
+        if len(heads) >= ONE_JOB_HEADS:
+            heads.clear()  # a producer of ever new names: bounded, rebuilt on use
+        kept = heads[(qk.prefix, qk.queue, name)] = (head, keys)
         return kept
 
 

@@ -11,7 +11,8 @@ before) and 207 us by redis-py's ``Script`` call; 1.41x the async App's
 rate, where the pooled path was 1.05x.
 
 So a ``SyncLane`` takes connections from the client's pool once and keeps the
-idle ones itself; a call packs its command with hiredis, writes it with one
+idle ones itself; a call packs its command with hiredis (or is handed its
+bytes whole: a one-job enqueue, scripts.OneJobCalls), writes it with one
 ``sendall`` and feeds the connection's own hiredis reader from ``recv``. A
 connection goes back to the lane only after a reply was read in full (an
 error reply too); after anything else (a timeout, a lost connection, an

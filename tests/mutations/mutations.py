@@ -1296,8 +1296,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "one-job-head-keeps-old-settings", "leasequeue/store/scripts.py",
-        "        if settings is not self._settings:  # other settings (a test's): other heads\n",
-        "        if self._settings is None:\n",
+        "        if self._current[0] is not settings:  # other settings (a test's): other heads\n",
+        "        if self._current[0] is None:\n",
         "a one-job enqueue keeps sending the stream cap, audit flag and wake cap of the "
         "settings its head was packed with after the settings changed",
         (f"{ONE_JOB}::test_other_settings_get_other_heads",
@@ -1305,8 +1305,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "one-job-head-shared-across-queues", "leasequeue/store/scripts.py",
-        "        kept = self._heads.get((qk.prefix, qk.queue, name))\n",
-        "        kept = self._heads.get((qk.prefix, \"default\", name))\n",
+        "        kept = heads.get((qk.prefix, qk.queue, name))\n",
+        "        kept = heads.get((qk.prefix, \"default\", name))\n",
         "a one-job enqueue reuses the head packed for another queue of the same job name: "
         "the job lands in that queue's keys",
         (f"{ONE_JOB}::test_the_bytes_are_those_of_the_whole_call_packed",),
@@ -1323,8 +1323,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "priority-accepts-bools", "leasequeue/producer.py",
         "        if not (isinstance(r.priority, int) and not isinstance(r.priority, bool)\n",
         "        if not (isinstance(r.priority, int)\n",
-        "an enqueue with priority=True passes the checks: it is not refused with a "
-        "ConfigError, and fails later with redis-py's DataError",
-        ("tests/test_errors.py::test_bad_numbers_are_config_errors",),
+        "an enqueue with priority=True passes the checks: sent alone on a real Redis it is "
+        "stored as priority 1, in a batch redis-py refuses it with its DataError",
+        ("tests/test_errors.py::test_bad_numbers_are_config_errors",
+         f"{ONE_JOB}::test_a_bool_priority_is_refused_before_anything_is_written"),
+    ),
+    Mutation(
+        "priority-int-subclass-kept", "leasequeue/producer.py",
+        "        priority = r.priority if r.priority.__class__ is int else int(r.priority)\n",
+        "        priority = r.priority\n",
+        "an IntEnum priority is kept as it is: alone it is formatted as its number, in a batch "
+        "hiredis refuses it and redis-py sends its repr, which the script cannot read",
+        (f"{ONE_JOB}::test_an_int_enum_is_sent_as_its_number_alone_and_in_a_batch",),
     ),
 )
