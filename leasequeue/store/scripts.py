@@ -56,7 +56,7 @@ from .specs import (
     WakeReply,
     replies,
 )
-from .translate import translate_errors, translated
+from .translate import reraise, translate_errors
 
 # an ack item: (id, token, result, note) or (id, token, result, note, logs)
 AckItem = tuple[str, int, bytes, str] | tuple[str, int, bytes, str, str]
@@ -189,10 +189,7 @@ class Scripts:
                     reply = await self._lane.run(self._scripts["enqueue"], keys, (),
                                                  packed=packed)
                 except Exception as exc:  # redis_errors' rule, free when nothing fails
-                    error = translated(self._url, "enqueue", exc, keys)
-                    if error is None:
-                        raise
-                    raise error from exc
+                    reraise(self._url, "enqueue", exc, keys)
                 return enqueue_replies(reply, 1)
         reply = await self.run_durable("enqueue", qk, enqueue_args(s, jobs))
         return enqueue_replies(reply, len(jobs))

@@ -34,7 +34,7 @@ from .scripts import (
 from .settings import StoreSettings
 from .specs import SPECS
 from .sync_lane import SyncLane
-from .translate import redis_errors, translated
+from .translate import redis_errors, reraise
 
 # what a producer runs; a worker's scripts stay on the async client
 PRODUCER_SCRIPTS = ("enqueue", "queue_config", "watch", "stats")
@@ -109,10 +109,7 @@ class SyncScripts:
                     try:
                         reply = self._lane.run(self._scripts["enqueue"], keys, (), packed)
                     except Exception as exc:  # redis_errors' rule, free when nothing fails
-                        error = translated(self._url, "enqueue", exc, keys)
-                        if error is None:
-                            raise
-                        raise error from exc
+                        reraise(self._url, "enqueue", exc, keys)
                     return enqueue_replies(reply, 1)
             return enqueue_replies(self.run("enqueue", qk, enqueue_args(s, jobs)), len(jobs))
         args = enqueue_args(s, jobs)

@@ -10,7 +10,7 @@ import os
 import ssl
 from collections.abc import Awaitable, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from redis.exceptions import (
     AskError,
@@ -123,6 +123,16 @@ def translated(url: str, operation: str, exc: BaseException,
     return None
 
 
+def reraise(url: str, operation: str, exc: BaseException,
+            keys: Sequence[str | bytes] = ()) -> NoReturn:
+    """Raise ``exc``, caught from a Redis call of ``operation``, as
+    redis_errors would have let it out: translated(), or as it is."""
+    error = translated(url, operation, exc, keys)
+    if error is None:
+        raise exc
+    raise error from exc
+
+
 _REDIS_PY = f"{os.sep}redis{os.sep}"
 
 
@@ -177,5 +187,5 @@ def unavailable(exc: BaseException) -> bool:
 
 
 __all__ = ["TOPOLOGY_ERRORS", "UNAVAILABLE", "closed_transport", "closed_under_a_call",
-           "redis_errors", "translate_errors", "translated", "unavailable"]
+           "redis_errors", "reraise", "translate_errors", "translated", "unavailable"]
 

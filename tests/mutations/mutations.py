@@ -802,9 +802,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "acl-refusal-names-no-keys", "leasequeue/store/translate.py",
-        "                keys = tuple(k.decode() if isinstance(k, bytes) else k"
-        " for k in self.keys)\n",
-        "                keys = ()\n",
+        "            names = tuple(k.decode() if isinstance(k, bytes) else k for k in keys)\n",
+        "            names = ()\n",
         "a script refused by the ACL for its keys no longer names the keys it declares: "
         "the operator cannot tell which key pattern the user lacks",
         ("tests/test_security_acl.py::test_producer_enqueues_and_reads_but_cannot_claim_ack_"
@@ -991,8 +990,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sync-lane-shared-by-threads", "leasequeue/store/sync_lane.py",
-        "            return self._idle.pop()\n",
-        "            return self._idle[-1]\n",
+        "            conn = idle.pop() if idle else self._pool.get_connection()\n",
+        "            conn = idle[-1] if idle else self._pool.get_connection()\n",
         "two threads of the sync producer take the same idle connection at once: their "
         "commands interleave on one socket and a thread reads the other's reply",
         ("tests/test_sync_lane.py::test_threads_share_the_lane_and_each_reads_its_own_"
@@ -1000,10 +999,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sync-lane-no-reload-on-noscript", "leasequeue/store/sync_lane.py",
-        "    except NoScriptError:\n"
-        "        # rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load\n",
-        "    except KeyError:\n"
-        "        # rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load\n",
+        "                    except NoScriptError:\n"
+        "                        _load(conn, script)\n",
+        "                    except KeyError:\n"
+        "                        _load(conn, script)\n",
         "the sync producer does not load a script Redis lost (SCRIPT FLUSH, a restart "
         "without persistence): every enqueue fails with NOSCRIPT",
         ("tests/test_sync.py::test_scripts_reload_after_a_script_flush",),
