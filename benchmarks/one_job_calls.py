@@ -1,7 +1,8 @@
 """One enqueue per call at two source trees: client CPU microseconds per call
 (process_time, the figure a busy machine disturbs least) and calls/s, for
 SyncApp.enqueue and App.enqueue (asyncio), on one redis-server, the trees
-alternating (A, B, A, B, ...) in child processes, medians of the rounds.
+alternating (A, B, B, A, A, B, ...) in child processes, medians of the
+rounds.
 
 Measures what scripts.OneJobCalls changed: a one-job enqueue packed onto a
 head kept per (queue, job name) instead of its whole argument list packed.
@@ -12,7 +13,10 @@ head kept per (queue, job name) instead of its whole argument list packed.
 
 With --callgrind, the client's own instructions per call instead (valgrind's
 callgrind; repeatable on a busy machine, and without the kernel's share of
-the socket calls).
+the socket calls). Those children run with PYTHONHASHSEED=0 and automatic
+garbage collection off: with them on, two runs of one tree differed by up
+to 5% (where a collection fell, how the dicts hashed), with them off, repeated
+runs of one tree by under 0.5%.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from instructions import _total
 from redis_server import RedisServer
 
 CHILD = r"""
-import asyncio, json, sys, time
+import asyncio, gc, json, sys, time
 from leasequeue import App, SyncApp
 url, n = sys.argv[1], int(sys.argv[2])
 layers = sys.argv[3].split(",")
+if len(sys.argv) > 4 and sys.argv[4] == "nogc":
+    gc.disable()
 out = {}
 if "SyncApp.enqueue" in layers:
     sync = SyncApp(url, prefix="onejob")
@@ -64,8 +70,12 @@ LAYERS = ("SyncApp.enqueue", "App.enqueue")
 def run(tree: Path, url: str, n: int, layers: tuple[str, ...] = LAYERS,
         prefix: tuple[str, ...] = ()) -> dict[str, list[float]]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    counted = bool(prefix)  # under valgrind: the same run each time
+    if counted:
+        env["PYTHONHASHSEED"] = "0"
     # run in the tree: with -c the current directory comes first on sys.path
-    done = subprocess.run([*prefix, sys.executable, "-c", CHILD, url, str(n), ",".join(layers)],
+    done = subprocess.run([*prefix, sys.executable, "-c", CHILD, url, str(n), ",".join(layers),
+                           "nogc" if counted else "gc"],
                           env=env, cwd=tree, check=True, capture_output=True, text=True,
                           timeout=1800)
     parsed: dict[str, list[float]] = json.loads(done.stdout)
@@ -77,7 +87,7 @@ def instructions(tree: Path, url: str, layer: str, small: int, large: int) -> fl
     process's own, without the kernel's): two runs of the child, ``small``
     and ``large`` calls, their difference over the difference in calls."""
     totals = []
-    for n in (small, large):
+    for n in (small, large):  # (a child with its collector off: see the docstring)
         with tempfile.TemporaryDirectory(prefix="lq-onejob-") as work:
             out = Path(work) / "callgrind.out"
             run(tree, url, n, (layer,), ("valgrind", "--tool=callgrind",
@@ -111,14 +121,17 @@ def main() -> None:
         return
     got: dict[str, dict[str, list[tuple[float, float]]]] = {"A": {}, "B": {}}
     try:
-        for _ in range(args.rounds):
-            for name, tree in trees.items():
+        for round_ in range(args.rounds):
+            # A, B then B, A: the tree that runs second in a round ran 5-13%
+            # slower on this host whichever it was (three runs, 2026-12-03)
+            order = list(trees.items()) if round_ % 2 == 0 else list(trees.items())[::-1]
+            for name, tree in order:
                 for layer, (cpu, rate) in run(tree, server.url, args.calls).items():
                     got[name].setdefault(layer, []).append((cpu, rate))
                 server.cli("FLUSHALL")
     finally:
         server.stop()
-    print(f"one enqueue per call, {args.calls} calls x {args.rounds} rounds alternating, "
+    print(f"one enqueue per call, {args.calls} calls x {args.rounds} rounds (A B, B A, ...), "
           f"A = {trees['A']}, B = {trees['B']}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}; medians of the rounds")
     print(f"{'layer':18s} {'A CPU us':>9s} {'B CPU us':>9s} {'B/A':>6s} "

@@ -4,6 +4,7 @@ pool's per-call bookkeeping must never hand a stale reply to the next call."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import hiredis
@@ -12,6 +13,7 @@ import redis as redis_sync
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from leasequeue import App
 from leasequeue.errors import JobNotFound, RedisUnavailable
@@ -228,6 +230,98 @@ async def test_a_resp3_push_before_the_reply_is_skipped(real_app: App) -> None:
     second = await app.enqueue("j", job_id="b")
     assert second.created and second.id == "b"
     assert lane._idle == [conn]  # the same connection, read to the end of its reply
+
+
+# -- the lane's own protocol in front of redis-py's stream (direct._LaneProtocol) --
+
+async def _lane_conn(app: App) -> object:
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="warm")
+    lane = app.scripts._lane
+    assert lane is not None and len(lane._idle) == 1
+    return lane._idle[0]
+
+
+async def test_a_lane_read_takes_its_reply_from_the_lane_protocol(real_app: App) -> None:
+    conn: Any = await _lane_conn(real_app)
+    proto = conn._writer.transport.get_protocol()
+    assert isinstance(proto, direct._LaneProtocol) and proto.stream is conn._reader
+    fed = []
+    inner_data_received = proto.inner.data_received
+    proto.inner.data_received = lambda data: fed.append(data) or inner_data_received(data)
+    for i in range(20):
+        assert (await real_app.enqueue("j", job_id=f"p{i}")).created
+    assert fed == []  # no byte went through redis-py's stream
+    assert not conn._reader._buffer
+
+
+async def test_redis_py_s_reads_and_the_lane_s_share_a_connection_in_order(
+        real_app: App) -> None:
+    """redis-py reads its own commands on a lane connection (SCRIPT LOAD after
+    a NOSCRIPT): every reply, on either path, small or many reads long, is
+    the one its command asked for."""
+    conn: Any = await _lane_conn(real_app)
+    big = bytes(range(256)) * 1200  # 300 kB: several reads on either path
+    await real_app.redis.set("big", big)
+    for i in range(30):
+        with anyio.fail_after(5):  # a byte fed to the wrong reader hangs a read
+            if i % 3 == 0:
+                await conn.send_command("GET", "big")
+                assert await conn.read_response() == big
+            elif i % 3 == 1:
+                await conn.send_command("ECHO", f"e{i}")
+                assert await conn.read_response() == f"e{i}".encode()
+            else:
+                got = await direct._send_and_read(conn, hiredis.pack_command(("GET", "big")))
+                assert got == big
+            assert (await real_app.enqueue("j", job_id=f"m{i}")).id == f"m{i}"
+    assert (await real_app.enqueue("j", job_id="m0")).created is False  # its own reply
+
+
+async def test_a_reconnected_lane_connection_gets_a_protocol_of_its_own(real_app: App) -> None:
+    conn: Any = await _lane_conn(real_app)
+    first = conn._lq_proto
+    await real_app.redis.client_kill_filter(_type="normal", skipme=True)
+    with anyio.fail_after(5):
+        assert (await real_app.enqueue("j", job_id="after")).created  # the retry reconnects
+    lane = real_app.scripts._lane
+    assert lane is not None
+    again: Any = lane._idle[-1]
+    proto = again._writer.transport.get_protocol()
+    assert isinstance(proto, direct._LaneProtocol) and proto is not first
+    assert proto.stream is again._reader
+    for i in range(5):
+        with anyio.fail_after(5):
+            assert (await real_app.enqueue("j", job_id=f"r{i}")).created
+
+
+async def test_a_connection_lost_mid_read_fails_the_read_at_once(
+        redis_server: RedisProcess) -> None:
+    """No socket timeout: only the protocol's connection_lost can end a read
+    whose connection the server closed."""
+    client = Redis.from_url(redis_server.url, socket_timeout=None)
+    app = App(redis_server.url, prefix="lost", redis=client)
+    try:
+        await _lane_conn(app)
+        lane = app.scripts._lane
+        assert lane is not None
+        key = app.keys("default").wake
+        await app.redis.delete(key)
+
+        async def kill_soon() -> None:
+            await anyio.sleep(0.3)
+            await app.redis.client_kill_filter(_type="normal", skipme=True)
+
+        started = anyio.current_time()
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(kill_soon)
+                with pytest.raises(RedisConnectionError):
+                    await lane.blpop([key], 30.0)
+        assert anyio.current_time() - started < 3
+        assert (await app.enqueue("j", job_id="after")).created
+    finally:
+        await app.close()
 
 
 # -- run_many: enqueue_many's chunks pipelined on one connection ----------------

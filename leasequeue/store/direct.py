@@ -340,6 +340,9 @@ def _direct_io(conn: Any) -> bool:
     connected, parsed by hiredis. A Sentinel connection keeps redis-py's own
     path, which turns a READONLY reply (a failover) into a reconnect to the
     new master."""
+    proto = conn.__dict__.get("_lq_proto")
+    if proto is not None and proto.stream is conn._reader:
+        return True  # one this check passed, still on the stream it had then
     return (isinstance(conn, Connection) and not isinstance(conn, SentinelManagedConnection)
             and isinstance(conn._parser, _AsyncHiredisParser) and conn.is_connected)
 
@@ -358,11 +361,12 @@ async def _send_and_read(conn: Any, packed: bytes, wait: float = 0.0) -> Any:
 
 
 def _write(conn: Any, packed: bytes) -> None:
-    if conn._reader.exception() is not None:
+    if conn._reader._exception is not None:
         # a read timer that fired as its reply came in: never reuse the stream
         raise RedisConnectionError("Connection's stream is in error.")
     try:
-        conn._writer.write(packed)
+        # the transport's own write (StreamWriter.write only calls it)
+        conn._writer._transport.write(packed)
     except RuntimeError as exc:  # uvloop: the transport closed under the call
         if not closed_transport(exc):
             raise
@@ -371,17 +375,14 @@ def _write(conn: Any, packed: bytes) -> None:
 
 async def _read(conn: Any, wait: float = 0.0) -> Any:
     """The next reply on the connection (see _send_and_read); an error reply
-    is raised."""
+    is raised. The bytes come through the connection's _LaneProtocol, which
+    hands a whole reply to the read's future; the stream redis-py reads
+    serves only when it holds bytes already (see _LaneProtocol)."""
     reader = conn._parser._reader
-    stream = conn._reader
     reply = reader.gets()
     if reply is NOT_ENOUGH_DATA or isinstance(reply, PushNotification):
-        watch = None
-        if conn.socket_timeout:
-            watch = conn.__dict__.get("_lq_watch")
-            if watch is None:
-                watch = conn._lq_watch = _Watch()
-            watch.begin(stream, conn.socket_timeout + wait)
+        stream = conn._reader
+        proto, watch = _begin(conn, stream, wait)
         try:
             while True:
                 if isinstance(reply, PushNotification):
@@ -391,6 +392,13 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
                     await conn._parser.handle_push_response(reply)
                 elif reply is not NOT_ENOUGH_DATA:
                     break
+                elif proto is not None and not stream._buffer and not stream._eof:
+                    waiter = proto.waiter = proto.loop.create_future()
+                    try:
+                        reply = await waiter
+                    finally:
+                        proto.waiter = None
+                    continue
                 else:
                     data = await stream.read(READ_SIZE)
                     if not data:
@@ -407,6 +415,114 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
     if isinstance(reply, ResponseError):  # hiredis gives error replies as values
         raise reply
     return reply
+
+
+def _begin(conn: Any, stream: Any, wait: float) -> tuple[_LaneProtocol | None, _Watch | None]:
+    """A read that waits starts: the connection's protocol (installed on
+    its first read after a connect) and its read timer, armed."""
+    proto = conn.__dict__.get("_lq_proto")
+    if proto is None or proto.stream is not stream:
+        proto = _LaneProtocol.install(conn)
+    watch = None
+    if conn.socket_timeout:
+        watch = conn.__dict__.get("_lq_watch")
+        if watch is None:
+            watch = conn._lq_watch = _Watch()
+        if proto is None:
+            watch.begin(stream, conn.socket_timeout + wait)
+        else:
+            watch.begin(proto, conn.socket_timeout + wait, proto.loop)
+    return proto, watch
+
+
+class _LaneProtocol(asyncio.Protocol):
+    """The protocol of a lane connection's transport, in front of the
+    StreamReaderProtocol redis-py connected with (``inner``). A lane read
+    waits on a future of its own, which data_received resolves with the
+    whole reply, parsed by the connection's own hiredis reader: no
+    StreamReader in between (its feed, its wait coroutine, the copy of its
+    buffer and the read's bookkeeping each round trip).
+
+    The connection stays redis-py's: bytes go to the stream instead (and
+    redis-py's parser, which reads its hiredis reader before the stream,
+    finds every byte in order) whenever the stream has bytes waiting or
+    redis-py waits on it (its own commands: SCRIPT LOAD, a Sentinel
+    connection's calls). Otherwise they are fed to the hiredis reader,
+    which every reader of the connection consults first. A lost connection
+    or an EOF fails the lane's read and reaches the stream as before."""
+
+    __slots__ = ("inner", "loop", "parser", "stream", "waiter")
+
+    def __init__(self, inner: asyncio.StreamReaderProtocol, parser: Any,
+                 stream: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+        self.inner = inner
+        self.parser = parser
+        self.stream: Any = stream
+        self.loop = loop
+        self.waiter: asyncio.Future[Any] | None = None
+
+    @staticmethod
+    def install(conn: Any) -> _LaneProtocol | None:
+        """Put one in front of the connection's stream protocol (once per
+        connect: a reconnect makes a new stream and transport); None where
+        the transport has no StreamReaderProtocol to front."""
+        transport = conn._writer.transport
+        inner = transport.get_protocol()
+        if isinstance(inner, _LaneProtocol):
+            inner = inner.inner
+        if not isinstance(inner, asyncio.StreamReaderProtocol):
+            return None
+        proto = _LaneProtocol(inner, conn._parser, conn._reader, asyncio.get_running_loop())
+        transport.set_protocol(proto)
+        conn._lq_proto = proto
+        return proto
+
+    def data_received(self, data: bytes) -> None:
+        stream = self.stream
+        if stream._buffer or stream._waiter is not None:
+            self.inner.data_received(data)  # in order behind the stream's bytes
+            return
+        reader = self.parser._reader
+        reader.feed(data)
+        waiter = self.waiter
+        if waiter is not None:
+            reply = reader.gets()
+            if reply is not NOT_ENOUGH_DATA:
+                self.waiter = None
+                if not waiter.done():
+                    waiter.set_result(reply)
+
+    def set_exception(self, exc: BaseException) -> None:
+        """Fail the read in flight (the read timer's call)."""
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_exception(exc)
+        elif self.stream._waiter is not None:  # the read waits on the stream
+            self.stream.set_exception(exc)
+
+    def _fail(self, what: str) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_exception(RedisConnectionError(what))
+
+    def eof_received(self) -> bool | None:
+        self._fail("Connection closed by server.")
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(f"Error while reading from socket: {exc}" if exc else
+                   "Connection closed by server.")
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
 class _NotDirect(Exception):
@@ -447,13 +563,19 @@ class _Watch:
 
     def __init__(self) -> None:
         self.deadline = 0.0
-        self.stream: asyncio.StreamReader | None = None  # the stream of the read in flight
+        # what fails the read in flight: its connection's _LaneProtocol, or
+        # the stream where it has none
+        self.stream: asyncio.StreamReader | _LaneProtocol | None = None
         self.handle: asyncio.TimerHandle | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def begin(self, stream: asyncio.StreamReader, timeout: float) -> None:
-        """A read on ``stream`` starts: it must end within ``timeout``."""
-        loop = asyncio.get_running_loop()
+    def begin(self, stream: asyncio.StreamReader | _LaneProtocol, timeout: float,
+              loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """A read through ``stream`` starts: it must end within ``timeout``.
+        ``loop``: the running loop, when the caller knows it (on Python 3.11
+        asking costs a getpid() system call)."""
+        if loop is None:
+            loop = asyncio.get_running_loop()
         self.deadline = deadline = loop.time() + timeout
         self.stream = stream
         handle = self.handle

@@ -1294,6 +1294,39 @@ MUTATIONS: tuple[Mutation, ...] = (
          "work",),
     ),
     Mutation(
+        "lane-proto-feeds-past-the-stream", "leasequeue/store/direct.py",
+        "        if stream._buffer or stream._waiter is not None:\n",
+        "        if False:\n",
+        "the lane's protocol feeds its hiredis reader while redis-py waits on the stream "
+        "(SCRIPT LOAD after a NOSCRIPT): redis-py's read never wakes, or reads out of order",
+        ("tests/test_direct.py::test_redis_py_s_reads_and_the_lane_s_share_a_connection_"
+         "in_order",),
+    ),
+    Mutation(
+        "lane-proto-lost-keeps-read", "leasequeue/store/direct.py",
+        "                waiter.set_exception(RedisConnectionError(what))\n",
+        "                pass\n",
+        "a lane read whose connection the server closed waits on: without a socket "
+        "timeout, for ever",
+        ("tests/test_direct.py::test_a_connection_lost_mid_read_fails_the_read_at_once",),
+    ),
+    Mutation(
+        "lane-proto-kept-across-reconnects", "leasequeue/store/direct.py",
+        "    if proto is None or proto.stream is not stream:\n",
+        "    if proto is None:\n",
+        "a reconnected lane connection waits on the protocol of its old transport, which "
+        "no byte reaches any more",
+        ("tests/test_direct.py::test_a_reconnected_lane_connection_gets_a_protocol_of_its_own",),
+    ),
+    Mutation(
+        "lane-proto-skipped", "leasequeue/store/direct.py",
+        "                elif proto is not None and not stream._buffer and not stream._eof:\n",
+        "                elif False:\n",
+        "lane reads go back through redis-py's StreamReader (its feed, wait coroutine and "
+        "buffer copy each round trip): about 9,000 client instructions a call more",
+        ("tests/test_direct.py::test_a_lane_read_takes_its_reply_from_the_lane_protocol",),
+    ),
+    Mutation(
         "one-job-head-keeps-old-settings", "leasequeue/store/scripts.py",
         "        if self._current[0] is not settings:  # other settings (a test's): other heads\n",
         "        if self._current[0] is None:\n",
