@@ -4,6 +4,7 @@ pool's per-call bookkeeping must never hand a stale reply to the next call."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,14 +12,17 @@ import hiredis
 import pytest
 import redis as redis_sync
 from redis.asyncio import Redis
-from redis.asyncio.connection import Connection
+from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from leasequeue import App
+from leasequeue import App, JobRequest, SyncApp
 from leasequeue.errors import JobNotFound, RedisUnavailable
 from leasequeue.store import direct
 from tests.harness.redis_proc import RedisProcess, stall_in_background
+from tests.harness.tcp_proxy import TcpProxy
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -293,6 +297,14 @@ async def test_a_reconnected_lane_connection_gets_a_protocol_of_its_own(real_app
     for i in range(5):
         with anyio.fail_after(5):
             assert (await real_app.enqueue("j", job_id=f"r{i}")).created
+    # closed by the pool, not by the lane (which forgets the protocol it
+    # drops): redis-py reconnects the same object on its next command
+    await real_app.redis.connection_pool.disconnect()
+    for i in range(5):
+        with anyio.fail_after(5):
+            assert (await real_app.enqueue("j", job_id=f"d{i}")).created
+    proto = again._writer.transport.get_protocol()
+    assert isinstance(proto, direct._LaneProtocol) and proto.stream is again._reader
 
 
 async def test_a_connection_lost_mid_read_fails_the_read_at_once(
@@ -322,6 +334,96 @@ async def test_a_connection_lost_mid_read_fails_the_read_at_once(
         assert (await app.enqueue("j", job_id="after")).created
     finally:
         await app.close()
+
+
+async def test_a_lane_read_behind_bytes_the_stream_holds_reads_them_first(
+        real_app: App) -> None:
+    """redis-py reads a reply that came in one stream read with the start of
+    the lane's reply behind it: the rest of the stream's bytes are the
+    lane's, read from the stream before anything the protocol would feed."""
+    conn: Any = await _lane_conn(real_app)
+    big = bytes(range(256)) * 4096  # 1 MB: far more than redis-py's one read takes
+    await real_app.redis.set("big", big)
+    for _ in range(3):
+        with anyio.fail_after(5):
+            await conn.send_command("ECHO", "first")
+            direct._write(conn, hiredis.pack_command(("GET", "big")))
+            assert await conn.read_response() == b"first"
+            assert await direct._read(conn) == big
+    assert not conn._reader._buffer
+
+
+async def test_a_reset_of_an_idle_lane_connection_fails_its_next_read(
+        proxy: TcpProxy) -> None:
+    """An RST while no read waits leaves the error on the stream (the
+    protocol's connection_lost passes it on): the next lane read raises it
+    at once instead of waiting on a protocol nothing reaches any more."""
+    client = Redis.from_url(proxy.url, socket_timeout=None)
+    app = App(proxy.url, prefix="reset", redis=client)
+    try:
+        conn: Any = await _lane_conn(app)
+        proxy.cut()  # RST on every proxied connection
+        await eventually(lambda: conn._reader.exception() is not None, 5, "the reset")
+        with anyio.fail_after(5):
+            with pytest.raises(RedisConnectionError):
+                await direct._read(conn)
+    finally:
+        await app.close()
+
+
+async def test_a_read_timer_firing_between_two_waits_fails_the_read(
+        redis_server: RedisProcess) -> None:
+    """The timer fires while the read has no wait of its own (in an async
+    push handler): the stream keeps the timeout, and the read's next wait
+    raises it at once instead of waiting with no timer armed (here: for
+    the 30 s of a timer armed anew)."""
+    client = Redis.from_url(redis_server.url, socket_timeout=30)
+    app = App(redis_server.url, prefix="between", redis=client)
+    try:
+        conn: Any = await _lane_conn(app)
+        proto = conn._lq_proto
+        assert proto.waiter is None
+        proto.set_exception(direct._ReadTimeout())  # what _Watch._fire calls
+        with anyio.fail_after(3):
+            with pytest.raises(RedisTimeoutError):
+                await direct._read(conn)
+    finally:
+        await app.close()
+
+
+async def test_a_reply_hiredis_cannot_parse_fails_the_read_not_the_transport(
+        real_app: App) -> None:
+    conn: Any = await _lane_conn(real_app)
+    proto = conn._lq_proto
+    waiter = proto.waiter = proto.loop.create_future()
+    proto.data_received(b"?not RESP\r\n")  # raises nothing into the transport
+    assert proto.waiter is None
+    with pytest.raises(Exception, match=r"(?i)protocol|invalid"):
+        waiter.result()
+
+
+async def test_a_unix_socket_connection_takes_the_direct_path(tmp_path: Path) -> None:
+    path = tmp_path / "redis.sock"
+    with RedisProcess(extra=["--unixsocket", str(path), "--unixsocketperm", "700"]):
+        app = App(f"unix://{path}", prefix="unix")
+        try:
+            conn: Any = await _lane_conn(app)
+            assert isinstance(conn, UnixDomainSocketConnection) and direct._direct_io(conn)
+            assert isinstance(conn._writer.transport.get_protocol(), direct._LaneProtocol)
+            for i in range(20):
+                assert (await app.enqueue("j", job_id=f"u{i}")).created
+            assert (await app.enqueue("j", job_id="u0")).created is False
+            ids = [r.id for r in await app.enqueue_many(
+                [JobRequest("j", job_id=f"b{i}") for i in range(600)])]
+            assert ids == [f"b{i}" for i in range(600)]
+            sync = SyncApp(f"unix://{path}", prefix="unix")  # the sync producer too
+            try:
+                assert sync.enqueue("j", job_id="s1", queue="default").created
+                assert sync.enqueue("j", job_id="u1", queue="default").created is False
+            finally:
+                sync.close()
+        finally:
+            await app.close()
 
 
 # -- run_many: enqueue_many's chunks pipelined on one connection ----------------

@@ -61,7 +61,8 @@ def client_options(url: str, options: dict[str, Any]) -> None:
     # a connection that goes silent fails within it and is replaced; longer
     # than any blocking wait of an idle worker (claimer.IDLE_POLL)
     options.setdefault("socket_timeout", SOCKET_TIMEOUT)
-    options.setdefault("socket_keepalive", True)
+    if not url.startswith("unix://"):  # (redis-py's Unix connections refuse the option)
+        options.setdefault("socket_keepalive", True)
     # redis-py 8 caps a pool at 100 connections and raises past it; a worker
     # at concurrency 100 may settle 100 runs at once beside its claimer,
     # acker, starter, heartbeater and reaper

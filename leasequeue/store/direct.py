@@ -35,7 +35,7 @@ import hiredis
 from hiredis import PushNotification
 from redis._parsers.hiredis import NOT_ENOUGH_DATA, _AsyncHiredisParser
 from redis.asyncio import Redis
-from redis.asyncio.connection import Connection
+from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.asyncio.sentinel import SentinelManagedConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -262,6 +262,7 @@ class Lane:
         # nowait, as redis-py's own error path: closing a connection whose
         # peer went silent must not wait for its buffered bytes (a timeout
         # raised here would skip the retry and keep it out of the pool)
+        conn.__dict__.pop("_lq_proto", None)  # (its old stream and transport with it)
         with anyio.CancelScope(shield=True):
             await conn.disconnect(nowait=True)
             await self._pool.release(conn)
@@ -343,7 +344,8 @@ def _direct_io(conn: Any) -> bool:
     proto = conn.__dict__.get("_lq_proto")
     if proto is not None and proto.stream is conn._reader:
         return True  # one this check passed, still on the stream it had then
-    return (isinstance(conn, Connection) and not isinstance(conn, SentinelManagedConnection)
+    return (isinstance(conn, (Connection, UnixDomainSocketConnection))
+            and not isinstance(conn, SentinelManagedConnection)
             and isinstance(conn._parser, _AsyncHiredisParser) and conn.is_connected)
 
 
@@ -392,7 +394,10 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
                     await conn._parser.handle_push_response(reply)
                 elif reply is not NOT_ENOUGH_DATA:
                     break
-                elif proto is not None and not stream._buffer and not stream._eof:
+                elif proto is not None and not (stream._buffer or stream._eof
+                                                or stream._exception is not None):
+                    # (what the stream holds, an EOF or an error it kept, its
+                    # own read below gives first)
                     waiter = proto.waiter = proto.loop.create_future()
                     try:
                         reply = await waiter
@@ -486,20 +491,29 @@ class _LaneProtocol(asyncio.Protocol):
         reader.feed(data)
         waiter = self.waiter
         if waiter is not None:
-            reply = reader.gets()
+            try:
+                reply = reader.gets()
+            except Exception as exc:  # not RESP (hiredis's InvalidResponse): the read's
+                self.waiter = None
+                if not waiter.done():
+                    waiter.set_exception(exc)
+                return
             if reply is not NOT_ENOUGH_DATA:
                 self.waiter = None
                 if not waiter.done():
                     waiter.set_result(reply)
 
     def set_exception(self, exc: BaseException) -> None:
-        """Fail the read in flight (the read timer's call)."""
+        """Fail the read in flight (the read timer's call). Between two waits
+        (in a push handler, or its reply just in) the stream keeps the
+        error: the read's next wait raises it, and no call writes on the
+        connection again."""
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
             if not waiter.done():
                 waiter.set_exception(exc)
-        elif self.stream._waiter is not None:  # the read waits on the stream
+        else:
             self.stream.set_exception(exc)
 
     def _fail(self, what: str) -> None:

@@ -1319,9 +1319,62 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_direct.py::test_a_reconnected_lane_connection_gets_a_protocol_of_its_own",),
     ),
     Mutation(
+        "lane-proto-ignores-stream-bytes", "leasequeue/store/direct.py",
+        "                elif proto is not None and not (stream._buffer or stream._eof\n",
+        "                elif proto is not None and not (stream._eof\n",
+        "a lane read waits on its protocol while the rest of its reply sits in the stream "
+        "(behind a reply redis-py read): it waits for bytes that never come",
+        ("tests/test_direct.py::test_a_lane_read_behind_bytes_the_stream_holds_reads_them_"
+         "first",),
+    ),
+    Mutation(
+        "lane-proto-ignores-stream-error", "leasequeue/store/direct.py",
+        "                                                or stream._exception is not None):\n",
+        "                                                or False):\n",
+        "a lane read on a connection reset while idle waits on its protocol instead of "
+        "raising the error the stream kept: without a socket timeout, for ever",
+        ("tests/test_direct.py::test_a_reset_of_an_idle_lane_connection_fails_its_next_read",),
+    ),
+    Mutation(
+        "lane-timer-lost-between-waits", "leasequeue/store/direct.py",
+        "        else:\n            self.stream.set_exception(exc)\n",
+        "        elif self.stream._waiter is not None:\n"
+        "            self.stream.set_exception(exc)\n",
+        "a read timer that fires while the read is between two waits (in an async push "
+        "handler) is lost: the read's next wait has no timer armed",
+        ("tests/test_direct.py::test_a_read_timer_firing_between_two_waits_fails_the_read",),
+    ),
+    Mutation(
+        "lane-proto-parse-error-escapes", "leasequeue/store/direct.py",
+        "            except Exception as exc:  # not RESP (hiredis's InvalidResponse): "
+        "the read's\n",
+        "            except ZeroDivisionError as exc:\n",
+        "bytes hiredis cannot parse raise out of data_received: asyncio logs a fatal error "
+        "and closes the transport, and the read sees a dropped connection (and retries)",
+        ("tests/test_direct.py::test_a_reply_hiredis_cannot_parse_fails_the_read_not_the_"
+         "transport",),
+    ),
+    Mutation(
+        "unix-url-gets-keepalive", "leasequeue/store/connection.py",
+        "    if not url.startswith(\"unix://\"):  "
+        "# (redis-py's Unix connections refuse the option)\n",
+        "    if True:\n",
+        "a unix:// URL gets socket_keepalive, which redis-py's Unix socket connections "
+        "refuse: every call of an App or SyncApp on a Unix socket fails with a TypeError",
+        ("tests/test_direct.py::test_a_unix_socket_connection_takes_the_direct_path",),
+    ),
+    Mutation(
+        "unix-connection-not-direct", "leasequeue/store/direct.py",
+        "    return (isinstance(conn, (Connection, UnixDomainSocketConnection))\n",
+        "    return (isinstance(conn, Connection)\n",
+        "a Unix socket connection takes redis-py's per-command path (asyncio.wait_for, a "
+        "second timer) instead of the lane's direct one",
+        ("tests/test_direct.py::test_a_unix_socket_connection_takes_the_direct_path",),
+    ),
+    Mutation(
         "lane-proto-skipped", "leasequeue/store/direct.py",
-        "                elif proto is not None and not stream._buffer and not stream._eof:\n",
-        "                elif False:\n",
+        "                elif proto is not None and not (stream._buffer or stream._eof\n",
+        "                elif False and (stream._buffer or stream._eof\n",
         "lane reads go back through redis-py's StreamReader (its feed, wait coroutine and "
         "buffer copy each round trip): about 9,000 client instructions a call more",
         ("tests/test_direct.py::test_a_lane_read_takes_its_reply_from_the_lane_protocol",),
