@@ -504,17 +504,16 @@ class _LaneProtocol(asyncio.Protocol):
                     waiter.set_result(reply)
 
     def set_exception(self, exc: BaseException) -> None:
-        """Fail the read in flight (the read timer's call). Between two waits
-        (in a push handler, or its reply just in) the stream keeps the
-        error: the read's next wait raises it, and no call writes on the
-        connection again."""
+        """Fail the read in flight (the read timer's call). The stream keeps
+        the error too: between two waits (in a push handler, or its reply
+        just in) the read's next wait raises it, and no call writes on the
+        connection again (its late reply would be read as the next call's)."""
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
             if not waiter.done():
                 waiter.set_exception(exc)
-        else:
-            self.stream.set_exception(exc)
+        self.stream.set_exception(exc)
 
     def _fail(self, what: str) -> None:
         waiter = self.waiter

@@ -1337,8 +1337,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-timer-lost-between-waits", "leasequeue/store/direct.py",
-        "        else:\n            self.stream.set_exception(exc)\n",
-        "        elif self.stream._waiter is not None:\n"
+        "                waiter.set_exception(exc)\n        self.stream.set_exception(exc)\n",
+        "                waiter.set_exception(exc)\n        elif self.stream._waiter is not None:\n"
         "            self.stream.set_exception(exc)\n",
         "a read timer that fires while the read is between two waits (in an async push "
         "handler) is lost: the read's next wait has no timer armed",
