@@ -3,7 +3,8 @@ pool's per-call bookkeeping must never hand a stale reply to the next call."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,26 @@ from tests.harness.tcp_proxy import TcpProxy
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.anyio
+
+
+async def _lane_conn(app: App) -> object:
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="warm")
+    lane = app.scripts._lane
+    assert lane is not None and len(lane._idle) == 1
+    return lane._idle[0]
+
+
+@asynccontextmanager
+async def _lane_app(url: str, prefix: str,
+                    socket_timeout: float | None) -> AsyncIterator[tuple[App, Any]]:
+    """An App on a client with its own ``socket_timeout``, and the one lane
+    connection its first enqueue left; the App is closed after."""
+    app = App(url, prefix=prefix, redis=Redis.from_url(url, socket_timeout=socket_timeout))
+    try:
+        yield app, await _lane_conn(app)
+    finally:
+        await app.close()
 
 
 async def test_a_call_cancelled_mid_reply_does_not_leave_its_reply_to_the_next(
@@ -101,21 +122,15 @@ async def _seconds_to_fail_in_a_stall(app: App, server: RedisProcess) -> float:
 
 async def test_a_reply_later_than_the_socket_timeout_raises_and_drops_the_connection(
         debug_server: RedisProcess) -> None:
-    client = Redis.from_url(debug_server.url, socket_timeout=0.3)
-    app = App(debug_server.url, prefix="lane", redis=client)
-    app.job(lambda ctx: None, name="j")
-    try:
-        await app.enqueue("j", job_id="warm")
+    async with _lane_app(debug_server.url, "lane", 0.3) as (app, conn):
         lane = app.scripts._lane
         assert lane is not None
-        stale = [c._reader for c in lane._idle]
+        stale = conn._reader
         took = await _seconds_to_fail_in_a_stall(app, debug_server)
         assert 0.5 <= took < 1.5, took  # two socket timeouts, not the stall's full length
         # the timed-out connection went (the pool may reconnect the same object)
-        assert not any(c._reader in stale for c in lane._idle)
+        assert not any(c._reader is stale for c in lane._idle)
         assert (await app.enqueue("j", job_id="after")).id == "after"
-    finally:
-        await app.close()
 
 
 async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
@@ -124,12 +139,8 @@ async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
     wait that may block 5 s arms it for then; when the wait ends early, the
     next read must still time out within its own socket timeout, not at the
     wait's deadline."""
-    client = Redis.from_url(debug_server.url, socket_timeout=0.3)
-    app = App(debug_server.url, prefix="lane", redis=client)
-    app.job(lambda ctx: None, name="j")
     pusher = redis_sync.Redis(port=debug_server.port)
-    try:
-        await app.enqueue("j", job_id="warm")
+    async with _lane_app(debug_server.url, "lane", 0.3) as (app, _):
         lane = app.scripts._lane
         assert lane is not None
 
@@ -143,9 +154,7 @@ async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
         took = await _seconds_to_fail_in_a_stall(app, debug_server)
         assert 0.5 <= took < 1.5, took  # the socket timeout's, not the wait's (5 s)
         assert (await app.enqueue("j", job_id="after")).id == "after"
-    finally:
-        pusher.close()
-        await app.close()
+    pusher.close()
 
 
 async def test_a_dropped_connection_is_retried_once_not_more(real_app: App) -> None:
@@ -238,14 +247,6 @@ async def test_a_resp3_push_before_the_reply_is_skipped(real_app: App) -> None:
 
 # -- the lane's own protocol in front of redis-py's stream (direct._LaneProtocol) --
 
-async def _lane_conn(app: App) -> object:
-    app.job(lambda ctx: None, name="j")
-    await app.enqueue("j", job_id="warm")
-    lane = app.scripts._lane
-    assert lane is not None and len(lane._idle) == 1
-    return lane._idle[0]
-
-
 async def test_a_lane_read_takes_its_reply_from_the_lane_protocol(real_app: App) -> None:
     conn: Any = await _lane_conn(real_app)
     proto = conn._writer.transport.get_protocol()
@@ -311,10 +312,7 @@ async def test_a_connection_lost_mid_read_fails_the_read_at_once(
         redis_server: RedisProcess) -> None:
     """No socket timeout: only the protocol's connection_lost can end a read
     whose connection the server closed."""
-    client = Redis.from_url(redis_server.url, socket_timeout=None)
-    app = App(redis_server.url, prefix="lost", redis=client)
-    try:
-        await _lane_conn(app)
+    async with _lane_app(redis_server.url, "lost", None) as (app, _):
         lane = app.scripts._lane
         assert lane is not None
         key = app.keys("default").wake
@@ -332,8 +330,6 @@ async def test_a_connection_lost_mid_read_fails_the_read_at_once(
                     await lane.blpop([key], 30.0)
         assert anyio.current_time() - started < 3
         assert (await app.enqueue("j", job_id="after")).created
-    finally:
-        await app.close()
 
 
 async def test_a_lane_read_behind_bytes_the_stream_holds_reads_them_first(
@@ -358,17 +354,12 @@ async def test_a_reset_of_an_idle_lane_connection_fails_its_next_read(
     """An RST while no read waits leaves the error on the stream (the
     protocol's connection_lost passes it on): the next lane read raises it
     at once instead of waiting on a protocol nothing reaches any more."""
-    client = Redis.from_url(proxy.url, socket_timeout=None)
-    app = App(proxy.url, prefix="reset", redis=client)
-    try:
-        conn: Any = await _lane_conn(app)
+    async with _lane_app(proxy.url, "reset", None) as (_, conn):
         proxy.cut()  # RST on every proxied connection
         await eventually(lambda: conn._reader.exception() is not None, 5, "the reset")
         with anyio.fail_after(5):
             with pytest.raises(RedisConnectionError):
                 await direct._read(conn)
-    finally:
-        await app.close()
 
 
 async def test_a_read_timer_firing_between_two_waits_fails_the_read(
@@ -377,18 +368,13 @@ async def test_a_read_timer_firing_between_two_waits_fails_the_read(
     push handler): the stream keeps the timeout, and the read's next wait
     raises it at once instead of waiting with no timer armed (here: for
     the 30 s of a timer armed anew)."""
-    client = Redis.from_url(redis_server.url, socket_timeout=30)
-    app = App(redis_server.url, prefix="between", redis=client)
-    try:
-        conn: Any = await _lane_conn(app)
+    async with _lane_app(redis_server.url, "between", 30) as (_, conn):
         proto = conn._lq_proto
         assert proto.waiter is None
         proto.set_exception(direct._ReadTimeout())  # what _Watch._fire calls
         with anyio.fail_after(3):
             with pytest.raises(RedisTimeoutError):
                 await direct._read(conn)
-    finally:
-        await app.close()
 
 
 async def test_a_reply_hiredis_cannot_parse_fails_the_read_not_the_transport(

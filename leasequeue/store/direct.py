@@ -493,7 +493,7 @@ class _LaneProtocol(asyncio.Protocol):
         if waiter is not None:
             try:
                 reply = reader.gets()
-            except Exception as exc:  # not RESP (hiredis's InvalidResponse): the read's
+            except Exception as exc:  # not RESP (hiredis's InvalidResponse): the read fails
                 self.waiter = None
                 if not waiter.done():
                     waiter.set_exception(exc)

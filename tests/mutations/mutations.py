@@ -1347,7 +1347,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "lane-proto-parse-error-escapes", "leasequeue/store/direct.py",
         "            except Exception as exc:  # not RESP (hiredis's InvalidResponse): "
-        "the read's\n",
+        "the read fails\n",
         "            except ZeroDivisionError as exc:\n",
         "bytes hiredis cannot parse raise out of data_received: asyncio logs a fatal error "
         "and closes the transport, and the read sees a dropped connection (and retries)",
