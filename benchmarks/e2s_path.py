@@ -12,7 +12,12 @@ the wake-up, the claim's send and its reply are one instant, and the two
 hops between them are 0. All clocks are the machine's one
 wall clock (time.time_ns), so the hops line up across the two processes.
 
-  python benchmarks/e2s_path.py [--probes 600] [--tree PATH]
+  python benchmarks/e2s_path.py [--probes 600] [--tree PATH] [--loop auto|asyncio|uvloop]
+
+The worker runs on the event loop `leasequeue worker --loop` would pick
+(--loop, default auto: uvloop when installed, as the benchmark's workers;
+before 2026-12-04 this tool's worker ran on asyncio's loop whatever was
+installed). The producer is an App on asyncio's loop, as the e2s column's.
 
 Prints one JSON line per hop (p50, p90, p99 in ms) and a table; for a tree
 with the worker runtime's dispatch and executor, a second table splits the
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -35,6 +41,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
 from redis_server import RedisServer
+
+LOOPS = ("auto", "asyncio", "uvloop")  # leasequeue.loops.LOOPS (a --tree may predate it)
 
 QUEUE, PREFIX, STAMPS = "path", "lqpath", "lqpath:stamps"
 HOPS = [  # (label, from, to)
@@ -57,7 +65,7 @@ WORKER_HOPS = [
 ]
 
 
-def worker_main(url: str) -> None:
+def worker_main(url: str, loop: str) -> None:
     import redis as redis_sync
 
     from leasequeue import App, Context, Worker
@@ -104,13 +112,19 @@ def worker_main(url: str) -> None:
 
     app.job(probe, queue=QUEUE)
     worker = Worker(app, queues=[QUEUE], concurrency=10, handle_signals=True)
-    asyncio.run(worker.run())
+    if loop == "uvloop" or (loop == "auto" and importlib.util.find_spec("uvloop")):
+        import uvloop
+
+        uvloop.run(worker.run())
+    else:
+        asyncio.run(worker.run())
 
 
-# EVALSHA calls told apart by how many keys they declare (enqueue.lua 7,
-# claim.lua 13, ack.lua 11: leasequeue/store/specs.py)
-SCRIPT_BY_KEYS = {"7": "enqueue.lua", "13": "claim.lua (every call, found a job or not)",
-                  "11": "ack.lua"}
+# EVALSHA calls told apart by their script's sha, from the tree's own script
+# text (until 2026-12-04 by a count of keys written down by hand, which the
+# scripts had outgrown: enqueue's and claim's calls went uncounted)
+SCRIPT_LABELS = (("enqueue", "enqueue.lua"),
+                 ("claim", "claim.lua (every call, found a job or not)"), ("ack", "ack.lua"))
 
 
 def _script_times(server: RedisServer) -> dict[str, list[int]]:
@@ -123,11 +137,17 @@ def _script_times(server: RedisServer) -> dict[str, list[int]]:
         entries = client.slowlog_get(100_000)
     finally:
         client.close()
-    out: dict[str, list[int]] = {name: [] for name in SCRIPT_BY_KEYS.values()}
+    import hashlib
+
+    from leasequeue.store.loader import script_source
+
+    by_sha = {hashlib.sha1(script_source(name, shebang=True).encode()).hexdigest(): label
+              for name, label in SCRIPT_LABELS}
+    out: dict[str, list[int]] = {label: [] for _, label in SCRIPT_LABELS}
     for entry in entries:
         words = entry["command"].split(b" ")
         if words[0].upper().startswith(b"EVALSHA") and len(words) > 2:
-            name = SCRIPT_BY_KEYS.get(words[2].decode())
+            name = by_sha.get(words[1].decode().lower())
             if name is not None:
                 out[name].append(int(entry["duration"]))
     return {name: times for name, times in out.items() if times}
@@ -208,16 +228,19 @@ def main() -> None:
     ap.add_argument("--url")
     ap.add_argument("--probes", type=int, default=600)
     ap.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--loop", choices=LOOPS, default="auto",
+                    help="the worker's event loop, as `leasequeue worker --loop`")
     args = ap.parse_args()
     if args.role == "worker":
-        worker_main(args.url)
+        worker_main(args.url, args.loop)
         return
     sys.path.insert(0, args.tree)
     server = RedisServer()
     server.start()
     env = {**os.environ, "PYTHONPATH": args.tree}
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", "--url",
-                             server.url], env=env, stdout=subprocess.DEVNULL)
+                             server.url, "--loop", args.loop], env=env,
+                            stdout=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
         server.cli("CONFIG", "SET", "slowlog-log-slower-than", "0")  # every command

@@ -24,16 +24,26 @@ Client CPU (process_time) includes the kernel's share of the client's
 sends, receives and wake-ups.
 
 Run: python benchmarks/enqueue_layers.py [--rounds 5] [--calls 5000] [--loop uvloop]
+     python benchmarks/enqueue_layers.py --callgrind [--loop uvloop]
+
+With --callgrind, each layer's client instructions per call instead
+(valgrind's callgrind: two children of 200 and 1,200 calls of that layer
+alone, the difference over 1,000; PYTHONHASHSEED=0 and the collector off,
+as benchmarks/one_job_calls.py). Without the kernel's share of the socket
+calls, and repeatable on a busy machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -46,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if "PYTHONPATH" not in os.environ:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from instructions import _total
 from redis_server import RedisServer
 
 from leasequeue import App, JobRequest, SyncApp
@@ -86,7 +97,8 @@ class _Script:
 Samples = dict[str, list[tuple[float, float]]]  # layer -> (client CPU us/call, calls/s) per round
 
 
-async def measure(url: str, port: int, rounds: int, calls: int) -> Samples:
+async def measure(url: str, port: int, rounds: int, calls: int,
+                  only: str | None = None) -> Samples:
     app = App(url, prefix="layers")
     sync = SyncApp(url, prefix="layers")
 
@@ -140,6 +152,7 @@ async def measure(url: str, port: int, rounds: int, calls: int) -> Samples:
         "SyncApp.enqueue": lambda: sync.enqueue("noop", queue="default"),
         "socket, no-op script": blocking_call,
     }
+    layers = {name: call for name, call in layers.items() if only in (None, name)}
     sync_layers = {"SyncApp.enqueue", "socket, no-op script"}
     results: Samples = {name: [] for name in layers}
     for _ in range(rounds):
@@ -160,23 +173,67 @@ async def measure(url: str, port: int, rounds: int, calls: int) -> Samples:
     return results
 
 
+LAYERS = ("App.enqueue", "coalescer", "Scripts.enqueue", "Lane.run",
+          "Lane.run, no-op script, same arguments", "Lane.run, no-op script",
+          "asyncio Protocol, no-op script", "SyncApp.enqueue", "socket, no-op script")
+
+
+def run_measure(url: str, port: int, rounds: int, calls: int, loop: str,
+                only: str | None = None) -> Samples:
+    measured = measure(url, port, rounds, calls, only)
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(measured)
+    return asyncio.run(measured)
+
+
+def instructions(url: str, port: int, layer: str, loop: str,
+                 small: int = 200, large: int = 1200) -> float:
+    """Client instructions per call of ``layer``: this script as a child
+    under callgrind, ``small`` then ``large`` calls of that layer alone."""
+    totals = []
+    for n in (small, large):
+        with tempfile.TemporaryDirectory(prefix="lq-layers-") as work:
+            out = Path(work) / "callgrind.out"
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                            sys.executable, __file__, "--child", url, str(port), layer,
+                            "--calls", str(n), "--loop", loop],
+                           env={**os.environ, "PYTHONHASHSEED": "0"}, check=True,
+                           capture_output=True, timeout=1800)
+            totals.append(_total(out))
+    return (totals[1] - totals[0]) / (large - small)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
                         help="the event loop of the async layers")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="client instructions per call of each layer (valgrind)")
+    parser.add_argument("--child", nargs=3, metavar=("URL", "PORT", "LAYER"),
+                        help=argparse.SUPPRESS)  # one layer alone, under callgrind
     args = parser.parse_args()
+    if args.child:
+        gc.disable()  # (see the docstring)
+        url, port, layer = args.child
+        run_measure(url, int(port), 1, args.calls, args.loop, layer)
+        return
     server = RedisServer()
     server.start()
     try:
-        measured = measure(server.url, server.port, args.rounds, args.calls)
-        if args.loop == "uvloop":
-            import uvloop
-
-            results = uvloop.run(measured)
-        else:
-            results = asyncio.run(measured)
+        if args.callgrind:
+            print(f"client instructions per call, layer by layer, on {args.loop}'s event "
+                  f"loop (callgrind; 200 and 1,200 calls, the difference over 1,000), "
+                  f"Python {sys.version.split()[0]}")
+            print(f"{'layer':42s} {'instructions/call':>18s}")
+            for layer in LAYERS:
+                count = instructions(server.url, server.port, layer, args.loop)
+                print(f"{layer:42s} {count:18,.0f}", flush=True)
+            return
+        results = run_measure(server.url, server.port, args.rounds, args.calls, args.loop)
     finally:
         server.stop()
     print(f"one enqueue per call, layer by layer, on {args.loop}'s event loop: {args.calls} "
