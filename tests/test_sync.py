@@ -134,6 +134,20 @@ async def test_durable_mode_without_a_replica_raises_not_durable(redis_server: R
         assert sync.get_job("d1").state == "queued"
 
 
+async def test_durable_mode_reloads_its_script_after_a_script_flush(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """The durable path's own connection (script, then WAIT on it) loads the
+    script again on NOSCRIPT, as the lane does."""
+    with SyncApp(redis_server.url, prefix=prefix, durable=True, durable_timeout=0.05) as sync:
+        with pytest.raises(lq.NotDurable):
+            sync.enqueue("j", job_id="d1")
+        redis_sync.Redis(port=redis_server.port).script_flush()
+        with pytest.raises(lq.NotDurable) as exc:  # reloaded, run, then its WAIT
+            sync.enqueue("j", job_id="d2")
+        assert exc.value.acked == 0
+        assert sync.get_job("d2").state == "queued"
+
+
 async def test_an_unreachable_redis_is_a_typed_error() -> None:
     with SyncApp("redis://127.0.0.1:1/0", prefix="x") as sync:
         with pytest.raises(lq.RedisUnavailable, match=r"127\.0\.0\.1:1"):

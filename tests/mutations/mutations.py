@@ -1380,6 +1380,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_direct.py::test_a_lane_read_takes_its_reply_from_the_lane_protocol",),
     ),
     Mutation(
+        "durable-sync-no-reload", "leasequeue/store/sync_scripts.py",
+        "            except NoScriptError:\n                _load(conn, script)\n",
+        "            except ZeroDivisionError:\n                _load(conn, script)\n",
+        "a durable SyncApp enqueue after a SCRIPT FLUSH (or a restart) fails with NOSCRIPT "
+        "instead of loading its script again",
+        ("tests/test_sync.py::test_durable_mode_reloads_its_script_after_a_script_flush",),
+    ),
+    Mutation(
         "one-job-head-keeps-old-settings", "leasequeue/store/scripts.py",
         "        if self._current[0] is not settings:  # other settings (a test's): other heads\n",
         "        if self._current[0] is None:\n",
