@@ -607,6 +607,39 @@ async def test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_s
     assert order[:3] == ["claim", "took j1", "claim"]
 
 
+async def test_a_stop_during_a_claim_still_hands_its_jobs_over() -> None:
+    """A claim is shielded: a stop that comes while it is on the wire waits for
+    its reply, so the jobs it leased reach the dispatch (whose executors start
+    them or give them back at shutdown) instead of staying leased to nobody
+    until their lease runs out."""
+    from leasequeue.models import ClaimBatch, ClaimedJob
+    from leasequeue.runtime.claimer import Claimer, ClaimerParams
+    from leasequeue.runtime.dispatch import Dispatch
+    from leasequeue.runtime.slots import Slots
+
+    on_the_wire, reply = anyio.Event(), anyio.Event()
+
+    class Scripts:
+        async def claim(self, qk: Any, count: int, lease_ms: int, worker_id: str,
+                        start_now: int, claim_id: str) -> ClaimBatch:
+            on_the_wire.set()
+            await reply.wait()  # a stop comes meanwhile
+            return ClaimBatch(0, -1, [ClaimedJob("j1", "q", 1, 1, "n", b"", 0, 0, 0, 0, 0)])
+
+    params = ClaimerParams(redis=None, scripts=Scripts(), queues=["q"],  # type: ignore[arg-type]
+                           keys=lambda q: _Keys(), slots=Slots(10),  # type: ignore[arg-type,return-value]
+                           table=RunTable(30), lease_ms=30_000, worker_id="w",
+                           limited_queues=frozenset(), blocking=False)
+    dispatch = Dispatch()
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Claimer(params)._loop, dispatch)
+            await on_the_wire.wait()
+            tg.cancel_scope.cancel()
+            reply.set()
+    assert [run.job.id for run in dispatch._jobs] == ["j1"]
+
+
 async def _sleeping_takers(dispatch: Any, count: int, taken: list[Any],
                            tg: Any) -> list[anyio.CancelScope]:
     """``count`` executors blocked in dispatch.get(), each in its own cancel

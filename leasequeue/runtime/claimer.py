@@ -21,6 +21,7 @@ from ..store.keys import QueueKeys
 from ..store.scripts import Scripts
 from .dispatch import Dispatch
 from .runs import RunTable
+from .scopes import new_scope
 from .slots import Slots
 from .waker import Waker
 
@@ -159,7 +160,7 @@ class Claimer:
         sent_at = time.monotonic()
         # shielded: a claim cancelled on the wire (shutdown) would still lease
         # its jobs in Redis, to nobody; the socket timeout bounds it
-        with anyio.CancelScope(shield=True):
+        with new_scope(shield=True):
             batch = await self._p.scripts.claim(self._keys(queue), count, self._p.lease_ms,
                                                 self._p.worker_id, start_now, claim_id)
         del self._unanswered[queue]
@@ -204,7 +205,7 @@ class Claimer:
         qk = self._keys(queue)
         claim_id = self._claim_id(queue)
         sent_at = time.monotonic()  # the lease starts later (at the wake): a safe underestimate
-        self._wait_scope = anyio.CancelScope(shield=True)
+        self._wait_scope = new_scope(shield=True)
         batch: ClaimBatch | None = None
         try:
             with self._wait_scope:

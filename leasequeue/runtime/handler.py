@@ -27,20 +27,7 @@ from ..errors import (
 )
 from ..registry import JobDefinition
 from .runs import RunRecord, StopReason
-
-try:  # the asyncio backend's scope itself (what anyio.CancelScope() makes there,
-    # after a backend lookup and a second __init__): 2.4 us a run instead of 4.5.
-    # A worker runs on asyncio only (redis.asyncio needs it)
-    from anyio._backends._asyncio import CancelScope as _AsyncioScope
-
-    _scope: type[CancelScope] = _AsyncioScope
-except ImportError:  # pragma: no cover - another anyio layout: the public class
-    _scope = CancelScope
-_task_states: Any
-try:  # each task's anyio state (its current scope): RunScopes.check reads it
-    from anyio._backends._asyncio import _task_states
-except ImportError:  # pragma: no cover - another anyio layout: a scope per run
-    _task_states = {}
+from .scopes import new_scope, task_states
 
 # failures of the infrastructure around the job, retried under their own budget
 INFRA_ERRORS: tuple[type[BaseException], ...] = (
@@ -134,9 +121,9 @@ class RunScopes:
             self.leave()
         task = self._task = asyncio.current_task()
         self._cancelling = task.cancelling() if task is not None else 0
-        scope = self._scope = _scope()
+        scope = self._scope = new_scope()
         scope.__enter__()
-        self._state = _task_states.get(task) if task is not None else None
+        self._state = task_states.get(task) if task is not None else None
         return scope
 
     def check(self) -> None:
@@ -196,7 +183,7 @@ async def execute(run: RunRecord, definition: JobDefinition, kwargs: dict[str, A
             else:
                 scopes.check()
         else:
-            with _scope() as left:
+            with new_scope() as left:
                 run.thread_scope = left
                 value = await anyio.to_thread.run_sync(
                     _call, definition.fn, ctx, kwargs, abandon_on_cancel=True, limiter=threads)

@@ -1380,6 +1380,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_direct.py::test_a_lane_read_takes_its_reply_from_the_lane_protocol",),
     ),
     Mutation(
+        "claim-not-shielded", "leasequeue/runtime/claimer.py",
+        "        with new_scope(shield=True):\n            batch = await self._p.scripts.claim(",
+        "        with new_scope():\n            batch = await self._p.scripts.claim(",
+        "a stop that comes while a claim is on the wire cuts it: the jobs Redis leased "
+        "to it reach no executor and stay leased to nobody until their lease runs out",
+        (f"{RUNTIME}::test_a_stop_during_a_claim_still_hands_its_jobs_over",),
+    ),
+    Mutation(
         "durable-sync-no-reload", "leasequeue/store/sync_scripts.py",
         "            except NoScriptError:\n                _load(conn, script)\n",
         "            except ZeroDivisionError:\n                _load(conn, script)\n",
