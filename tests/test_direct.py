@@ -139,22 +139,21 @@ async def test_a_read_after_a_long_wait_cut_short_times_out_at_its_own_deadline(
     wait that may block 5 s arms it for then; when the wait ends early, the
     next read must still time out within its own socket timeout, not at the
     wait's deadline."""
-    pusher = redis_sync.Redis(port=debug_server.port)
-    async with _lane_app(debug_server.url, "lane", 0.3) as (app, _):
-        lane = app.scripts._lane
-        assert lane is not None
+    with redis_sync.Redis(port=debug_server.port) as pusher:
+        async with _lane_app(debug_server.url, "lane", 0.3) as (app, _):
+            lane = app.scripts._lane
+            assert lane is not None
 
-        async def token_soon() -> None:
-            await anyio.sleep(0.6)  # the timer the warm-up armed fires in the wait
-            pusher.rpush("{lane}:token", "1")
+            async def token_soon() -> None:
+                await anyio.sleep(0.6)  # the timer the warm-up armed fires in the wait
+                pusher.rpush("{lane}:token", "1")
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(token_soon)
-            assert await lane.blpop(["{lane}:token"], 5.0) is not None  # cut short at 0.6 s
-        took = await _seconds_to_fail_in_a_stall(app, debug_server)
-        assert 0.5 <= took < 1.5, took  # the socket timeout's, not the wait's (5 s)
-        assert (await app.enqueue("j", job_id="after")).id == "after"
-    pusher.close()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(token_soon)
+                assert await lane.blpop(["{lane}:token"], 5.0) is not None  # cut short at 0.6 s
+            took = await _seconds_to_fail_in_a_stall(app, debug_server)
+            assert 0.5 <= took < 1.5, took  # the socket timeout's, not the wait's (5 s)
+            assert (await app.enqueue("j", job_id="after")).id == "after"
 
 
 async def test_a_dropped_connection_is_retried_once_not_more(real_app: App) -> None:
