@@ -331,19 +331,50 @@ async def test_a_connection_lost_mid_read_fails_the_read_at_once(
         assert (await app.enqueue("j", job_id="after")).created
 
 
+def _unread(transport: Any) -> int:
+    """Bytes waiting in the kernel for the transport's socket (FIONREAD)."""
+    import fcntl
+    import struct
+    import termios
+
+    got = fcntl.ioctl(transport.get_extra_info("socket").fileno(), termios.FIONREAD, b"\0" * 4)
+    return int(struct.unpack("i", got)[0])
+
+
 async def test_a_lane_read_behind_bytes_the_stream_holds_reads_them_first(
         real_app: App) -> None:
     """redis-py reads a reply that came in one stream read with the start of
     the lane's reply behind it: the rest of the stream's bytes are the
-    lane's, read from the stream before anything the protocol would feed."""
+    lane's, read from the stream before anything the protocol would feed.
+
+    Set up so, every time: both commands in one write (Redis answers them in
+    one go), the socket not read until more than redis-py's one read of
+    the stream (64 kB) waits in the kernel, redis-py waiting on the stream
+    when reading resumes. Left to timing, the two replies came apart in one
+    run of three, and the stream held none of the lane's bytes."""
     conn: Any = await _lane_conn(real_app)
+    transport = conn._writer.transport
     big = bytes(range(256)) * 4096  # 1 MB: far more than redis-py's one read takes
     await real_app.redis.set("big", big)
+
+    async def echo(into: list[bytes]) -> None:
+        into.append(await conn.read_response())
+
     for _ in range(3):
-        with anyio.fail_after(5):
-            await conn.send_command("ECHO", "first")
-            direct._write(conn, hiredis.pack_command(("GET", "big")))
-            assert await conn.read_response() == b"first"
+        with anyio.fail_after(10):
+            transport.pause_reading()
+            direct._write(conn, hiredis.pack_command(("ECHO", "first"))
+                          + hiredis.pack_command(("GET", "big")))
+            await eventually(lambda: _unread(transport) > direct.READ_SIZE + 1024, 5,
+                             "more than one stream read of the replies in the socket")
+            echoed: list[bytes] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(echo, echoed)
+                await eventually(lambda: conn._reader._waiter is not None, 5,
+                                 "redis-py waiting on the stream")
+                transport.resume_reading()
+            assert echoed == [b"first"]
+            assert conn._reader._buffer  # the start of the lane's reply is in the stream
             assert await direct._read(conn) == big
     assert not conn._reader._buffer
 
