@@ -494,9 +494,7 @@ class _LaneProtocol(asyncio.Protocol):
             try:
                 reply = reader.gets()
             except Exception as exc:  # not RESP (hiredis's InvalidResponse): the read fails
-                self.waiter = None
-                if not waiter.done():
-                    waiter.set_exception(exc)
+                self._fail_waiter(exc)
                 return
             if reply is not NOT_ENOUGH_DATA:
                 self.waiter = None
@@ -508,19 +506,20 @@ class _LaneProtocol(asyncio.Protocol):
         the error too: between two waits (in a push handler, or its reply
         just in) the read's next wait raises it, and no call writes on the
         connection again (its late reply would be read as the next call's)."""
+        self._fail_waiter(exc)
+        self.stream.set_exception(exc)
+
+    def _fail(self, what: str) -> None:
+        self._fail_waiter(RedisConnectionError(what))
+
+    def _fail_waiter(self, exc: BaseException) -> None:
+        """Fail the lane's read in flight, if one waits (its future is taken
+        off first: nothing resolves it twice)."""
         waiter = self.waiter
         if waiter is not None:
             self.waiter = None
             if not waiter.done():
                 waiter.set_exception(exc)
-        self.stream.set_exception(exc)
-
-    def _fail(self, what: str) -> None:
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_exception(RedisConnectionError(what))
 
     def eof_received(self) -> bool | None:
         self._fail("Connection closed by server.")

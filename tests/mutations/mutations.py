@@ -1304,8 +1304,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-proto-lost-keeps-read", "leasequeue/store/direct.py",
-        "                waiter.set_exception(RedisConnectionError(what))\n",
-        "                pass\n",
+        "        self._fail_waiter(RedisConnectionError(what))\n",
+        "        pass\n",
         "a lane read whose connection the server closed waits on: without a socket "
         "timeout, for ever",
         ("tests/test_direct.py::test_a_connection_lost_mid_read_fails_the_read_at_once",),
@@ -1337,8 +1337,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-timer-lost-between-waits", "leasequeue/store/direct.py",
-        "                waiter.set_exception(exc)\n        self.stream.set_exception(exc)\n",
-        "                waiter.set_exception(exc)\n        elif self.stream._waiter is not None:\n"
+        "        self._fail_waiter(exc)\n        self.stream.set_exception(exc)\n",
+        "        self._fail_waiter(exc)\n        if self.stream._waiter is not None:\n"
         "            self.stream.set_exception(exc)\n",
         "a read timer that fires while the read is between two waits (in an async push "
         "handler) is lost: the read's next wait has no timer armed",
