@@ -101,7 +101,7 @@ def sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str]:
 
 def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
     hosts, master = sentinel_parts(url)
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         hosts, socket_timeout=options["socket_connect_timeout"])
     client: Redis = sentinel.master_for(master, redis_class=Redis, decode_responses=False,
                                         **options)

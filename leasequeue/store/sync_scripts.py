@@ -57,7 +57,7 @@ def connect_sync(url: str, **options: Any) -> redis.Redis:
                                               **options))
     if url.startswith("sentinel://"):
         hosts, master = sentinel_parts(url)
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
             hosts, socket_timeout=options["socket_connect_timeout"])
         master_for: Any = sentinel.master_for
         return cast(redis.Redis, master_for(master, redis_class=redis.Redis,
