@@ -20,6 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common
 import redis
 from redis_server import RedisServer
 
@@ -65,11 +66,7 @@ def main() -> None:
                     if gap:
                         time.sleep(gap)
                     call()
-            by_sha: dict[str, list[int]] = {}
-            for entry in client.slowlog_get(100_000):
-                words = entry["command"].split(b" ")
-                if len(words) > 1 and words[0].upper().startswith(b"EVALSHA"):
-                    by_sha.setdefault(words[1].decode().lower(), []).append(entry["duration"])
+            by_sha = common.slowlog_by_sha(client)
             label = "back to back" if not gap else f"{gap * 1000:g} ms apart"
             for name, (sha, _) in calls.items():
                 times = sorted(by_sha.get(sha, [0]))

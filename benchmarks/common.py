@@ -301,6 +301,19 @@ def more_probes(samples: Sequence[int], count: int, started: float, budget: floa
     return elapsed < budget or (len(samples) < min_n and elapsed < HARD_CAP)
 
 
+def slowlog_by_sha(client: Any) -> dict[str, list[int]]:
+    """Redis's own time (µs, no I/O) of each EVALSHA call its SLOWLOG holds,
+    by script sha (lower case), newest first. ``client`` is a sync redis-py
+    client; the log holds every call only when slowlog-log-slower-than is 0
+    and slowlog-max-len is above the calls made."""
+    by_sha: dict[str, list[int]] = {}
+    for entry in client.slowlog_get(100_000):
+        words = entry["command"].split(b" ")
+        if len(words) > 1 and words[0].upper().startswith(b"EVALSHA"):
+            by_sha.setdefault(words[1].decode().lower(), []).append(int(entry["duration"]))
+    return by_sha
+
+
 def stamp_now(client: Any) -> None:
     """What every probe handler does (sync redis client)."""
     client.rpush(STAMPS, time.time_ns())

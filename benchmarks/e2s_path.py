@@ -134,22 +134,17 @@ def _script_times(server: RedisServer) -> dict[str, list[int]]:
 
     client = redis_sync.Redis(port=server.port)
     try:
-        entries = client.slowlog_get(100_000)
+        times_by_sha = common.slowlog_by_sha(client)
     finally:
         client.close()
     import hashlib
 
     from leasequeue.store.loader import script_source
 
-    by_sha = {hashlib.sha1(script_source(name, shebang=True).encode()).hexdigest(): label
-              for name, label in SCRIPT_LABELS}
-    out: dict[str, list[int]] = {label: [] for _, label in SCRIPT_LABELS}
-    for entry in entries:
-        words = entry["command"].split(b" ")
-        if words[0].upper().startswith(b"EVALSHA") and len(words) > 2:
-            name = by_sha.get(words[1].decode().lower())
-            if name is not None:
-                out[name].append(int(entry["duration"]))
+    out: dict[str, list[int]] = {}
+    for name, label in SCRIPT_LABELS:
+        sha = hashlib.sha1(script_source(name, shebang=True).encode()).hexdigest()
+        out[label] = times_by_sha.get(sha, [])
     return {name: times for name, times in out.items() if times}
 
 
