@@ -76,7 +76,7 @@ class SyncLane:
                     try:  # the hot path, inline: three Python calls fewer than _call
                         reply = _send_and_read(conn, packed)
                     except NoScriptError:
-                        _load(conn, script)
+                        load_script(conn, script)
                         reply = _send_and_read(conn, packed)
                 else:
                     reply = _call(conn, script, keys, args, packed)
@@ -127,12 +127,14 @@ def _call(conn: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any],
     try:
         return _evalsha(conn, script.sha, keys, args, packed)
     except NoScriptError:
-        _load(conn, script)
+        load_script(conn, script)
         return _evalsha(conn, script.sha, keys, args, packed)
 
 
-def _load(conn: Any, script: Script) -> None:
-    """Rare (a SCRIPT FLUSH, a restart): redis-py's path, as direct._load."""
+def load_script(conn: Any, script: Script) -> None:
+    """Load ``script`` on ``conn`` (a reply of NOSCRIPT: a SCRIPT FLUSH, a
+    restart): rare, so redis-py's own path, as direct._load. Shared with
+    sync_scripts (the durable path)."""
     conn.send_command("SCRIPT", "LOAD", script.script)
     conn.read_response()
 

@@ -33,7 +33,7 @@ from .scripts import (
 )
 from .settings import StoreSettings
 from .specs import SPECS
-from .sync_lane import SyncLane, _load
+from .sync_lane import SyncLane, load_script
 from .translate import redis_errors, reraise
 
 # what a producer runs; a worker's scripts stay on the async client
@@ -153,7 +153,7 @@ def _run_on_pool(client: redis.Redis, script: Script, keys: Sequence[bytes],
             try:
                 reply = _evalsha(conn, script, keys, args)
             except NoScriptError:
-                _load(conn, script)
+                load_script(conn, script)
                 reply = _evalsha(conn, script, keys, args)
             if wait is None:
                 return reply, 0

@@ -1000,9 +1000,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "sync-lane-no-reload-on-noscript", "leasequeue/store/sync_lane.py",
         "                    except NoScriptError:\n"
-        "                        _load(conn, script)\n",
+        "                        load_script(conn, script)\n",
         "                    except KeyError:\n"
-        "                        _load(conn, script)\n",
+        "                        load_script(conn, script)\n",
         "the sync producer does not load a script Redis lost (SCRIPT FLUSH, a restart "
         "without persistence): every enqueue fails with NOSCRIPT",
         ("tests/test_sync.py::test_scripts_reload_after_a_script_flush",),
@@ -1389,8 +1389,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "durable-sync-no-reload", "leasequeue/store/sync_scripts.py",
-        "            except NoScriptError:\n                _load(conn, script)\n",
-        "            except ZeroDivisionError:\n                _load(conn, script)\n",
+        "            except NoScriptError:\n                load_script(conn, script)\n",
+        "            except ZeroDivisionError:\n                load_script(conn, script)\n",
         "a durable SyncApp enqueue after a SCRIPT FLUSH (or a restart) fails with NOSCRIPT "
         "instead of loading its script again",
         ("tests/test_sync.py::test_durable_mode_reloads_its_script_after_a_script_flush",),
