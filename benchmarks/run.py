@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,23 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:12]
 
 
+CLIENT_LIBRARIES = (("redis", "redis-py"), ("hiredis", "hiredis"), ("anyio", "anyio"),
+                    ("msgpack", "msgpack"), ("uvloop", "uvloop"))
+
+
+def client_versions() -> dict[str, str]:
+    """The client libraries leasequeue's figures run on, as installed: its
+    direct path drives redis-py's connections (store/direct.py), so a run
+    names the redis-py it measured."""
+    out = {}
+    for dist, label in CLIENT_LIBRARIES:
+        try:
+            out[label] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[label] = "absent"
+    return out
+
+
 def git_state() -> str:
     """The commit measured, and whether the work tree differed from it."""
     try:
@@ -292,7 +310,8 @@ def main() -> None:
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "mode": mode.name,
         "settings": mode.__dict__ | {"claim_sizes": list(mode.claim_sizes)},
-        "machine": machine(), "versions": {"leasequeue": leasequeue.__version__},
+        "machine": machine(),
+        "versions": {"leasequeue": leasequeue.__version__, **client_versions()},
         "git": git_state(), "code_fingerprint_start": code_fingerprint(),
         "ceiling": {}, "leasequeue": {}, "peers": {},
     }
