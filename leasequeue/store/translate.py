@@ -140,7 +140,8 @@ def closed_under_a_call(exc: BaseException) -> bool:
     """A redis-py connection closed by another task while a call used it:
     redis-py's cluster client, refreshing its slot map in a failover,
     disconnects the connections of a node that commands of other tasks are
-    using, and those fail inside redis-py with ``'NoneType' object has no
+    using, and those fail inside redis-py (before 8.2, which checks the
+    writer first) with ``'NoneType' object has no
     attribute 'writelines'`` (seen in a worker in
     test_master_failover_loses_no_durably_acknowledged_job: the starter's
     task died of it and the worker stopped), or, on uvloop, with uvloop's

@@ -1122,6 +1122,16 @@ MUTATIONS: tuple[Mutation, ...] = (
          "created",),
     ),
     Mutation(
+        "closed-under-a-call-rises", "leasequeue/store/translate.py",
+        "            and str(exc).startswith(\"'NoneType' object has no attribute\"))\n",
+        "            and False)\n",
+        "redis-py's AttributeError on a connection another task closed (a cluster "
+        "client's failover, redis-py before 8.2) rises as a crash of the task that "
+        "sent the call, not as RedisUnavailable",
+        ("tests/test_errors.py::test_a_connection_closed_under_a_call_inside_redis_py_is_"
+         "unavailable",),
+    ),
+    Mutation(
         "uvloop-closed-transport-rises", "leasequeue/store/translate.py",
         '    return text.startswith("unable to perform operation on <") and text.endswith(\n',
         '    return False and text.endswith(\n',
