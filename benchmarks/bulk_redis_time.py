@@ -15,14 +15,13 @@ trees, not these rates with the harness's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_in_tree
+from common import alternate, last_json, run_in_tree
 from redis_server import RedisServer
 
 N = 20_000
@@ -60,7 +59,7 @@ asyncio.run(main())
 
 def run(tree: Path, url: str) -> dict[str, list[float]]:
     code = CLIENT.format(url=url, n=N, bench=os.path.dirname(os.path.abspath(__file__)))
-    result: dict[str, list[float]] = json.loads(run_in_tree(tree, code).strip().splitlines()[-1])
+    result: dict[str, list[float]] = last_json(run_in_tree(tree, code))
     return result
 
 
@@ -72,11 +71,8 @@ def main() -> None:
     trees = [Path(t).resolve() for t in args.tree]
     server = RedisServer()
     server.start()
-    rows: dict[Path, list[dict[str, list[float]]]] = {t: [] for t in trees}
     try:
-        for _ in range(args.rounds):
-            for tree in trees:
-                rows[tree].append(run(tree, server.url))
+        rows = alternate(trees, args.rounds, lambda tree: run(tree, server.url))
     finally:
         server.stop()
     print(f"| tree | fresh: jobs/s | fresh: Redis µs/job | on top: jobs/s | "

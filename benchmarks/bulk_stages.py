@@ -18,14 +18,13 @@ in microseconds per job.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_in_tree
+from common import alternate, last_json, run_in_tree
 
 STAGES = ("prepare", "group", "args", "answer")
 
@@ -76,11 +75,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     trees = [Path(t).resolve() for t in args.tree]
-    rows: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
-    for _ in range(args.rounds):
-        for tree in trees:
-            out = run_in_tree(tree, CLIENT.format(stages=STAGES))
-            rows[tree].append(json.loads(out.strip().splitlines()[-1]))
+    rows: dict[Path, list[dict[str, float]]] = alternate(
+        trees, args.rounds, lambda tree: last_json(run_in_tree(tree, CLIENT.format(stages=STAGES))))
     print("| tree | " + " | ".join(f"{s} µs/job" for s in STAGES) + " | all |")
     print("|---|" + "---:|" * (len(STAGES) + 1))
     for tree, runs in rows.items():

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 HERE = Path(__file__).resolve().parent
@@ -118,6 +118,27 @@ def run_in_tree(tree: Path, code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tree,
                          capture_output=True, text=True, check=True)
     return out.stdout
+
+
+T = TypeVar("T")
+
+
+def alternate(trees: Sequence[Path], rounds: int, measure: Callable[[Path], T],
+              ) -> dict[Path, list[T]]:
+    """``measure(tree)`` for each tree in turn, ``rounds`` times (A, B, A,
+    B ...): the A/B tools' rounds, so that a drift of the host lands on every
+    tree alike. Each tree's results, in round order."""
+    rows: dict[Path, list[T]] = {tree: [] for tree in trees}
+    for _ in range(rounds):
+        for tree in trees:
+            rows[tree].append(measure(tree))
+    return rows
+
+
+def last_json(out: str) -> Any:
+    """The JSON of a child's last line of output (its result; lines before
+    it are the child's own logging)."""
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:

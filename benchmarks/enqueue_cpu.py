@@ -13,14 +13,13 @@ printed beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_in_tree
+from common import alternate, last_json, run_in_tree
 from redis_server import RedisServer
 
 BULK, ONE, TASKS = 20_000, 3_000, 20_000
@@ -62,7 +61,7 @@ asyncio.run(main())
 
 def run(tree: Path, url: str) -> dict[str, list[float]]:
     out = run_in_tree(tree, CLIENT.format(url=url, bulk=BULK, one=ONE, tasks_jobs=TASKS))
-    result: dict[str, list[float]] = json.loads(out.strip().splitlines()[-1])
+    result: dict[str, list[float]] = last_json(out)
     return result
 
 
@@ -74,12 +73,13 @@ def main() -> None:
     trees = [Path(t).resolve() for t in args.tree]
     server = RedisServer()
     server.start()
-    rows: dict[Path, list[dict[str, list[float]]]] = {t: [] for t in trees}
+
+    def measure(tree: Path) -> dict[str, list[float]]:
+        server.flush()
+        return run(tree, server.url)
+
     try:
-        for _ in range(args.rounds):
-            for tree in trees:
-                server.flush()
-                rows[tree].append(run(tree, server.url))
+        rows = alternate(trees, args.rounds, measure)
     finally:
         server.stop()
     print(f"| tree | bulk jobs/s | bulk client CPU µs/job | one per call jobs/s | "

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if "PYTHONPATH" not in os.environ:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import alternate
 from redis_server import RedisServer
 
 from leasequeue import SyncApp
@@ -107,12 +108,9 @@ def main() -> None:
     trees = [Path(t).resolve() for t in args.tree]
     server = RedisServer()
     server.start()
-    rows: dict[Path, list[float]] = {t: [] for t in trees}
     try:
-        for _ in range(args.rounds):
-            for tree in trees:
-                rows[tree].append(one_round(tree, server, args.jobs, args.gap_ms / 1000,
-                                            args.concurrency))
+        rows = alternate(trees, args.rounds, lambda tree: one_round(
+            tree, server, args.jobs, args.gap_ms / 1000, args.concurrency))
     finally:
         server.stop()
     print(f"worker CPU per job, {args.jobs} jobs one every ~{args.gap_ms} ms, concurrency "
