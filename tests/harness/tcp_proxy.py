@@ -123,8 +123,13 @@ class TcpProxy:
                     sink.sendall(data)
         except OSError:
             pass
-        # one side ended: end the other too, and forget the pair
+        # one side ended: end the other too, and forget the pair. A pair
+        # cut() took is cut()'s to reset: a shutdown here would send the
+        # client a FIN ahead of cut()'s RST, and the client would see an EOF
+        # where the test made a reset (the pump wakes from cut()'s SHUT_RD)
         with self._lock:
+            if pair not in self._pairs:
+                return
             self._pairs.discard(pair)
             self._frozen.discard(pair)
         for sock in (source, sink):
