@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import codec
+from .codec import EMPTY_ENVELOPE
 from .errors import (
     ConfigError,
     JobCanceled,
@@ -181,16 +182,32 @@ class Producer:
         out: list[tuple[str, NewJob]] = []
         add = out.append
         last: JobRequest | None = None
-        shape = None
+        # a request of the plain kind (no payload, id, correlation or request
+        # id; no limit keys, no hooks) is what prepare() would make of it,
+        # built here without the call: its run's shape, a fresh id and the
+        # empty envelope (whose kwargs, {}, fit any payload limit)
+        plain = False
+        shape: Shape = ("", None, 0, 0, 0, 0)
+        queue, _, delay_ms, priority, max_attempts, max_infra = shape
+        at = 0
         with collection_held():
-            for i, r in enumerate(batch):
+            for r in batch:
                 if (last is None or r.name is not last.name or r.queue is not last.queue
                         or r.priority is not last.priority or r.delay is not last.delay
                         or r.max_attempts is not last.max_attempts
                         or r.max_infra_attempts is not last.max_infra_attempts):
                     shape = shape_of(r, routes)
+                    queue, keyed, delay_ms, priority, max_attempts, max_infra = shape
+                    plain = keyed is None and infos is None
                 last = r
-                add(prepare(r, infos, fresh[i * width:(i + 1) * width], shape))
+                if (plain and r.payload is None and r.job_id is None
+                        and not r.correlation_id and not r.request_id):
+                    add((queue, _new(NewJob, (fresh[at:at + width], r.name, EMPTY_ENVELOPE,
+                                              delay_ms, priority, max_attempts, max_infra,
+                                              ""))))
+                else:
+                    add(prepare(r, infos, fresh[at:at + width], shape))
+                at += width
         return out
 
     def queue_for(self, name: str, queue: str | None, defined: str | None) -> str:

@@ -8,8 +8,15 @@ from typing import Any
 
 import pytest
 
+import leasequeue as lq
 from leasequeue import App, JobRequest
-from leasequeue.errors import ConfigError, JobNotFound, MalformedJob
+from leasequeue.errors import (
+    ConfigError,
+    JobNotFound,
+    LimitKeyError,
+    MalformedJob,
+    PayloadTooLarge,
+)
 from leasequeue.models import NewJob
 from leasequeue.store.record import RECORD_FIELDS, parse_record, split_record
 from leasequeue.store.scripts import enqueue_args
@@ -294,6 +301,58 @@ async def test_a_batch_checks_every_request_whose_options_differ_from_the_one_be
     for job_id in ("k0", "k1"):
         with pytest.raises(JobNotFound):
             await app.get_job(job_id)
+
+
+class _Header(lq.Hooks):
+    """A hook that adds a header to every job it sees enqueued."""
+
+    def before_enqueue(self, job: lq.EnqueueInfo) -> None:
+        job.headers["tenant"] = "t1"
+
+
+@pytest.mark.parametrize("kind", ["plain", "hooks", "rate on the queue", "payload limit",
+                                  "rate keyed by payload"])
+def test_a_batch_prepares_every_request_as_prepare_does_alone(kind: str) -> None:
+    """prepare_many builds a request of the plain kind (no payload, job id,
+    correlation or request id; no limit keys, no hooks) itself, without
+    prepare(): every request of a batch that mixes them comes out as
+    prepare() makes it alone, fresh ids apart (distinct, 28 hex characters),
+    under the smallest payload limit too; a batch prepare() would refuse is
+    refused whole."""
+    app = App("memory://batch-prepare", prefix="bp",
+              queue_rates={Q: lq.Rate(10)} if kind == "rate on the queue" else None,
+              max_payload_bytes=1 if kind == "payload limit" else 1024)
+    if kind == "hooks":
+        app.hooks.add(_Header())
+
+    @app.job(rate=lq.Rate(10, key="tenant:{who}") if kind == "rate keyed by payload" else [])
+    async def a(who: str = "") -> None: ...
+
+    reqs = [JobRequest("a"), JobRequest("a", payload={"who": "x"}), JobRequest("a"),
+            JobRequest("a", job_id="given"), JobRequest("a"), JobRequest("a", correlation_id="c"),
+            JobRequest("a"), JobRequest("a", request_id="r"), JobRequest("a"),
+            JobRequest("a", priority=3), JobRequest("a"), JobRequest("a")]
+    producer = app.producer
+    infos: list[lq.EnqueueInfo] | None = [] if kind == "hooks" else None
+    if kind == "payload limit":  # the limit counts the kwargs: {} is 1 byte, {"who": "x"} 7
+        with pytest.raises(PayloadTooLarge):
+            producer.prepare_many(reqs)
+        reqs[1] = JobRequest("a", payload={})
+    if kind == "rate keyed by payload":  # a job without the key's field is refused, whole batch
+        with pytest.raises(LimitKeyError):
+            producer.prepare(reqs[0])
+        with pytest.raises(LimitKeyError):
+            producer.prepare_many([JobRequest("a"), JobRequest("a")])
+        return
+    batch = producer.prepare_many(reqs, infos)
+    alone = [producer.prepare(r, [] if infos is not None else None) for r in reqs]
+    fresh = [job.id for r, (_, job) in zip(reqs, batch, strict=True) if r.job_id is None]
+    assert len(set(fresh)) == len(fresh) == len(reqs) - 1
+    assert all(len(i) == 28 and int(i, 16) >= 0 for i in fresh)
+    assert batch[3][1].id == "given"
+    assert [(q, job._replace(id="")) for q, job in batch] == [
+        (q, job._replace(id="")) for q, job in alone]
+    assert len(infos or ()) == (len(reqs) if kind == "hooks" else 0)
 
 
 @pytest.mark.parametrize("first_exists", [False, True])

@@ -831,11 +831,28 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
-        "prepare(r, infos, fresh[i * width:(i + 1) * width], shape)",
-        "prepare(r, infos, fresh[0:width], shape)",
+        "                at += width\n",
+        "",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
-        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",),
+        (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",
+         f"{SCRIPTS}::test_a_batch_prepares_every_request_as_prepare_does_alone"),
+    ),
+    Mutation(
+        "batch-plain-skips-limit-keys", "leasequeue/producer.py",
+        "plain = keyed is None and infos is None",
+        "plain = infos is None",
+        "a batch builds a job with a rate keyed by its payload as a plain one: its "
+        "limit key is never rendered (no LimitKeyError) and its park group is lost",
+        (f"{SCRIPTS}::test_a_batch_prepares_every_request_as_prepare_does_alone",),
+    ),
+    Mutation(
+        "batch-plain-drops-payload", "leasequeue/producer.py",
+        "if (plain and r.payload is None and r.job_id is None",
+        "if (plain and r.job_id is None",
+        "a batch stores the empty envelope for a request with a payload of its own "
+        "among plain ones: its handler runs without its arguments",
+        (f"{SCRIPTS}::test_a_batch_prepares_every_request_as_prepare_does_alone",),
     ),
     Mutation(
         "corr-stored-in-full", "leasequeue/producer.py",
