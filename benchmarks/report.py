@@ -274,16 +274,14 @@ BEST_COLUMNS = (
 )
 
 
-def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
-    """Per column: leasequeue against the best peer in that column, this run."""
+def best_ratios(results: dict[str, Any]) -> list[
+        tuple[str, float | None, tuple[str, float] | None, float | None]]:
+    """Per column of BEST_COLUMNS: (its label, leasequeue's figure, the best
+    peer's (name, figure) in the same run, lq ÷ best: above 1 leasequeue
+    leads); None where a side has no figure."""
     s = results["summary"]
     lq = s["leasequeue"]
-    w = out.append
-    w("## Against the best peer, per column (this run)\n")
-    w("lq ÷ best: above 1× leasequeue leads (for latency and the costs per job: the best "
-      "peer's figure ÷ ours).\n")
-    w("| column | leasequeue | best peer | its figure | lq ÷ best |")
-    w("|---|---:|---|---:|---:|")
+    rows: list[tuple[str, float | None, tuple[str, float] | None, float | None]] = []
     for label, lq_metric, metric, field, higher in BEST_COLUMNS:
         mine = lq.get(lq_metric, {}).get(field)
         best: tuple[str, float] | None = None
@@ -293,10 +291,26 @@ def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
                 continue
             if best is None or (v > best[1] if higher else v < best[1]):
                 best = (name, float(v))
-        if mine is None or best is None:
+        ratio = None
+        if mine is not None and best is not None:
+            ratio = mine / best[1] if higher else best[1] / mine
+        rows.append((label, mine, best, ratio))
+    return rows
+
+
+def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
+    """Per column: leasequeue against the best peer in that column, this run."""
+    w = out.append
+    w("## Against the best peer, per column (this run)\n")
+    w("lq ÷ best: above 1× leasequeue leads (for latency and the costs per job: the best "
+      "peer's figure ÷ ours).\n")
+    w("| column | leasequeue | best peer | its figure | lq ÷ best |")
+    w("|---|---:|---|---:|---:|")
+    for (label, mine, best, ratio), (_, _, _, field, higher) in zip(
+            best_ratios(results), BEST_COLUMNS, strict=True):
+        if mine is None or best is None or ratio is None:
             w(f"| {label} | {mine if mine is not None else '–'} | – | – | – |")
             continue
-        ratio = mine / best[1] if higher else best[1] / mine
         fmt = _num if higher else _ms if field.endswith("_ms") else _one
         w(f"| {label} | {fmt(mine)} | {best[0]} | {fmt(best[1])} | {ratio:.2f}× |")
     w("")
