@@ -52,12 +52,17 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda r: r["date"])
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def standing(runs: list[dict[str, Any]]) -> list[str]:
     """The table: per column, per day the range of lq ÷ best (its runs), then
     over every run the median and the runs that met the target."""
     days = sorted({r["date"][:10] for r in runs})
     by_run = [(r["date"][:10], best_ratios(r)) for r in runs]
-    out = [f"lq ÷ the best peer in the same run, {len(runs)} runs on {len(days)} days "
+    out = [f"lq ÷ the best peer in the same run, {_count(len(runs), 'run')} on "
+           f"{_count(len(days), 'day')} "
            f"({', '.join(days)}); per day: lowest-highest (runs)", ""]
     out.append("| column | " + " | ".join(days) + " | median | target | runs at target |")
     out.append("|---|" + "---:|" * len(days) + "---:|---:|---:|")
