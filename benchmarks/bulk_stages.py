@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import alternate, last_json, run_in_tree
+from common import alternate, last_json, run_in_tree, tree_args
 
 STAGES = ("prepare", "group", "args", "answer")
 
@@ -71,10 +71,9 @@ print(json.dumps({{k: statistics.median(v) / N * 1e6 for k, v in spent.items()}}
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
-    ap.add_argument("--rounds", type=int, default=3)
+    tree_args(ap, rounds=3)
     args = ap.parse_args()
-    trees = [Path(t).resolve() for t in args.tree]
+    trees: list[Path] = args.tree
     rows: dict[Path, list[dict[str, float]]] = alternate(
         trees, args.rounds, lambda tree: last_json(run_in_tree(tree, CLIENT.format(stages=STAGES))))
     print("| tree | " + " | ".join(f"{s} µs/job" for s in STAGES) + " | all |")

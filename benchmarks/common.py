@@ -123,6 +123,15 @@ def run_in_tree(tree: Path, code: str) -> str:
 T = TypeVar("T")
 
 
+def tree_args(ap: argparse.ArgumentParser, rounds: int | None = None) -> None:
+    """The A/B tools' arguments: ``--tree`` (repeat; args.tree holds the
+    resolved paths) and, given a default, ``--rounds``."""
+    ap.add_argument("--tree", action="append", required=True, type=lambda t: Path(t).resolve(),
+                    help="a source tree (repeat)")
+    if rounds is not None:
+        ap.add_argument("--rounds", type=int, default=rounds)
+
+
 def alternate(trees: Sequence[Path], rounds: int, measure: Callable[[Path], T],
               ) -> dict[Path, list[T]]:
     """``measure(tree)`` for each tree in turn, ``rounds`` times (A, B, A,

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import alternate, last_json, run_in_tree
+from common import alternate, last_json, run_in_tree, tree_args
 from redis_server import RedisServer
 
 BULK, ONE, TASKS = 20_000, 3_000, 20_000
@@ -67,10 +67,9 @@ def run(tree: Path, url: str) -> dict[str, list[float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
-    ap.add_argument("--rounds", type=int, default=5)
+    tree_args(ap, rounds=5)
     args = ap.parse_args()
-    trees = [Path(t).resolve() for t in args.tree]
+    trees: list[Path] = args.tree
     server = RedisServer()
     server.start()
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import run_in_tree
+from common import run_in_tree, tree_args
 from redis_server import RedisServer
 
 CLIENT = """
@@ -66,13 +65,13 @@ asyncio.run(main())
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
+    tree_args(ap)
     ap.add_argument("--jobs", type=int, default=20_000)
     args = ap.parse_args()
     server = RedisServer()
     server.start()
     try:
-        for tree in [Path(t).resolve() for t in args.tree]:
+        for tree in args.tree:
             print(f"## {tree}, {args.jobs:,}-job enqueue_many calls")
             print(run_in_tree(tree, CLIENT.format(url=server.url, jobs=args.jobs)).rstrip())
     finally:

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if "PYTHONPATH" not in os.environ:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import alternate
+from common import alternate, tree_args
 from redis_server import RedisServer
 
 from leasequeue import SyncApp
@@ -99,13 +99,12 @@ def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tree", action="append", required=True, help="a source tree (repeat)")
-    ap.add_argument("--rounds", type=int, default=3)
+    tree_args(ap, rounds=3)
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--gap-ms", type=float, default=1.0, help="pause after each enqueue")
     ap.add_argument("--concurrency", type=int, default=100)
     args = ap.parse_args()
-    trees = [Path(t).resolve() for t in args.tree]
+    trees: list[Path] = args.tree
     server = RedisServer()
     server.start()
     try:
