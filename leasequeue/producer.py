@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import codec
-from .codec import EMPTY_ENVELOPE
 from .errors import (
     ConfigError,
     JobCanceled,
@@ -186,7 +185,7 @@ class Producer:
         # id; no limit keys, no hooks) is what prepare() would make of it,
         # built here without the call: its run's shape, a fresh id and the
         # empty envelope (whose kwargs, {}, fit any payload limit)
-        plain = False
+        plain, empty = False, codec.EMPTY_ENVELOPE
         shape: Shape = ("", None, 0, 0, 0, 0)
         queue, _, delay_ms, priority, max_attempts, max_infra = shape
         at = 0
@@ -202,7 +201,7 @@ class Producer:
                 last = r
                 if (plain and r.payload is None and r.job_id is None
                         and not r.correlation_id and not r.request_id):
-                    add((queue, _new(NewJob, (fresh[at:at + width], r.name, EMPTY_ENVELOPE,
+                    add((queue, _new(NewJob, (fresh[at:at + width], r.name, empty,
                                               delay_ms, priority, max_attempts, max_infra,
                                               ""))))
                 else:

@@ -107,7 +107,9 @@ def _spy_on_prepare(producer: Any) -> list[bool]:
     return held
 
 
-BATCH = [JobRequest("noop", queue="default") for _ in range(3)]
+# a correlation id each: requests that take prepare() (plain ones prepare_many
+# builds itself, under the same hold: test_no_collection_runs_while_a_batch_is_prepared)
+BATCH = [JobRequest("noop", queue="default", correlation_id=f"c{i}") for i in range(3)]
 
 
 def test_sync_app_prepares_its_batches_with_collection_held(

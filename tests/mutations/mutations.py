@@ -847,6 +847,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_a_batch_prepares_every_request_as_prepare_does_alone",),
     ),
     Mutation(
+        "batch-plain-skips-hooks", "leasequeue/producer.py",
+        "plain = keyed is None and infos is None",
+        "plain = keyed is None",
+        "a batch builds its plain jobs without the enqueue hooks: before_enqueue never "
+        "sees them and the headers it adds (a trace context) are not stored",
+        (f"{SCRIPTS}::test_a_batch_prepares_every_request_as_prepare_does_alone",),
+    ),
+    Mutation(
         "batch-plain-drops-payload", "leasequeue/producer.py",
         "if (plain and r.payload is None and r.job_id is None",
         "if (plain and r.job_id is None",
