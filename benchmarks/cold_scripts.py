@@ -2,11 +2,13 @@
 gap) against back to back: what the enqueue->start path pays inside Redis
 when a probe reaches an idle Redis (README, design notes, "Enqueue->start").
 
-Three calls, interleaved, each ``--calls`` times, from SLOWLOG with every
+Four calls, interleaved, each ``--calls`` times, from SLOWLOG with every
 command logged: an EVALSHA of ``return 1``; the helpers enqueue.lua's text
-defines (_lib.lua's, as the loader prepends them) then ``return 1``; a
-one-job enqueue.lua call through SyncApp. First back to back, then each call
-alone after a sleep of each ``--gaps`` (ms).
+defines (_lib.lua's, as the loader prepends them) then ``return 1``; one
+no-op job queued now, sent to enqueue.lua (as one-job enqueues of it were
+before enqueue_one.lua came), then one sent to enqueue_one.lua (as SyncApp
+and App send it now). First back to back, then each call alone after a
+sleep of each ``--gaps`` (ms).
 
   python benchmarks/cold_scripts.py [--calls 300] [--gaps 2,12]
 """
@@ -14,7 +16,6 @@ alone after a sleep of each ``--gaps`` (ms).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 import time
@@ -25,7 +26,11 @@ import redis
 from redis_server import RedisServer
 
 from leasequeue import SyncApp
+from leasequeue.models import NewJob
+from leasequeue.store.keys import QueueKeys
 from leasequeue.store.loader import lib_for, lua_dir, script_source
+from leasequeue.store.scripts import enqueue_args
+from leasequeue.store.specs import SPECS
 
 FLAGS = "#!lua flags=allow-oom\n"
 
@@ -47,12 +52,28 @@ def main() -> None:
         lib = (lua_dir() / "_lib.lua").read_text()
         empty = client.script_load(FLAGS + "return 1")
         helpers = client.script_load(FLAGS + lib_for(body, lib) + "\nreturn 1")
-        enqueue = hashlib.sha1(script_source("enqueue", shebang=True).encode()).hexdigest()
+        shas = {name: client.script_load(script_source(name, shebang=True))
+                for name in ("enqueue", "enqueue_one")}
+        qk = QueueKeys("cold", "default")  # the queue SyncApp filled above
+        settings = app.scripts.settings
+        payload = b"\x94\x01\xa0\xa0\x80"  # a no-op job's envelope
+
+        def keys(name: str) -> list[str]:
+            return [getattr(qk, k) for k in SPECS[name].keys]
+
+        def general() -> None:  # enqueue.lua's arguments for the job, as a one-job call's
+            job = NewJob(os.urandom(14).hex(), "noop", payload, 0, 0, 0, 0, "")
+            client.evalsha(shas["enqueue"], 8, *keys("enqueue"), *enqueue_args(settings, [job]))
+
+        def line() -> None:  # enqueue_one.lua's (SPECS: wake cap, name, budgets, grp, ...)
+            client.evalsha(shas["enqueue_one"], 4, *keys("enqueue_one"), settings.wake_cap,
+                           "noop", 0, 0, "", payload, os.urandom(14).hex())
+
         calls = {"return 1": (empty, lambda: client.evalsha(empty, 0)),
                  "enqueue.lua's helpers, then return 1": (helpers,
                                                           lambda: client.evalsha(helpers, 0)),
-                 "enqueue.lua, one job (SyncApp)": (enqueue,
-                                                    lambda: app.enqueue("noop", queue="default"))}
+                 "enqueue.lua, one job": (shas["enqueue"], general),
+                 "enqueue_one.lua, one job": (shas["enqueue_one"], line)}
         client.config_set("slowlog-log-slower-than", 0)
         client.config_set("slowlog-max-len", 100_000)
         print(f"Redis's own time per call (SLOWLOG, us), {args.calls} calls of each, "

@@ -124,7 +124,7 @@ async def measure(url: str, port: int, rounds: int, calls: int,
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def one_job(job: Any) -> bytes:
-        call = scripts._one_job.call(scripts.settings, qk, job, scripts._enqueue_keys)
+        call = scripts._one_job.call(scripts.settings, qk, job, scripts._keys_of)
         assert call is not None
         return call[0]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import re
 from collections.abc import Iterator
 from enum import IntEnum
 from typing import Any
@@ -25,23 +26,45 @@ from leasequeue.models import NewJob
 from leasequeue.store import direct, scripts, sync_lane
 from leasequeue.store.direct import _pack_evalsha
 from leasequeue.store.keys import QueueKeys
-from leasequeue.store.loader import script_source
-from leasequeue.store.scripts import ONE_JOB_HEADS, OneJobCalls, enqueue_args
+from leasequeue.store.loader import lua_dir, script_source
+from leasequeue.store.record import split_record
+from leasequeue.store.scripts import INLINE_MAX, ONE_JOB_HEADS, OneJobCalls, enqueue_args
 from leasequeue.store.settings import StoreSettings
 from leasequeue.store.specs import SPECS
 from tests.harness.redis_proc import RedisProcess
 
 SHA = "e" * 40
+LINE_SHA = "1" * 40
 
 
-def _keys(qk: QueueKeys) -> list[bytes]:
-    return [getattr(qk, k).encode() for k in SPECS["enqueue"].keys]
+def _keys(name: str, qk: QueueKeys) -> list[bytes]:
+    return [getattr(qk, k).encode() for k in SPECS[name].keys]
 
 
 def _packed(calls: OneJobCalls, settings: StoreSettings, qk: QueueKeys, job: NewJob) -> bytes:
     call = calls.call(settings, qk, job, _keys)
     assert call is not None
     return call[0]
+
+
+def _line(settings: StoreSettings, job: NewJob) -> bool:
+    """The rule: enqueue_one.lua takes a job queued now at priority 0 whose
+    payload its record holds, when nothing asks for an audit trail."""
+    return (job.delay_ms == 0 and job.priority == 0 and len(job.payload) <= INLINE_MAX
+            and not settings.audit_all)
+
+
+def _want(settings: StoreSettings, qk: QueueKeys, job: NewJob) -> tuple[bytes, list[bytes], str]:
+    """The call as hiredis packs it whole: enqueue_one.lua's ARGV (its spec's
+    order), or enqueue.lua's (enqueue_args)."""
+    if _line(settings, job):
+        keys = _keys("enqueue_one", qk)
+        args = [settings.wake_cap, job.name, job.max_attempts, job.max_infra, job.grp,
+                job.payload, job.id]
+        assert len(args) == len(SPECS["enqueue_one"].argv)
+        return _pack_evalsha(LINE_SHA, keys, args), keys, "enqueue_one"
+    keys = _keys("enqueue", qk)
+    return _pack_evalsha(SHA, keys, enqueue_args(settings, [job])), keys, "enqueue"
 
 
 def _same(got: bytes, want: bytes) -> None:
@@ -59,13 +82,13 @@ def _same(got: bytes, want: bytes) -> None:
 def _jobs() -> Iterator[NewJob]:
     rng = random.Random(11)
     names = ["j", "send_mail", "ünï", "x" * 200]
-    for i in range(300):
+    for i in range(600):
         yield NewJob(
             id=rng.choice([f"{i:028x}", "id-" + "é" * rng.randint(1, 40), str(i)]),
             name=rng.choice(names),
-            payload=rng.randbytes(rng.choice([1, 5, 300, 70_000])),
-            delay_ms=rng.choice([0, 1, 255, 256, 1500, 10**11]),
-            priority=rng.choice([0, -1, -2, -32767, 5, 255, 256, 32767]),
+            payload=rng.randbytes(rng.choice([1, 5, 300, INLINE_MAX, INLINE_MAX + 1, 70_000])),
+            delay_ms=rng.choice([0, 0, 0, 1, 255, 256, 1500, 10**11]),
+            priority=rng.choice([0, 0, 0, -1, -2, -32767, 5, 255, 256, 32767]),
             max_attempts=rng.choice([0, 1, 25, 1000]),
             max_infra=rng.choice([0, 3, 300]),
             grp=rng.choice(["", "rate:tenant-7", "ü"]),
@@ -73,29 +96,56 @@ def _jobs() -> Iterator[NewJob]:
 
 
 def test_the_bytes_are_those_of_the_whole_call_packed() -> None:
-    calls = OneJobCalls(SHA)
+    calls = OneJobCalls(SHA, LINE_SHA)
     settings = StoreSettings()
     queues = [QueueKeys("lq", "default"), QueueKeys("lq", "other"), QueueKeys("p2", "default")]
+    scripts_called = set()
     for job in _jobs():
         for qk in queues:
-            keys = _keys(qk)
             call = calls.call(settings, qk, job, _keys)
-            assert call is not None and call[1] == keys
-            _same(call[0], _pack_evalsha(SHA, keys, enqueue_args(settings, [job])))
+            want = _want(settings, qk, job)
+            assert call is not None and call[1:] == want[1:]
+            _same(call[0], want[0])
+            scripts_called.add(call[2])
+            # asked for enqueue.lua (enqueue_one.lua found the id): enqueue.lua
+            general = calls.call(settings, qk, job, _keys, line=False)
+            assert general is not None and general[2] == "enqueue"
+            _same(general[0], _pack_evalsha(SHA, _keys("enqueue", qk),
+                                            enqueue_args(settings, [job])))
+    assert scripts_called == {"enqueue", "enqueue_one"}
+
+
+def test_a_job_goes_to_enqueue_one_only_when_queued_now_in_line_inline_and_unaudited() -> None:
+    calls = OneJobCalls(SHA, LINE_SHA)
+    qk = QueueKeys("lq", "default")
+    plain = NewJob("id", "j", b"\x94\x01\xa0\xa0\x80", 0, 0, 3, 5, "t:1")
+    settings, audited = StoreSettings(), StoreSettings(audit_all=True)
+    cases = [(plain, settings, "enqueue_one"),
+             (plain._replace(payload=b"p" * INLINE_MAX), settings, "enqueue_one"),
+             (plain._replace(payload=b"p" * (INLINE_MAX + 1)), settings, "enqueue"),
+             (plain._replace(delay_ms=1), settings, "enqueue"),
+             (plain._replace(priority=1), settings, "enqueue"),
+             (plain._replace(priority=-1), settings, "enqueue"),
+             (plain, audited, "enqueue")]
+    for job, s, script in cases:
+        call = calls.call(s, qk, job, _keys)
+        assert call is not None and call[2] == script, (job, s.audit_all)
 
 
 def test_other_settings_get_other_heads() -> None:
-    calls = OneJobCalls(SHA)
+    calls = OneJobCalls(SHA, LINE_SHA)
     qk = QueueKeys("lq", "default")
-    job = next(_jobs())
-    for settings in (StoreSettings(), StoreSettings(events_maxlen=5, audit_all=True, wake_cap=2),
-                     StoreSettings()):
-        _same(_packed(calls, settings, qk, job),
-              _pack_evalsha(SHA, _keys(qk), enqueue_args(settings, [job])))
+    plain = next(j for j in _jobs() if _line(StoreSettings(), j))
+    other = next(j for j in _jobs() if not _line(StoreSettings(), j))
+    for job in (plain, other):
+        for settings in (StoreSettings(),
+                         StoreSettings(events_maxlen=5, audit_all=True, wake_cap=2),
+                         StoreSettings(wake_cap=3), StoreSettings()):
+            _same(_packed(calls, settings, qk, job), _want(settings, qk, job)[0])
 
 
 def test_a_job_the_head_cannot_carry_goes_the_general_way() -> None:
-    calls = OneJobCalls(SHA)
+    calls = OneJobCalls(SHA, LINE_SHA)
     qk = QueueKeys("lq", "default")
     job = next(_jobs())
     assert calls.call(StoreSettings(), qk, job._replace(payload=b""), _keys) is None
@@ -105,14 +155,13 @@ def test_a_job_the_head_cannot_carry_goes_the_general_way() -> None:
 
 
 def test_the_heads_kept_are_bounded() -> None:
-    calls = OneJobCalls(SHA)
+    calls = OneJobCalls(SHA, LINE_SHA)
     settings = StoreSettings()
     qk = QueueKeys("lq", "default")
     job = next(_jobs())
     for i in range(ONE_JOB_HEADS * 3):
-        named = job._replace(name=f"n{i}")
-        _same(_packed(calls, settings, qk, named),
-              _pack_evalsha(SHA, _keys(qk), enqueue_args(settings, [named])))
+        named = job._replace(name=f"n{i}", priority=i % 2)  # both scripts' heads
+        _same(_packed(calls, settings, qk, named), _want(settings, qk, named)[0])
         assert len(calls._current[1]) <= ONE_JOB_HEADS
 
 
@@ -165,28 +214,34 @@ async def test_an_int_enum_is_sent_as_its_number_alone_and_in_a_batch(
 
 
 @pytest.fixture
-def packed_only(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """Every one-job call's bytes; the general packing fails the test if a
-    one-job enqueue reaches it."""
-    sent: list[bytes] = []
+def packed_only(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bytes]]:
+    """Every one-job call's script and bytes; the general packing fails the
+    test if a one-job enqueue reaches it."""
+    sent: list[tuple[str, bytes]] = []
     real = OneJobCalls.call
 
-    def call(self: OneJobCalls, *args: Any) -> tuple[bytes, list[bytes]] | None:
-        out = real(self, *args)
+    def call(self: OneJobCalls, *args: Any, **kwargs: Any) -> Any:
+        out = real(self, *args, **kwargs)
         assert out is not None
-        sent.append(out[0])
+        sent.append((out[2], out[0]))
         return out
 
-    enqueue_sha = hashlib.sha1(script_source("enqueue", True).encode()).hexdigest()
+    one_job_shas = {hashlib.sha1(script_source(name, True).encode()).hexdigest()
+                    for name in ("enqueue", "enqueue_one")}
 
     def general(sha: str, keys: Any, args: Any, command: str = "EVALSHA") -> bytes:
-        assert sha != enqueue_sha, "a one-job enqueue was packed the general way"
+        assert sha not in one_job_shas, "a one-job enqueue was packed the general way"
         return _pack_evalsha(sha, keys, args, command)
 
     monkeypatch.setattr(OneJobCalls, "call", call)
     monkeypatch.setattr(direct, "_pack_evalsha", general)
     monkeypatch.setattr(sync_lane, "_pack_evalsha", general)
     return sent
+
+
+# the scripts the enqueues below call: "a" (priority -3), "a" again (found by
+# enqueue_one.lua, answered by enqueue.lua), "b" (delayed), "c" (plain)
+CALLED = ["enqueue", "enqueue_one", "enqueue", "enqueue", "enqueue_one"]
 
 
 def _stored_as_asked(record: Any, priority: int) -> None:
@@ -205,10 +260,14 @@ async def _async_enqueues(app: App) -> None:
     later = await app.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="b",
                               delay=60, priority=9, correlation_id="corr-1", max_attempts=4)
     assert later.state == "scheduled"
+    plain = await app.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="c",
+                              correlation_id="corr-1", max_attempts=4)
+    assert (plain.created, plain.state) == (True, "queued")
     _stored_as_asked(await app.get_job("a"), -3)
     _stored_as_asked(await app.get_job("b"), 9)
+    _stored_as_asked(await app.get_job("c"), 0)
     stats = await app.stats("mail")
-    assert (stats.ready, stats.scheduled) == (1, 1)
+    assert (stats.ready, stats.scheduled) == (2, 1)
 
 
 def _sync_enqueues(sync: SyncApp) -> None:
@@ -220,10 +279,14 @@ def _sync_enqueues(sync: SyncApp) -> None:
                          queue="mail", delay=60, priority=9, correlation_id="corr-1",
                          max_attempts=4)
     assert later.state == "scheduled"
+    plain = sync.enqueue("mail", {"to": "ü@example.com", "n": [1, 2]}, job_id="c",
+                         queue="mail", correlation_id="corr-1", max_attempts=4)
+    assert (plain.created, plain.state) == (True, "queued")
     _stored_as_asked(sync.get_job("a", queue="mail"), -3)
     _stored_as_asked(sync.get_job("b", queue="mail"), 9)
+    _stored_as_asked(sync.get_job("c", queue="mail"), 0)
     stats = sync.stats("mail")
-    assert (stats.ready, stats.scheduled) == (1, 1)
+    assert (stats.ready, stats.scheduled) == (2, 1)
 
 
 def _app(url: str, prefix: str, redis: Redis | None = None) -> App:
@@ -237,11 +300,11 @@ def _app(url: str, prefix: str, redis: Redis | None = None) -> App:
 
 @pytest.mark.anyio
 async def test_the_async_producer_stores_a_packed_job_as_asked(
-        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+        redis_server: RedisProcess, prefix: str, packed_only: list[tuple[str, bytes]]) -> None:
     app = _app(redis_server.url, prefix)
     try:
         await _async_enqueues(app)
-        assert len(packed_only) == 3
+        assert [name for name, _ in packed_only] == CALLED
         lane: Any = app.scripts.lane
         assert direct._direct_io(lane._idle[-1])  # the path under test is the one taken
     finally:
@@ -249,29 +312,33 @@ async def test_the_async_producer_stores_a_packed_job_as_asked(
 
 
 def test_the_sync_producer_stores_a_packed_job_as_asked(
-        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+        redis_server: RedisProcess, prefix: str, packed_only: list[tuple[str, bytes]]) -> None:
     with SyncApp(redis_server.url, prefix=prefix) as sync:
         _sync_enqueues(sync)
-        assert len(packed_only) == 3
+        assert [name for name, _ in packed_only] == CALLED
         lane: Any = sync.scripts._lane
         assert sync_lane.direct_io(lane._idle[-1])
 
 
 @pytest.mark.anyio
 async def test_a_packed_call_loads_a_flushed_script(
-        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+        redis_server: RedisProcess, prefix: str, packed_only: list[tuple[str, bytes]]) -> None:
     app = _app(redis_server.url, prefix)
     sync = SyncApp(redis_server.url, prefix=prefix)
     try:
-        await app.enqueue("mail", job_id="warm-a")
-        sync.enqueue("mail", job_id="warm-s", queue="mail")
-        flush = redis_sync.Redis.from_url(redis_server.url)
-        flush.script_flush()
-        assert (await app.enqueue("mail", job_id="after-a")).created
-        flush.script_flush()
-        assert sync.enqueue("mail", job_id="after-s", queue="mail").created
-        flush.close()
-        assert (await app.stats("mail")).ready == 4
+        for priority in (0, 1):  # enqueue_one.lua, then enqueue.lua
+            await app.enqueue("mail", job_id=f"warm-a{priority}", priority=priority)
+            sync.enqueue("mail", job_id=f"warm-s{priority}", queue="mail", priority=priority)
+            flush = redis_sync.Redis.from_url(redis_server.url)
+            flush.script_flush()
+            assert (await app.enqueue("mail", job_id=f"after-a{priority}",
+                                      priority=priority)).created
+            flush.script_flush()
+            assert sync.enqueue("mail", job_id=f"after-s{priority}", queue="mail",
+                                priority=priority).created
+            flush.close()
+        assert [name for name, _ in packed_only] == ["enqueue_one"] * 4 + ["enqueue"] * 4
+        assert (await app.stats("mail")).ready == 8
     finally:
         sync.close()
         await app.close()
@@ -279,7 +346,7 @@ async def test_a_packed_call_loads_a_flushed_script(
 
 @pytest.mark.anyio
 async def test_a_packed_call_goes_through_redis_py_on_a_connection_it_parses(
-        redis_server: RedisProcess, prefix: str, packed_only: list[bytes]) -> None:
+        redis_server: RedisProcess, prefix: str, packed_only: list[tuple[str, bytes]]) -> None:
     """A connection without the hiredis parser (as a Sentinel one is driven
     by redis-py): the packed bytes are written by redis-py's
     send_packed_command and read by its parser."""
@@ -296,7 +363,7 @@ async def test_a_packed_call_goes_through_redis_py_on_a_connection_it_parses(
         _sync_enqueues(sync)
         lane = sync.scripts._lane
         assert not sync_lane.direct_io(lane._idle[-1])
-    assert len(packed_only) == 6
+    assert [name for name, _ in packed_only] == CALLED * 2
 
 
 @pytest.mark.anyio
@@ -321,3 +388,60 @@ async def test_changed_settings_reach_a_packed_call(redis_server: RedisProcess,
 def test_the_module_names_the_tail_it_packs() -> None:
     # the tail's seven values are the run head's after (count, name), and the id
     assert scripts.ONE_JOB_TAIL == len(SPECS["enqueue"].run_head) - 2 + 1
+
+
+def test_the_module_names_the_line_tail_and_the_inline_bound() -> None:
+    # enqueue_one.lua's ARGV after (wake_cap, name) are the job's own
+    assert scripts.LINE_TAIL == len(SPECS["enqueue_one"].argv) - 2
+    text = (lua_dir() / "_lib.lua").read_text()
+    bound = re.search(r"^local INLINE_MAX = (\d+)$", text, re.MULTILINE)
+    assert bound is not None and int(bound[1]) == INLINE_MAX
+
+
+@pytest.mark.anyio
+async def test_a_lone_payload_at_the_inline_bound_stays_in_its_record_one_over_does_not(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """A one-job call of INLINE_MAX bytes goes to enqueue_one.lua and keeps
+    its payload in its record; one byte more goes to enqueue.lua, which puts
+    it in the payloads hash. Both read back whole, on both producers."""
+    app = _app(redis_server.url, prefix)
+    try:
+        qk = app.keys("mail")
+        client = redis_sync.Redis.from_url(redis_server.url)
+        with SyncApp(redis_server.url, prefix=prefix) as sync:
+            for who, enqueue in (("a", app.scripts.enqueue), ("s", None)):
+                for size in (INLINE_MAX, INLINE_MAX + 1):
+                    payload = bytes([size % 251]) * size
+                    job = NewJob(f"{who}{size}", "mail", payload, 0, 0, 0, 0, "")
+                    if enqueue is not None:
+                        assert await enqueue(qk, [job]) == [(True, "queued")]
+                    else:
+                        assert sync.scripts.enqueue(qk, [job]) == [(True, "queued")]
+                    inline = split_record(client.hget(qk.jobs, job.id))[1]
+                    kept = client.hget(qk.payloads, job.id)
+                    assert (inline, kept) == ((payload, None) if size <= INLINE_MAX
+                                              else (None, payload)), (who, size)
+        assert client.lrange(qk.line, 0, -1) == [b"a1024", b"a1025", b"s1024", b"s1025"]
+        client.close()
+    finally:
+        await app.close()
+
+
+@pytest.mark.anyio
+async def test_a_one_job_enqueue_keeps_the_wake_list_at_its_cap(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """One token per job while the wake list is under wake_cap, none past
+    it: through enqueue_one.lua (priority 0) and enqueue.lua (priority 1)."""
+    app = _app(redis_server.url, prefix)
+    try:
+        app.scripts.settings = dataclasses.replace(app.scripts.settings, wake_cap=2)
+        qk = app.keys("mail")
+        for priority in (0, 1):
+            await app.redis.delete(qk.wake)
+            lengths = []
+            for i in range(3):
+                await app.enqueue("mail", job_id=f"{priority}-{i}", priority=priority)
+                lengths.append(await app.redis.llen(qk.wake))
+            assert lengths == [1, 2, 2], priority
+    finally:
+        await app.close()

@@ -62,10 +62,12 @@ async def test_enqueue_dedup_returns_existing(app: App) -> None:
 
 
 @pytest.mark.parametrize("delay_ms, priority, budgets, grp", [
-    (0, 0, (0, 0), ""), (60_000, 0, (0, 0), ""), (0, -7, (3, 5), ""), (0, 4, (0, 0), "t:9")])
+    (0, 0, (0, 0), ""), (0, 0, (3, 5), "t:9"), (60_000, 0, (0, 0), ""), (0, -7, (3, 5), ""),
+    (0, 4, (0, 0), "t:9")])
 async def test_one_job_and_a_batch_write_the_same_job(
         app: App, delay_ms: int, priority: int, budgets: tuple[int, int], grp: str) -> None:
-    """enqueue.lua takes a call of one job on a path of its own (HSETNX, no
+    """A call of one job takes a path of its own (enqueue_one.lua for a job
+    queued now at priority 0, else enqueue.lua's one-job block: HSETNX, no
     batch tables, its state alone as the reply): it must write what the batch
     path writes for the same job, field by field, and count, order and wake
     alike."""

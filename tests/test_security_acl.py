@@ -314,7 +314,7 @@ async def test_tenants_by_prefix_cannot_see_or_change_each_other(
 
 READ_ONLY_SCRIPTS = {"stats", "schedule_list", "schedule_trigger"}
 ALLOWED: dict[Role, set[str]] = {
-    Role.PRODUCER: {"enqueue", "queue_config", "watch", "stats"},
+    Role.PRODUCER: {"enqueue", "enqueue_one", "queue_config", "watch", "stats"},
     # a worker must write every key of its queues, so it may run every
     # queue script there (SECURITY.md: what ACLs cannot enforce)
     Role.WORKER: set(SPECS),

@@ -112,7 +112,8 @@ class Scripts:
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
         self._key_cache: dict[tuple[str, AnyKeys], list[bytes]] = {}
-        self._one_job = OneJobCalls(self._scripts["enqueue"].sha)
+        self._one_job = OneJobCalls(self._scripts["enqueue"].sha,
+                                    self._scripts["enqueue_one"].sha)
         self._claim_keys: dict[tuple[QueueKeys, str], str] = {}
 
     def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
@@ -131,9 +132,6 @@ class Scripts:
                       if key not in spec.worker_keys]
             self._key_cache[(name, qk)] = cached
         return cached
-
-    def _enqueue_keys(self, qk: QueueKeys) -> list[bytes]:
-        return self._keys_of("enqueue", qk)
 
     def _call_keys(self, name: str, qk: AnyKeys, worker_keys: Sequence[str] = ()) -> list[bytes]:
         """A call's KEYS: the script's keys of ``qk``, then its per-worker keys."""
@@ -182,15 +180,17 @@ class Scripts:
         if len(jobs) == 1 and self._lane is not None and s.durable_replicas <= 0:
             # one job a call (the coalescer's lone call, a one-job chunk, a
             # rerun): formatted onto a head
-            call = self._one_job.call(s, qk, jobs[0], self._enqueue_keys)
-            if call is not None:
-                packed, keys = call
+            call = self._one_job.call(s, qk, jobs[0], self._keys_of)
+            while call is not None:
+                packed, keys, name = call
                 try:
-                    reply = await self._lane.run(self._scripts["enqueue"], keys, (),
-                                                 packed=packed)
+                    reply = await self._lane.run(self._scripts[name], keys, (), packed=packed)
                 except Exception as exc:  # redis_errors' rule, free when nothing fails
-                    reraise(self._url, "enqueue", exc, keys)
-                return enqueue_replies(reply, 1)
+                    reraise(self._url, name, exc, keys)
+                if reply.__class__ is not int:
+                    return enqueue_replies(reply, 1)
+                # enqueue_one.lua found the id: enqueue.lua answers its state
+                call = self._one_job.call(s, qk, jobs[0], self._keys_of, line=False)
         reply = await self.run_durable("enqueue", qk, enqueue_args(s, jobs))
         return enqueue_replies(reply, len(jobs))
 
@@ -599,14 +599,22 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
 # max_infra, grp, payload, id (the head's count is 1 and its payload the
 # job's: enqueue_args sends one job's payload in the head)
 ONE_JOB_TAIL = 7
+# enqueue_one.lua's after its head (wake_cap, name): max_attempts, max_infra,
+# grp, payload, id
+LINE_TAIL = 5
+# _lib.lua's INLINE_MAX: the largest payload kept inside its job's record
+# (tests/test_one_job_calls.py reads it there)
+INLINE_MAX = 1024
 ONE_JOB_HEADS = 1024  # heads kept per client, at most: (queue, job name) pairs
 # the RESP bulk strings of the small ints a job's numbers mostly are
 _SMALL_INTS = {v: b"$%d\r\n%d\r\n" % (len(b"%d" % v), v) for v in range(-1, 256)}
 _pack: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command  # (its stub types a 1-tuple)
 
 
-HeadKey = tuple[str, str, str]  # (prefix, queue, job name)
+HeadKey = tuple[str, str, str, bool]  # (prefix, queue, job name, for enqueue_one)
 Head = tuple[bytes, list[bytes]]  # (the head's bytes, the call's KEYS)
+# (the call's bytes, its KEYS, the script it calls: enqueue_one or enqueue)
+OneJobCall = tuple[bytes, list[bytes], str]
 
 
 def _bulk_int(value: int) -> bytes:
@@ -615,31 +623,42 @@ def _bulk_int(value: int) -> bytes:
 
 
 class OneJobCalls:
-    """enqueue.lua's call for one job as the bytes a lane writes: EVALSHA,
-    the sha, KEYS and ARGV in RESP. The part every job of one (queue, job
-    name) shares, up to the name, is packed once and kept with the call's
-    KEYS (its element count already the whole call's); a call formats the
-    job's own seven values onto it. The same bytes as hiredis packing
+    """A one-job enqueue's call as the bytes a lane writes: EVALSHA, the
+    sha, KEYS and ARGV in RESP. The part every job of one (queue, job name)
+    shares, up to the name, is packed once and kept with the call's KEYS
+    (its element count already the whole call's); a call formats the job's
+    own values onto it.
+
+    A job queued now at priority 0 with a payload its record holds, and no
+    audit trail (what most enqueues are), calls enqueue_one.lua: four KEYS
+    and seven ARGV where enqueue.lua takes eight and twelve, and no helper
+    but one (Redis's instructions a call: benchmarks/results/enqueue_one.txt).
+    Any other job calls enqueue.lua, with the same bytes as hiredis packing
     ``enqueue_args(settings, [job])`` whole (tests/test_one_job_calls.py).
     With the lanes writing these bytes as they are, a one-job enqueue costs
     the client 0.52x the instructions from SyncApp and 0.71x from App
     (callgrind, benchmarks/results/one_job_calls.txt)."""
 
-    def __init__(self, sha: str) -> None:
-        self._sha = sha
+    def __init__(self, sha: str, line_sha: str) -> None:
+        self._sha = sha  # enqueue.lua's
+        self._line_sha = line_sha  # enqueue_one.lua's
         # (settings, the heads packed with them): replaced whole when the
         # settings change, so a thread still on the old ones fills their dict
         self._current: tuple[StoreSettings | None, dict[HeadKey, Head]] = (None, {})
 
     def call(self, settings: StoreSettings, qk: QueueKeys, job: NewJob,
-             keys_of: Callable[[QueueKeys], list[bytes]]) -> tuple[bytes, list[bytes]] | None:
-        """(the call's bytes, its KEYS); None for a job this would not pack
-        alike (an empty payload, which enqueue_args sends per job, or text
-        UTF-8 cannot encode): the general path takes it, and says what is
-        wrong. ``keys_of(qk)``: the call's KEYS, asked for when a head is
-        packed. A NewJob's numbers are plain ints (Producer.prepare checks
-        them and makes an IntEnum's value a plain int: a float or a bool
-        would be formatted as an int here, where hiredis would refuse it)."""
+             keys_of: Callable[[str, QueueKeys], list[bytes]],
+             line: bool = True) -> OneJobCall | None:
+        """(the call's bytes, its KEYS, the script it calls); None for a job
+        this would not pack alike (an empty payload, which enqueue_args sends
+        per job, or text UTF-8 cannot encode): the general path takes it, and
+        says what is wrong. ``keys_of(script, qk)``: the call's KEYS, asked
+        for when a head is packed. A NewJob's numbers are plain ints
+        (Producer.prepare checks them and makes an IntEnum's value a plain
+        int: a float or a bool would be formatted as an int here, where
+        hiredis would refuse it). enqueue_one.lua answers CODE_EXISTED (an
+        int) for an id that exists: the caller then asks enqueue.lua for the
+        job's state, with ``line`` False."""
         job_id, name, payload, delay_ms, priority, attempts, infra, grp = job
         if not payload:
             return None
@@ -647,30 +666,46 @@ class OneJobCalls:
         if self._current[0] is not settings:  # other settings (a test's): other heads
             heads = {}
             self._current = (settings, heads)
-        kept = heads.get((qk.prefix, qk.queue, name))
         small = _SMALL_INTS
         try:
+            line = (line and delay_ms <= 0 and priority == 0 and len(payload) <= INLINE_MAX
+                    and not settings.audit_all)
+            kept = heads.get((qk.prefix, qk.queue, name, line))
             if kept is None:
-                kept = self._head(settings, heads, qk, keys_of(qk), name)
+                kept = self._head(settings, heads, qk, keys_of, name, line)
             group, ident = grp.encode(), job_id.encode()
+            if line:
+                packed = b"%b%b%b$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+                    kept[0], small.get(attempts) or _bulk_int(attempts),
+                    small.get(infra) or _bulk_int(infra),
+                    len(group), group, len(payload), payload, len(ident), ident)
+                return packed, kept[1], "enqueue_one"
             return b"%b%b%b%b%b$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
                 kept[0], small.get(delay_ms) or _bulk_int(delay_ms),
                 small.get(priority) or _bulk_int(priority),
                 small.get(attempts) or _bulk_int(attempts), small.get(infra) or _bulk_int(infra),
-                len(group), group, len(payload), payload, len(ident), ident), kept[1]
+                len(group), group, len(payload), payload, len(ident), ident), kept[1], "enqueue"
         except (TypeError, UnicodeError, AttributeError):  # not a NewJob prepare() made
             return None
 
     def _head(self, s: StoreSettings, heads: dict[HeadKey, Head], qk: QueueKeys,
-              keys: list[bytes], name: str) -> Head:
-        values = ("EVALSHA", self._sha, len(keys), *keys,
-                  s.events_maxlen, s.audit_flag, s.wake_cap, 1, name)
+              keys_of: Callable[[str, QueueKeys], list[bytes]], name: str, line: bool) -> Head:
+        if line:
+            keys = keys_of("enqueue_one", qk)
+            values: tuple[Any, ...] = ("EVALSHA", self._line_sha, len(keys), *keys,
+                                       s.wake_cap, name)
+            tail = LINE_TAIL
+        else:
+            keys = keys_of("enqueue", qk)
+            values = ("EVALSHA", self._sha, len(keys), *keys,
+                      s.events_maxlen, s.audit_flag, s.wake_cap, 1, name)
+            tail = ONE_JOB_TAIL
         packed = _pack(values)
         # the element count of the whole call, for the header hiredis wrote
-        head = b"*%d%b" % (len(values) + ONE_JOB_TAIL, packed[packed.index(b"\r\n"):])
+        head = b"*%d%b" % (len(values) + tail, packed[packed.index(b"\r\n"):])
         if len(heads) >= ONE_JOB_HEADS:
             heads.clear()  # a producer of ever new names: bounded, rebuilt on use
-        kept = heads[(qk.prefix, qk.queue, name)] = (head, keys)
+        kept = heads[(qk.prefix, qk.queue, name, line)] = (head, keys)
         return kept
 
 

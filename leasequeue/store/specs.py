@@ -36,6 +36,8 @@ SPECS: dict[str, ScriptSpec] = {
             run_head=("count", "name", "delay_ms", "priority", "max_attempts", "max_infra",
                       "grp", "payload"),
         ),
+        ScriptSpec("enqueue_one", ("jobs", "stats", "line", "wake"),
+                   ("wake_cap", "name", "max_attempts", "max_infra", "grp", "payload", "id")),
         ScriptSpec(
             "claim",
             ("ready", "scheduled", "leases", "jobs", "payloads", "dead", "deadletters",
@@ -151,6 +153,12 @@ SPECS: dict[str, ScriptSpec] = {
 class EnqueueReply(IntEnum):
     EXISTED = 0
     CREATED = 1
+
+
+class EnqueueOneReply(IntEnum):
+    """enqueue_one.lua's one code; a job it created is answered 'queued'."""
+
+    EXISTED = 0
 
 
 class StartReply(IntEnum):
@@ -308,6 +316,7 @@ class ResourceClearReply(IntEnum):
 # counts or data only have none)
 REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "enqueue": EnqueueReply,
+    "enqueue_one": EnqueueOneReply,
     "start": StartReply,
     "renew": RenewReply,
     "ack": AckReply,

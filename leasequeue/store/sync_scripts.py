@@ -37,7 +37,7 @@ from .sync_lane import SyncLane, load_script
 from .translate import redis_errors, reraise
 
 # what a producer runs; a worker's scripts stay on the async client
-PRODUCER_SCRIPTS = ("enqueue", "queue_config", "watch", "stats")
+PRODUCER_SCRIPTS = ("enqueue", "enqueue_one", "queue_config", "watch", "stats")
 
 
 def connect_sync(url: str, **options: Any) -> redis.Redis:
@@ -80,7 +80,8 @@ class SyncScripts:
             name: client.register_script(script_source(name, shebang))
             for name in PRODUCER_SCRIPTS}
         self._key_cache: dict[tuple[str, QueueKeys], list[bytes]] = {}
-        self._one_job = OneJobCalls(self._scripts["enqueue"].sha)
+        self._one_job = OneJobCalls(self._scripts["enqueue"].sha,
+                                    self._scripts["enqueue_one"].sha)
 
     def _keys_of(self, name: str, qk: QueueKeys) -> list[bytes]:
         cached = self._key_cache.get((name, qk))
@@ -88,9 +89,6 @@ class SyncScripts:
             cached = self._key_cache[(name, qk)] = [getattr(qk, k).encode()
                                                     for k in SPECS[name].keys]
         return cached
-
-    def _enqueue_keys(self, qk: QueueKeys) -> list[bytes]:
-        return self._keys_of("enqueue", qk)
 
     def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
         keys = self._keys_of(name, qk)
@@ -103,14 +101,17 @@ class SyncScripts:
         s = self.settings
         if s.durable_replicas <= 0:
             if len(jobs) == 1 and self._lane is not None:  # one per call: onto a head
-                call = self._one_job.call(s, qk, jobs[0], self._enqueue_keys)
-                if call is not None:
-                    packed, keys = call
+                call = self._one_job.call(s, qk, jobs[0], self._keys_of)
+                while call is not None:
+                    packed, keys, name = call
                     try:
-                        reply = self._lane.run(self._scripts["enqueue"], keys, (), packed)
+                        reply = self._lane.run(self._scripts[name], keys, (), packed)
                     except Exception as exc:  # redis_errors' rule, free when nothing fails
-                        reraise(self._url, "enqueue", exc, keys)
-                    return enqueue_replies(reply, 1)
+                        reraise(self._url, name, exc, keys)
+                    if reply.__class__ is not int:
+                        return enqueue_replies(reply, 1)
+                    # enqueue_one.lua found the id: enqueue.lua answers its state
+                    call = self._one_job.call(s, qk, jobs[0], self._keys_of, line=False)
             return enqueue_replies(self.run("enqueue", qk, enqueue_args(s, jobs)), len(jobs))
         args = enqueue_args(s, jobs)
         with redis_errors(self._url, "enqueue"):

@@ -1441,8 +1441,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "one-job-head-shared-across-queues", "leasequeue/store/scripts.py",
-        "        kept = heads.get((qk.prefix, qk.queue, name))\n",
-        "        kept = heads.get((qk.prefix, \"default\", name))\n",
+        "            kept = heads.get((qk.prefix, qk.queue, name, line))\n",
+        "            kept = heads.get((qk.prefix, \"default\", name, line))\n",
         "a one-job enqueue reuses the head packed for another queue of the same job name: "
         "the job lands in that queue's keys",
         (f"{ONE_JOB}::test_the_bytes_are_those_of_the_whole_call_packed",),
@@ -1471,5 +1471,97 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an IntEnum priority is kept as it is: alone it is formatted as its number, in a batch "
         "hiredis refuses it and redis-py sends its repr, which the script cannot read",
         (f"{ONE_JOB}::test_an_int_enum_is_sent_as_its_number_alone_and_in_a_batch",),
+    ),
+    # -- enqueue_one.lua: one job queued now at priority 0, and who sends it ------
+    Mutation(
+        "enqueue-line-budgets-swapped", "lua/enqueue_one.lua",
+        "ARGV[3] .. '|' .. ARGV[4] .. '|' ..",
+        "ARGV[4] .. '|' .. ARGV[3] .. '|' ..",
+        "enqueue_one.lua writes the job's infrastructure budget where its attempts budget "
+        "goes, and the other way round",
+        (f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job",),
+    ),
+    Mutation(
+        "enqueue-line-drops-grp", "lua/enqueue_one.lua",
+        "ARGV[2] .. '|' .. ARGV[5] .. PAYLOAD_MARK .. payload",
+        "ARGV[2] .. '|' .. PAYLOAD_MARK .. payload",
+        "enqueue_one.lua leaves the job's park group (its rate key) out of its record: a "
+        "claim over the rate would not park it by that key",
+        (f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job",),
+    ),
+    Mutation(
+        "enqueue-line-overwrites", "lua/enqueue_one.lua",
+        "if redis.call('HSETNX', jobs_key, id, record) == 0 then\n",
+        "if redis.call('HSET', jobs_key, id, record) == 0 then\n",
+        "enqueue_one.lua writes its record over a job that exists under the same id (and "
+        "still answers that it existed)",
+        (f"{SCRIPTS}::test_enqueue_dedup_returns_existing",
+         f"{SCRIPTS}::test_an_id_over_a_malformed_record_is_answered_malformed_and_writes_"
+         "nothing"),
+    ),
+    Mutation(
+        "enqueue-line-uncounted", "lua/enqueue_one.lua",
+        "redis.call('HINCRBY', stats_key, 'enqueued', '1')\n",
+        "",
+        "enqueue_one.lua does not count the job in the queue's stats",
+        (f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job",),
+    ),
+    Mutation(
+        "enqueue-line-wakes-past-cap", "lua/enqueue_one.lua",
+        "if redis.call('LLEN', KEYS[4]) < tonumber(ARGV[1]) then\n",
+        "if true then\n",
+        "enqueue_one.lua pushes a wake token whatever the wake list holds: with no worker "
+        "idle it grows by a token a job, without bound",
+        (f"{ONE_JOB}::test_a_one_job_enqueue_keeps_the_wake_list_at_its_cap",),
+    ),
+    Mutation(
+        "one-job-line-takes-priorities", "leasequeue/store/scripts.py",
+        "line and delay_ms <= 0 and priority == 0 and ",
+        "line and delay_ms <= 0 and ",
+        "a one-job enqueue of another priority goes to enqueue_one.lua: it waits in the line "
+        "at priority 0",
+        (f"{ONE_JOB}::test_a_job_goes_to_enqueue_one_only_when_queued_now_in_line_inline_and_"
+         "unaudited", f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job"),
+    ),
+    Mutation(
+        "one-job-line-takes-delays", "leasequeue/store/scripts.py",
+        "line and delay_ms <= 0 and priority == 0 and ",
+        "line and priority == 0 and ",
+        "a delayed one-job enqueue goes to enqueue_one.lua: it is queued at once",
+        (f"{ONE_JOB}::test_a_job_goes_to_enqueue_one_only_when_queued_now_in_line_inline_and_"
+         "unaudited", f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job"),
+    ),
+    Mutation(
+        "one-job-line-takes-large-payloads", "leasequeue/store/scripts.py",
+        " and len(payload) <= INLINE_MAX\n",
+        "\n",
+        "a one-job enqueue whose payload is over INLINE_MAX goes to enqueue_one.lua, which "
+        "refuses it: the enqueue fails",
+        (f"{ONE_JOB}::test_a_lone_payload_at_the_inline_bound_stays_in_its_record_one_over_"
+         "does_not",),
+    ),
+    Mutation(
+        "one-job-line-unaudited", "leasequeue/store/scripts.py",
+        "                    and not settings.audit_all)\n",
+        "                    )\n",
+        "with audit_all on, a one-job enqueue goes to enqueue_one.lua, which writes no "
+        "'enqueued' event",
+        (f"{ONE_JOB}::test_changed_settings_reach_a_packed_call",),
+    ),
+    Mutation(
+        "one-job-existing-not-asked", "leasequeue/store/scripts.py",
+        "                if reply.__class__ is not int:\n",
+        "                if True:\n",
+        "App's one-job enqueue of an id that exists takes enqueue_one.lua's answer for a "
+        "reply of the general kind, and fails instead of answering the job's state",
+        (f"{SCRIPTS}::test_enqueue_dedup_returns_existing",),
+    ),
+    Mutation(
+        "sync-one-job-existing-not-asked", "leasequeue/store/sync_scripts.py",
+        "                    if reply.__class__ is not int:\n",
+        "                    if True:\n",
+        "SyncApp's one-job enqueue of an id that exists fails instead of answering the "
+        "job's state",
+        (f"{ONE_JOB}::test_the_sync_producer_stores_a_packed_job_as_asked",),
     ),
 )
