@@ -46,7 +46,7 @@ def main() -> None:
     try:
         client = redis.Redis(port=server.port)
         app = SyncApp(server.url, prefix="cold")
-        for _ in range(300):  # scripts loaded, the queue checked, the hashes grown
+        for _ in range(1000):  # scripts loaded, the queue checked, the jobs hash past its listpack
             app.enqueue("noop", queue="default")
         body = (lua_dir() / "enqueue.lua").read_text()
         lib = (lua_dir() / "_lib.lua").read_text()
