@@ -27,7 +27,9 @@ end
 local now_text = ms_text(redis.call('TIME'))
 local seq = redis.call('HINCRBY', stats_key, 'seq', '1')
 -- record_around_seq's queued record (version 4), written out: prio 0, seq,
--- enq_ms (its ready_ms too), the budgets, name, grp, then the payload
+-- enq_ms (its ready_ms too), the budgets, name, grp, then the payload. The
+-- seq as Lua prints a number (%.14g): exact as int() would print it for any
+-- seq a queue reaches (the scores already bound it to SEQ_SPAN, 2^36)
 local record = '4|0|' .. seq .. '|' .. now_text .. '|' .. ARGV[3] .. '|' .. ARGV[4] .. '|' ..
                ARGV[2] .. '|' .. ARGV[5] .. PAYLOAD_MARK .. payload
 if redis.call('HSETNX', jobs_key, id, record) == 0 then

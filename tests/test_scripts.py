@@ -254,12 +254,13 @@ async def test_a_run_of_one_payload_sends_it_once_and_every_job_keeps_it(app: Ap
     assert (await app.get_job("solo")).payload == {"k": 1}
 
 
-@pytest.mark.parametrize("start", [0, 7, 97, 9_999_998])
+@pytest.mark.parametrize("start", [0, 7, 97, 9_999_998, 2 ** 36 - 30])
 async def test_a_batch_numbers_its_records_in_sequence_across_tens(app: App, start: int) -> None:
     """A batch writes each record's sequence number as text from the text of
     its tens and its last digit: across a ten, a hundred and a new digit
-    (here from just past ``start``), every record holds the number the queue's
-    counter gave it, as a job enqueued alone does."""
+    (here from just past ``start``, up to the seqs the scores allow), every
+    record holds the number the queue's counter gave it, as a job enqueued
+    alone does."""
     qk = app.keys(Q)
     await app.redis.hset(qk.stats, "seq", start)
     ids = [f"s{i}" for i in range(25)]
@@ -268,8 +269,12 @@ async def test_a_batch_numbers_its_records_in_sequence_across_tens(app: App, sta
     assert [parse_record(r)["seq"] for r in raws] == list(range(start + 1, start + 26))
     assert [r.split(b"|")[2] for r in raws] == [str(n).encode()
                                                 for n in range(start + 1, start + 26)]
+    # alone (enqueue_one.lua, which prints its seq as Lua prints a number): the
+    # same text up to the seqs the scores allow (SEQ_SPAN, 2^36)
     await app.enqueue("a", job_id="after", queue=Q)
-    assert parse_record(await app.redis.hget(qk.jobs, "after"))["seq"] == start + 26
+    raw = await app.redis.hget(qk.jobs, "after")
+    assert parse_record(raw)["seq"] == start + 26
+    assert raw.split(b"|")[2] == str(start + 26).encode()
 
 
 def run_shape(job: NewJob) -> tuple[object, ...]:

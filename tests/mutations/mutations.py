@@ -1490,6 +1490,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_one_job_and_a_batch_write_the_same_job",),
     ),
     Mutation(
+        "enqueue-line-seq-rounded", "lua/enqueue_one.lua",
+        "local record = '4|0|' .. seq .. '|'",
+        "local record = '4|0|' .. string.format('%.6g', seq) .. '|'",
+        "enqueue_one.lua prints the job's seq with six significant digits: past a million "
+        "the record's place in the queue's order is wrong (and unreadable as an int)",
+        (f"{SCRIPTS}::test_a_batch_numbers_its_records_in_sequence_across_tens",),
+    ),
+    Mutation(
         "enqueue-line-overwrites", "lua/enqueue_one.lua",
         "if redis.call('HSETNX', jobs_key, id, record) == 0 then\n",
         "if redis.call('HSET', jobs_key, id, record) == 0 then\n",
