@@ -187,7 +187,7 @@ class Scripts:
                     reply = await self._lane.run(self._scripts[name], keys, (), packed=packed)
                 except Exception as exc:  # redis_errors' rule, free when nothing fails
                     reraise(self._url, name, exc, keys)
-                if reply.__class__ is not int:
+                if reply.__class__ is not int or name != "enqueue_one":  # (ends the loop)
                     return enqueue_replies(reply, 1)
                 # enqueue_one.lua found the id: enqueue.lua answers its state
                 call = self._one_job.call(s, qk, jobs[0], self._keys_of, line=False)

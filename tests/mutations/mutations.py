@@ -1558,16 +1558,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "one-job-existing-not-asked", "leasequeue/store/scripts.py",
-        "                if reply.__class__ is not int:\n",
-        "                if True:\n",
+        "if reply.__class__ is not int or name != \"enqueue_one\":",
+        "if True:",
         "App's one-job enqueue of an id that exists takes enqueue_one.lua's answer for a "
         "reply of the general kind, and fails instead of answering the job's state",
         (f"{SCRIPTS}::test_enqueue_dedup_returns_existing",),
     ),
     Mutation(
         "sync-one-job-existing-not-asked", "leasequeue/store/sync_scripts.py",
-        "                    if reply.__class__ is not int:\n",
-        "                    if True:\n",
+        "if reply.__class__ is not int or name != \"enqueue_one\":",
+        "if True:",
         "SyncApp's one-job enqueue of an id that exists fails instead of answering the "
         "job's state",
         (f"{ONE_JOB}::test_the_sync_producer_stores_a_packed_job_as_asked",),
