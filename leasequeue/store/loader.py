@@ -22,10 +22,10 @@ def lua_dir() -> Path:
 # requires) Redis refuses a flag-less script whose first write would grow
 # memory, which would refuse lease renewals and acks exactly when a full
 # Redis needs work to drain. So every script may run over maxmemory except
-# enqueue (new work is refused, with a clear OOM error) and the read-only
+# the enqueues (new work is refused, with a clear OOM error) and the read-only
 # stats, schedule_list and schedule_trigger. fakeredis does not accept the
 # shebang: the embedded mode goes without.
-SHEBANGS = {"enqueue": "#!lua", "stats": "#!lua flags=no-writes",
+SHEBANGS = {"enqueue": "#!lua", "enqueue_one": "#!lua", "stats": "#!lua flags=no-writes",
             "schedule_list": "#!lua flags=no-writes", "schedule_trigger": "#!lua flags=no-writes"}
 DEFAULT_SHEBANG = "#!lua flags=allow-oom"
 # sent as EVALSHA_RO on one Redis: Redis checks read AND write access on every

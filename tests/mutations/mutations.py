@@ -1474,6 +1474,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- enqueue_one.lua: one job queued now at priority 0, and who sends it ------
     Mutation(
+        "enqueue-line-allowed-over-maxmemory", "leasequeue/store/loader.py",
+        '"enqueue_one": "#!lua", ',
+        "",
+        "enqueue_one.lua is loaded with the flags of a script that settles held work "
+        "(allow-oom): over maxmemory a full Redis takes new jobs instead of refusing them",
+        ("tests/test_reliability_oom.py::test_queued_jobs_drain_when_redis_is_full",
+         "tests/test_direct.py::test_an_error_reply_keeps_the_connection_in_the_lane"),
+    ),
+    Mutation(
         "enqueue-line-budgets-swapped", "lua/enqueue_one.lua",
         "ARGV[3] .. '|' .. ARGV[4] .. '|' ..",
         "ARGV[4] .. '|' .. ARGV[3] .. '|' ..",
