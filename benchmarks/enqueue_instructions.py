@@ -41,7 +41,7 @@ PAYLOAD = b"\x94\x01\xa0\xa0\x80"  # an envelope [1, '', '', {}]: a no-op job's
 HEAD: list[str | int | bytes] = [0, 0, 1000, 1, "noop", 0, 0, 0, 0, "", PAYLOAD]
 # enqueue_one.lua's: the jobs, stats, line and wake keys; wake cap, name, budgets,
 # park group, payload, then the id
-LINE_KEYS = [KEYS[0], KEYS[4], KEYS[7], KEYS[5]]
+LINE_KEYS = [f"{{bench:q}}:{k}" for k in ("jobs", "stats", "line", "wake")]
 LINE_HEAD: list[str | int | bytes] = [1000, "noop", 0, 0, "", PAYLOAD]
 WARM = 300  # calls before the counted ones
 BEE = ("if redis.call('HEXISTS', KEYS[1], ARGV[12]) == 1 then return nil end\n"

@@ -110,7 +110,6 @@ async def measure(url: str, port: int, rounds: int, calls: int,
     scripts = app.scripts
     qk = app.keys("default")
     lane: Any = scripts._lane
-    enqueue = scripts._scripts["enqueue"]
     keys = scripts._call_keys("enqueue", qk, ())
     client = redis.Redis(port=port)
     noop_script = _Script(client.script_load(NOOP_SCRIPT))
@@ -123,10 +122,11 @@ async def measure(url: str, port: int, rounds: int, calls: int,
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def one_job(job: Any) -> bytes:
-        call = scripts._one_job.call(scripts.settings, qk, job, scripts._keys_of)
+    def lane_one_job() -> Awaitable[Any]:  # the call Scripts.enqueue sends, its own script's
+        call = scripts._one_job.call(scripts.settings, qk, new_job(), scripts._keys_of)
         assert call is not None
-        return call[0]
+        packed, call_keys, name = call
+        return lane.run(scripts._scripts[name], call_keys, (), packed=packed)
 
     def new_job() -> Any:
         return app.producer.prepare(JobRequest("noop"))[1]
@@ -144,7 +144,7 @@ async def measure(url: str, port: int, rounds: int, calls: int,
         "App.enqueue": lambda: app.enqueue("noop"),
         "coalescer": lambda: app.coalescer.enqueue(qk, new_job()),
         "Scripts.enqueue": lambda: scripts.enqueue(qk, [new_job()]),
-        "Lane.run": lambda: lane.run(enqueue, keys, (), packed=one_job(new_job())),
+        "Lane.run": lane_one_job,
         "Lane.run, no-op script, same arguments": lambda: lane.run(noop_script, keys,
                                                                    sample_args),
         "Lane.run, no-op script": lambda: lane.run(noop_script, [], []),
