@@ -83,7 +83,9 @@ WRITES = frozenset(("del", "hdel", "hincrby", "hset", "hsetnx", "incrby", "lpop"
 # a Redis Cluster client reads the slot map
 CLUSTER = ("cluster|slots", "cluster|shards", "cluster|nodes", "readonly")
 
-_CALL = re.compile(r"redis\.p?call\(\s*'([A-Za-z]+)'")
+# a command a script sends: redis.call / redis.pcall, or _lib.lua's bulk()
+# (which sends its command in chunks: claim.lua's LPUSH goes only that way)
+_CALL = re.compile(r"(?:redis\.p?call|bulk)\(\s*'([A-Za-z]+)'")
 
 
 def script_commands(names: Iterable[str]) -> list[str]:

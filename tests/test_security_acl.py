@@ -28,6 +28,7 @@ from leasequeue import (
 )
 from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands
 from leasequeue.errors import ScriptError
+from leasequeue.models import NewJob
 from leasequeue.store.keys import (
     QueueKeys,
     breaker_keys,
@@ -257,6 +258,29 @@ async def test_worker_cannot_touch_other_queues(role_app: AppFactory) -> None:
     with pytest.raises(PermissionDenied, match="queue_config") as boot:
         await Worker(worker_app, queues=[OTHER], shutdown_timeout=1).run()
     assert_denied(boot, f"{{{worker_app.prefix}:{OTHER}}}:config")
+
+
+async def test_a_worker_claims_past_a_parked_group_under_its_role(
+        role_app: AppFactory, admin: redis_sync.Redis) -> None:
+    """claim.lua's park path puts the first job it does not park back at the
+    front of the line with _lib.lua's bulk('LPUSH', ...): the role's commands
+    are read from bulk() calls too (before, the worker role had no LPUSH and
+    this claim was refused). A job of a parked group, then a plain one: the
+    claim parks the first and puts the second back, and the next claim
+    leases it."""
+    worker_app = role_app(Role.WORKER, (Q,))
+    qk = worker_app.keys(Q)
+    far = (int(admin.time()[0]) + 3600) * 1_000_000
+    admin.hset(qk.parked, "rate.t:A", f"{far}|1000000")
+    await worker_app.scripts.enqueue(qk, [NewJob("grouped", "send", b"x", 0, 0, 1, 5,
+                                                 grp="rate.t:A")])
+    await worker_app.scripts.enqueue(qk, [NewJob("plain", "send", b"x", 0, 0, 1, 5)])
+    first = await worker_app.scripts.claim(qk, 1, 30_000, "w", 0, "c1")
+    assert [j.id for j in first.jobs] == [] and first.next_due_in_ms == 0
+    assert admin.lrange(qk.line, 0, -1) == [b"plain"]
+    assert admin.zscore(qk.scheduled, "grouped") is not None
+    second = await worker_app.scripts.claim(qk, 1, 30_000, "w", 0, "c2")
+    assert [j.id for j in second.jobs] == ["plain"]
 
 
 # -- viewer (the operator's read-only variant) ------------------------------

@@ -801,6 +801,15 @@ MUTATIONS: tuple[Mutation, ...] = (
          "own_deadline",),
     ),
     Mutation(
+        "acl-commands-miss-bulk", "leasequeue/acl.py",
+        "(?:redis\\.p?call|bulk)",
+        "redis\\.p?call",
+        "the roles' commands are read from redis.call only, not from _lib.lua's bulk(): "
+        "the worker role has no LPUSH, and a claim past a parked group is refused",
+        ("tests/test_security_acl.py::test_a_worker_claims_past_a_parked_group_under_its_role",
+         "tests/test_security_acl.py::test_security_md_lines_are_the_generators"),
+    ),
+    Mutation(
         "acl-refusal-names-no-keys", "leasequeue/store/translate.py",
         "            names = tuple(k.decode() if isinstance(k, bytes) else k for k in keys)\n",
         "            names = ()\n",
