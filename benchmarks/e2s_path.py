@@ -123,8 +123,10 @@ def worker_main(url: str, loop: str) -> None:
 # EVALSHA calls told apart by their script's sha, from the tree's own script
 # text (until 2026-12-04 by a count of keys written down by hand, which the
 # scripts had outgrown: enqueue's and claim's calls went uncounted)
-SCRIPT_LABELS = (("enqueue", "enqueue.lua"),
-                 ("claim", "claim.lua (every call, found a job or not)"), ("ack", "ack.lua"))
+SCRIPT_LABELS = (("enqueue", "enqueue.lua"), ("enqueue_one", "enqueue_one.lua"),
+                 ("claim", "claim.lua (every call, found a job or not)"),
+                 ("claim_line", "claim_line.lua (every call, found a job or not)"),
+                 ("ack", "ack.lua"))
 
 
 def _script_times(server: RedisServer) -> dict[str, list[int]]:
@@ -139,10 +141,12 @@ def _script_times(server: RedisServer) -> dict[str, list[int]]:
         client.close()
     import hashlib
 
-    from leasequeue.store.loader import script_source
+    from leasequeue.store.loader import lua_dir, script_source
 
     out: dict[str, list[int]] = {}
     for name, label in SCRIPT_LABELS:
+        if not (lua_dir() / f"{name}.lua").exists():  # a --tree from before the script
+            continue
         sha = hashlib.sha1(script_source(name, shebang=True).encode()).hexdigest()
         out[label] = times_by_sha.get(sha, [])
     return {name: times for name, times in out.items() if times}

@@ -48,9 +48,9 @@ class Role(StrEnum):
 # keys; these lists decide its commands, and the tests run each one)
 ROLE_SCRIPTS: dict[Role, tuple[str, ...]] = {
     Role.PRODUCER: ("enqueue", "enqueue_one", "queue_config", "watch", "stats"),
-    Role.WORKER: ("claim", "start", "renew", "ack", "fail", "release", "wake", "reap", "expire",
-                  "enqueue", "enqueue_one", "queue_config", "watch", "cancel", "stats",
-                  "schedule_upsert",
+    Role.WORKER: ("claim", "claim_line", "start", "renew", "ack", "fail", "release", "wake",
+                  "reap", "expire", "enqueue", "enqueue_one", "queue_config", "watch", "cancel",
+                  "stats", "schedule_upsert",
                   "schedule_fire", "schedule_done", "schedule_list", "schedule_trigger",
                   "limiter_acquire", "limiter_renew", "limiter_release"),
     Role.OPERATOR: tuple(SPECS),

@@ -191,7 +191,9 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         rk = resource_keys(prefix, "tmp", "k", "w")
         job = NewJob("a", "j", b"", 0, 0, 3, 10)
         calls = [
-            s.enqueue(qk, [job, job]), s.claim(qk, 1, 1000, "w", 1, "c1"),
+            s.enqueue(qk, [job, job]),
+            # claim_line.lua first, claim.lua past its CLAIM_LINE_MAX
+            s.claim(qk, 1, 1000, "w", 1, "c1"), s.claim(qk, 101, 1000, "w", 1, "c1"),
             s.start(qk, [("a", 1), ("b", 1)]),
             s.renew(qk, [("a", 1), ("b", 1)], 1000),
             s.ack(qk, "succeeded", 0, [("a", 1, b"", "", ""), ("b", 1, b"", "", "")]),

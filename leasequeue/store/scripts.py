@@ -5,6 +5,7 @@ client and run with EVALSHA (reloaded on NOSCRIPT)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,8 @@ class Scripts:
         self._one_job = OneJobCalls(self._scripts["enqueue"].sha,
                                     self._scripts["enqueue_one"].sha)
         self._claim_keys: dict[tuple[QueueKeys, str], str] = {}
+        # queue -> until when its claims go to claim.lua (claim_line.lua sent one there)
+        self._general_until: dict[QueueKeys, float] = {}
 
     def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
         # built and encoded once per (script, queue): redis-py would otherwise
@@ -227,8 +230,14 @@ class Scripts:
         """Lease up to ``count`` jobs; the first ``start_now`` start at once (their
         attempt counted), the rest wait for start(). A call repeated with the same
         ``claim_id`` (a lost reply) returns the same jobs and leases nothing new:
-        use a fresh id per claim."""
+        use a fresh id per claim. claim_line.lua takes the claim when it can
+        (see _line_first), else claim.lua."""
         args, claim_key = self._claim_args(qk, count, lease_ms, worker_id, start_now, claim_id)
+        if self._line_first(qk, count):
+            reply = await self.run("claim_line", qk, _line_args(args), worker_keys=(claim_key,))
+            if reply.__class__ is not int:
+                return claim_batch(qk, reply)
+            self._general_until[qk] = time.monotonic() + LINE_PAUSE
         reply = await self.run("claim", qk, args, worker_keys=(claim_key,))
         return claim_batch(qk, reply)
 
@@ -239,17 +248,39 @@ class Scripts:
         ``wake_keys`` with the claim pipelined behind it on the same connection
         (Lane.blpop_then), so Redis runs the claim as soon as the BLPOP ends (a
         token, or ``block_for`` passed) instead of when the worker, woken,
-        sends it. The claim is claim()'s, with its idempotent ``claim_id``.
-        Needs the lane (one Redis)."""
+        sends it. The claim is claim()'s, with its idempotent ``claim_id``
+        (claim_line.lua when it can; when it answers that claim.lua must take
+        the claim, claim() sends it after the wait). Needs the lane (one Redis)."""
         if self._lane is None:
             raise RuntimeError("wait_then_claim needs the lane (one Redis, not a cluster)")
         args, claim_key = self._claim_args(qk, count, lease_ms, worker_id, start_now, claim_id)
-        keys = self._call_keys("claim", qk, (claim_key,))
+        name = "claim_line" if self._line_first(qk, count) else "claim"
+        keys = self._call_keys(name, qk, (claim_key,))
         _, reply = await translate_errors(
-            self._url, "claim", self._lane.blpop_then(wake_keys, block_for,
-                                                      self._scripts["claim"], keys, args),
+            self._url, name, self._lane.blpop_then(
+                wake_keys, block_for, self._scripts[name], keys,
+                _line_args(args) if name == "claim_line" else args),
             keys)
+        if reply.__class__ is int:  # claim_line.lua: claim.lua must take it (nothing written)
+            self._general_until[qk] = time.monotonic() + LINE_PAUSE
+            return await self.claim(qk, count, lease_ms, worker_id, start_now, claim_id)
         return claim_batch(qk, reply)
+
+    def _line_first(self, qk: QueueKeys, count: int) -> bool:
+        """Whether a claim goes to claim_line.lua first: no audit trail asked
+        for (claim.lua writes the `claimed` events), at most CLAIM_LINE_MAX
+        jobs, and the queue's last claim_line.lua did not send its claim to
+        claim.lua within LINE_PAUSE (a queue of priorities, delays, park groups
+        or retries would otherwise pay two calls a claim)."""
+        if count > CLAIM_LINE_MAX or self.settings.audit_all:
+            return False
+        until = self._general_until.get(qk)
+        if until is None:
+            return True
+        if time.monotonic() < until:
+            return False
+        del self._general_until[qk]
+        return True
 
     def _claim_args(self, qk: QueueKeys, count: int, lease_ms: int, worker_id: str,
                     start_now: int, claim_id: str) -> tuple[list[Any], str]:
@@ -549,6 +580,21 @@ class Scripts:
             "resource_clear", rk, [rk.member, queue, job, token])))
 
 # -- shared with the sync client (sync_scripts.py): arguments and replies --
+
+# claim_line.lua leases at most this many jobs a call (its HMGET takes them in
+# one unpack); the claimer asks for at most claimer.MAX_BATCH, the same 100
+CLAIM_LINE_MAX = 100
+# after claim_line.lua sent a queue's claim to claim.lua, that queue's claims
+# go to claim.lua first for this long (seconds): at most one call in vain a second
+LINE_PAUSE = 1.0
+
+
+def _line_args(args: list[Any]) -> list[Any]:
+    """claim_line.lua's ARGV from claim.lua's (count, lease_ms, worker_id,
+    promote_batch, events_maxlen, audit_all, letters_maxlen, start_now,
+    claim_id): count, lease_ms, worker_id, start_now, claim_id."""
+    return [args[0], args[1], args[2], args[7], args[8]]
+
 
 def claim_batch(qk: QueueKeys, reply: Any) -> ClaimBatch:
     """claim.lua's reply: now, next due, count, then 11 values per job."""

@@ -46,6 +46,13 @@ SPECS: dict[str, ScriptSpec] = {
              "letters_maxlen", "start_now", "claim_id"),
             worker_keys=("claim",),
         ),
+        ScriptSpec(
+            "claim_line",
+            ("ready", "scheduled", "leases", "jobs", "payloads", "stats", "token", "paused",
+             "line", "claim"),
+            ("count", "lease_ms", "worker_id", "start_now", "claim_id"),
+            worker_keys=("claim",),
+        ),
         ScriptSpec("start", ("leases", "jobs"), (), ("id", "token")),
         ScriptSpec("renew", ("leases", "jobs", "events", "payloads"), ("lease_ms", "events_maxlen"),
                    ("id", "token")),
@@ -159,6 +166,12 @@ class EnqueueOneReply(IntEnum):
     """enqueue_one.lua's one code; a job it created is answered 'queued'."""
 
     EXISTED = 0
+
+
+class ClaimLineReply(IntEnum):
+    """claim_line.lua's one code; a claim it took is answered as claim.lua's."""
+
+    GENERAL = 0  # claim.lua must take this claim (nothing was written)
 
 
 class StartReply(IntEnum):
@@ -317,6 +330,7 @@ class ResourceClearReply(IntEnum):
 REPLY_CODES: dict[str, type[IntEnum] | type[StrEnum]] = {
     "enqueue": EnqueueReply,
     "enqueue_one": EnqueueOneReply,
+    "claim_line": ClaimLineReply,
     "start": StartReply,
     "renew": RenewReply,
     "ack": AckReply,

@@ -31,6 +31,9 @@ RESOURCES = "tests/test_resources.py"
 RATES = "tests/test_rate_limits.py"
 SCOPES = "tests/test_run_scopes.py"
 ONE_JOB = "tests/test_one_job_calls.py"
+LINE = "tests/test_claim_line.py"
+SAME = f"{LINE}::test_a_line_claim_writes_and_answers_what_claim_lua_does"
+NOTHING = f"{LINE}::test_where_claim_lua_has_more_to_do_the_line_claim_writes_nothing"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -1589,5 +1592,131 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SyncApp's one-job enqueue of an id that exists fails instead of answering the "
         "job's state",
         (f"{ONE_JOB}::test_the_sync_producer_stores_a_packed_job_as_asked",),
+    ),
+
+    # -- claim_line.lua: the claim of the common case, and who sends it ----------
+    Mutation(
+        "claim-line-ignores-paused", "lua/claim_line.lua",
+        "if last_and_paused[2] or (last and",
+        "if (last and",
+        "claim_line.lua leases jobs from a paused queue",
+        (f"{NOTHING}[paused]",),
+    ),
+    Mutation(
+        "claim-line-retry-leases-anew", "lua/claim_line.lua",
+        " or (last and string.sub(last, 1, #claim_id + 1) == claim_id .. '\\n')",
+        "",
+        "a retried claim id (its reply lost) leases new jobs in claim_line.lua instead of "
+        "getting the first call's back from claim.lua: the first call's jobs are leased to "
+        "nobody until their leases run out",
+        (f"{NOTHING}[retried claim id]",),
+    ),
+    Mutation(
+        "claim-line-skips-due-jobs", "lua/claim_line.lua",
+        "if (#first > 0 and tonumber(first[2]) <= now) or",
+        "if",
+        "claim_line.lua leases the line while a scheduled job is due (claim.lua would "
+        "promote it first)",
+        (f"{NOTHING}[scheduled job due]",),
+    ),
+    Mutation(
+        "claim-line-jumps-the-ready-set", "lua/claim_line.lua",
+        " or redis.call('ZCARD', KEYS[1]) > 0 then",
+        " then",
+        "claim_line.lua leases the line ahead of a job of higher priority in the ready set",
+        (f"{NOTHING}[ready set]",),
+    ),
+    Mutation(
+        "claim-line-takes-park-groups", "lua/claim_line.lua",
+        "  if grp ~= '' then",
+        "  if grp == nil then",
+        "claim_line.lua leases a job of a park group without claim.lua's park check, and "
+        "writes it as a version 2 record (its group lost)",
+        (f"{NOTHING}[park group]",),
+    ),
+    Mutation(
+        "claim-line-puts-back-reversed", "lua/claim_line.lua",
+        "    for j = n, 1, -1 do",
+        "    for j = 1, n do",
+        "claim_line.lua puts the ids it popped back into the line in reverse order when it "
+        "hands a claim to claim.lua",
+        (f"{NOTHING}[version 2 record]",),
+    ),
+    Mutation(
+        "claim-line-token-behind-reply", "lua/claim_line.lua",
+        "  local token = int(top - n + i)\n",
+        "  local token = int(top - n + i - 1)\n",
+        "claim_line.lua writes each record a fencing token one below the one it answers "
+        "(the run's acks are refused)",
+        (SAME,),
+    ),
+    Mutation(
+        "claim-line-starts-one-more", "lua/claim_line.lua",
+        "  if i <= start_now then",
+        "  if i <= start_now + 1 then",
+        "claim_line.lua marks one run more started than asked (its attempt counted although "
+        "no executor starts it)",
+        (SAME,),
+    ),
+    Mutation(
+        "claim-line-lease-ends-now", "lua/claim_line.lua",
+        "local lease_until = int(now + tonumber(ARGV[2]))",
+        "local lease_until = int(now)",
+        "claim_line.lua leases until now: the reaper takes every run back at once",
+        (SAME,),
+    ),
+    Mutation(
+        "claim-line-drops-outside-payloads", "lua/claim_line.lua",
+        "    reply[place] = got[k] or ''",
+        "    reply[place] = ''",
+        "claim_line.lua answers an empty payload for a job whose payload is in the payloads "
+        "hash (over INLINE_MAX)",
+        (SAME,),
+    ),
+    Mutation(
+        "claim-line-forgets-the-claim", "lua/claim_line.lua",
+        "redis.call('SET', KEYS[10], claim_id",
+        "redis.call('GET', KEYS[10], claim_id",
+        "claim_line.lua writes no claim key: a claim whose reply is lost cannot be retried "
+        "for its jobs",
+        (SAME,),
+    ),
+    Mutation(
+        "claim-line-counter-not-continued", "lua/claim_line.lua",
+        "  if old > 0 then",
+        "  if false then",
+        "claim_line.lua starts a lost token counter from 0 instead of the old one in stats "
+        "(fencing tokens repeat)",
+        (SAME,),
+    ),
+    Mutation(
+        "line-claim-unaudited", "leasequeue/store/scripts.py",
+        "if count > CLAIM_LINE_MAX or self.settings.audit_all:",
+        "if count > CLAIM_LINE_MAX:",
+        "with audit_all on, a claim goes to claim_line.lua, which writes no 'claimed' event",
+        (f"{LINE}::test_which_claims_go_to_the_line_first",),
+    ),
+    Mutation(
+        "line-claim-handover-ignored", "leasequeue/store/scripts.py",
+        "            if reply.__class__ is not int:\n                return claim_batch",
+        "            if True:\n                return claim_batch",
+        "a claim claim_line.lua hands to claim.lua is read as a reply: the claim fails",
+        (f"{NOTHING}[paused]",),
+    ),
+    Mutation(
+        "wait-line-claim-handover-ignored", "leasequeue/store/scripts.py",
+        "        if reply.__class__ is int:  # claim_line.lua",
+        "        if False:  # claim_line.lua",
+        "the claim behind an idle wait, handed by claim_line.lua to claim.lua, is read as a "
+        "reply: the wait fails",
+        (f"{LINE}::test_a_wait_whose_line_claim_hands_over_is_claimed_by_claim_lua",),
+    ),
+    Mutation(
+        "line-claim-never-again", "leasequeue/store/scripts.py",
+        "        if time.monotonic() < until:",
+        "        if True:",
+        "once claim_line.lua handed a queue's claim to claim.lua, every later claim of the "
+        "queue goes to claim.lua",
+        (f"{LINE}::test_which_claims_go_to_the_line_first",),
     ),
 )
