@@ -243,7 +243,7 @@ async def test_which_claims_go_to_the_line_first(real_app: App,
 
     monkeypatch.setattr(s, "run", spy)
     clock = [1000.0]
-    monkeypatch.setattr(scripts_mod.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(scripts_mod, "_clock", lambda: clock[0])
     await s.claim(qk, 1, LEASE_MS, "w1", 1, "c1")
     await s.claim(qk, CLAIM_LINE_MAX, LEASE_MS, "w1", 1, "c2")
     await s.claim(qk, CLAIM_LINE_MAX + 1, LEASE_MS, "w1", 1, "c3")

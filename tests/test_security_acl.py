@@ -6,6 +6,7 @@ nothing. Also the facts of Redis 7 the roles are built on."""
 from __future__ import annotations
 
 import itertools
+import re
 import shlex
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from leasequeue import (
     RedisLimiter,
     Worker,
 )
-from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands
+from leasequeue.acl import Role, acl_rules, acl_setuser, role_commands, script_commands
 from leasequeue.errors import ScriptError
 from leasequeue.models import NewJob
 from leasequeue.store.keys import (
@@ -38,6 +39,7 @@ from leasequeue.store.keys import (
     resource_keys,
     schedules_keys,
 )
+from leasequeue.store.loader import script_source
 from leasequeue.store.specs import SPECS
 from tests.harness.redis_proc import RedisProcess, env_with_path
 from tests.helpers import eventually, ready_ids_sync, worker_running
@@ -258,6 +260,16 @@ async def test_worker_cannot_touch_other_queues(role_app: AppFactory) -> None:
     with pytest.raises(PermissionDenied, match="queue_config") as boot:
         await Worker(worker_app, queues=[OTHER], shutdown_timeout=1).run()
     assert_denied(boot, f"{{{worker_app.prefix}:{OTHER}}}:config")
+
+
+def test_a_scripts_commands_include_what_it_sends_through_bulk() -> None:
+    """claim.lua sends LPUSH only through _lib.lua's bulk() (its park path,
+    which puts the next job back at the front of the line): the generator
+    reads each script's bulk() calls as it reads its redis.call()s."""
+    assert "lpush" in script_commands(["claim"])
+    for name in SPECS:
+        sent = {m.lower() for m in re.findall(r"bulk\(\s*'([A-Za-z]+)'", script_source(name))}
+        assert sent <= set(script_commands([name])), name
 
 
 async def test_a_worker_claims_past_a_parked_group_under_its_role(

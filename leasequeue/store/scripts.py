@@ -237,7 +237,7 @@ class Scripts:
             reply = await self.run("claim_line", qk, _line_args(args), worker_keys=(claim_key,))
             if reply.__class__ is not int:
                 return claim_batch(qk, reply)
-            self._general_until[qk] = time.monotonic() + LINE_PAUSE
+            self._general_until[qk] = _clock() + LINE_PAUSE
         reply = await self.run("claim", qk, args, worker_keys=(claim_key,))
         return claim_batch(qk, reply)
 
@@ -262,7 +262,7 @@ class Scripts:
                 _line_args(args) if name == "claim_line" else args),
             keys)
         if reply.__class__ is int:  # claim_line.lua: claim.lua must take it (nothing written)
-            self._general_until[qk] = time.monotonic() + LINE_PAUSE
+            self._general_until[qk] = _clock() + LINE_PAUSE
             return await self.claim(qk, count, lease_ms, worker_id, start_now, claim_id)
         return claim_batch(qk, reply)
 
@@ -277,7 +277,7 @@ class Scripts:
         until = self._general_until.get(qk)
         if until is None:
             return True
-        if time.monotonic() < until:
+        if _clock() < until:
             return False
         del self._general_until[qk]
         return True
@@ -587,6 +587,7 @@ CLAIM_LINE_MAX = 100
 # after claim_line.lua sent a queue's claim to claim.lua, that queue's claims
 # go to claim.lua first for this long (seconds): at most one call in vain a second
 LINE_PAUSE = 1.0
+_clock = time.monotonic  # LINE_PAUSE's clock (a test sets its own, not the event loop's)
 
 
 def _line_args(args: list[Any]) -> list[Any]:
