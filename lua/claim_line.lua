@@ -7,10 +7,11 @@
 -- the same writes and replies). Anything else writes nothing and answers
 -- CODE_GENERAL, and the client sends the same claim (the same claim id) to
 -- claim.lua: a retried claim id, a paused queue, a scheduled job due, an
--- entry in the ready set, or a popped record that is not a plain version 4
--- one (the popped ids are pushed back first, in their order: the line is as
--- it was). Each KEYS or ARGV entry is a Lua string and a Redis object a
--- call, and each helper a closure (benchmarks/results/claim_line.txt).
+-- entry in the ready set, or a record at the front of the line that is not a
+-- plain version 4 one (the front is read with LRANGE, and popped only once
+-- every record in it is known plain). Each KEYS or ARGV entry is a Lua
+-- string and a Redis object a call, and each helper a closure
+-- (benchmarks/results/claim_line.txt).
 -- KEYS[1] ready        ZSET   must be empty (else claim.lua: priorities, jobs put back)
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms: none due (else claim.lua)
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
@@ -48,8 +49,11 @@ if (#first > 0 and tonumber(first[2]) <= now) or redis.call('ZCARD', KEYS[1]) > 
   return CODE_GENERAL
 end
 local next_due = #first > 0 and int(tonumber(first[2]) - now) or '-1'
-local ids = ARGV[1] ~= '0' and redis.call('LPOP', KEYS[9], ARGV[1])
-if not ids then
+-- the front of the line, read: nothing is written until every id is known
+-- to be one this script leases (a hand-over writes nothing, and needs no
+-- command claim.lua's role lacks)
+local ids = ARGV[1] ~= '0' and redis.call('LRANGE', KEYS[9], '0', int(tonumber(ARGV[1]) - 1))
+if not ids or #ids == 0 then
   return {now_text, next_due, 0}
 end
 local jobs_key, n = KEYS[4], #ids
@@ -64,11 +68,6 @@ for i = 1, n do
     prio, seq, enq, ma, mi, name, grp = string.match(fields, RECORD_PATTERN_V4)
   end
   if grp ~= '' then  -- not a plain version 4 record (or a park group): claim.lua's
-    local back = {}
-    for j = n, 1, -1 do
-      back[#back + 1] = ids[j]
-    end
-    redis.call('LPUSH', KEYS[9], unpack(back))
     return CODE_GENERAL
   end
   local r = 3 + (i - 1) * 11
@@ -81,6 +80,7 @@ for i = 1, n do
     at[#elsewhere] = r + 5
   end
 end
+redis.call('LPOP', KEYS[9], int(n))
 -- one token per job, in order (claim.lua's fence() of a record whose last
 -- token is 0: the counter's next)
 local top = redis.call('INCRBY', KEYS[7], int(n))

@@ -181,8 +181,8 @@ V2_QUEUED = b"2|queued|0|0|0|0|3|5|0|0|0|7|1700000000000|1700000000000|0|0|0|j||
 async def test_where_claim_lua_has_more_to_do_the_line_claim_writes_nothing(
         real_app: App, redis_server: RedisProcess, case: str) -> None:
     """Each case claim.lua must take: claim_line.lua answers GENERAL and the
-    queue is byte for byte as it was (the ids it popped are back in the
-    line, in order); Scripts.claim then sends the claim to claim.lua, which
+    queue is byte for byte as it was (it reads the front of the line and
+    pops nothing); Scripts.claim then sends the claim to claim.lua, which
     answers it as ever (the retry: the job the first call leased; paused:
     none; else the first job in claim order)."""
     app, s = real_app, real_app.scripts

@@ -1635,12 +1635,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{NOTHING}[park group]",),
     ),
     Mutation(
-        "claim-line-puts-back-reversed", "lua/claim_line.lua",
-        "    for j = n, 1, -1 do",
-        "    for j = 1, n do",
-        "claim_line.lua puts the ids it popped back into the line in reverse order when it "
-        "hands a claim to claim.lua",
-        (f"{NOTHING}[version 2 record]",),
+        "claim-line-leases-without-popping", "lua/claim_line.lua",
+        "redis.call('LPOP', KEYS[9], int(n))\n",
+        "",
+        "claim_line.lua leases the jobs at the front of the line and leaves their ids there: "
+        "the next claim finds them leased (stale) and every one is counted garbage",
+        (SAME,),
     ),
     Mutation(
         "claim-line-token-behind-reply", "lua/claim_line.lua",
