@@ -29,7 +29,7 @@ from common import alternate, last_json, run_in_tree, tree_args
 STAGES = ("prepare", "group", "args", "answer")
 
 CLIENT = """
-import json, statistics, time
+import inspect, json, statistics, time
 from leasequeue import App, JobRequest
 from leasequeue.producer import chunks
 from leasequeue.store.scripts import enqueue_args
@@ -43,6 +43,10 @@ async def noop() -> None: ...
 
 N = 20_000
 producer, settings = app.producer, app.scripts.settings
+# Producer.answer takes the chunk's jobs since 2026-12-04 (the prepared batch before)
+by_jobs = "jobs" in inspect.signature(producer.answer).parameters
+# the App's own end of the call: a C filter since 2026-12-04
+finish = "filter(None" in inspect.getsource(App.enqueue_many)
 spent = {{stage: [] for stage in {stages!r}}}
 for _ in range(7):
     requests = [JobRequest("noop") for _ in range(N)]
@@ -53,16 +57,19 @@ for _ in range(7):
     groups = producer.group(prepared)
     spent["group"].append(time.perf_counter() - t)
     t = time.perf_counter()
-    for indexes in groups.values():
-        for part in chunks(indexes):
-            enqueue_args(settings, [prepared[i][1] for i in part])
+    batches = {{}}
+    for physical, indexes in groups.items():
+        for k, part in enumerate(chunks(indexes)):
+            jobs = batches[physical, k] = [prepared[i][1] for i in part]
+            enqueue_args(settings, jobs)
     spent["args"].append(time.perf_counter() - t)
     answers = [None] * N
     t = time.perf_counter()
     for physical, indexes in groups.items():
-        for part in chunks(indexes):
-            producer.answer(answers, prepared, physical, part, [(True, "queued")] * len(part))
-    done = [a for a in answers if a is not None]
+        for k, part in enumerate(chunks(indexes)):
+            producer.answer(answers, batches[physical, k] if by_jobs else prepared, physical,
+                            part, [(True, "queued")] * len(part))
+    done = list(filter(None, answers)) if finish else [a for a in answers if a is not None]
     spent["answer"].append(time.perf_counter() - t)
     assert len(done) == N
 print(json.dumps({{k: statistics.median(v) / N * 1e6 for k, v in spent.items()}}))

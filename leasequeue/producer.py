@@ -11,6 +11,8 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from . import codec
@@ -35,6 +37,8 @@ from .store.record import decode_record, parse_logs, parse_progress
 from .store.shards import Shards, logical
 
 _new = tuple.__new__
+_ID, _NAME = itemgetter(0), itemgetter(1)  # a NewJob's id and name
+_CREATED, _STATE = itemgetter(0), itemgetter(1)  # an enqueue reply's (created, state)
 # Producer.shape(): what a request shares with every request alike, checked:
 # (logical queue, its definition when it has limit keys to render from each
 # payload, delay_ms, priority, max_attempts, max_infra); a plain tuple, as
@@ -242,16 +246,24 @@ class Producer:
             by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
         return by_queue
 
-    def answer(self, answers: list[EnqueuedJob | None], prepared: list[tuple[str, NewJob]],
-               physical: str, chunk: list[int], replies: list[tuple[bool, str]]) -> None:
-        """Fill ``answers`` for one enqueue call's chunk of a prepared batch."""
+    def answer(self, answers: list[EnqueuedJob | None], jobs: list[NewJob], physical: str,
+               chunk: list[int], replies: list[tuple[bool, str]]) -> None:
+        """Fill ``answers`` at ``chunk`` (a prepared batch's indexes, in
+        order) for one enqueue call's ``jobs`` and their replies."""
+        if not len(jobs) == len(replies) == len(chunk):
+            raise RuntimeError(f"enqueue answered {len(replies)} replies for {len(jobs)} jobs")
         queue = logical(physical)
-        # tuple.__new__ directly: the named tuple's own __new__ is a Python
-        # function around it, a frame per job
-        new = tuple.__new__
-        for i, (created, state) in zip(chunk, replies, strict=True):
-            job = prepared[i][1]
-            answers[i] = new(EnqueuedJob, (job.id, queue, job.name, created, state))
+        # made by C loops (map, zip) and tuple.__new__: the named tuple's own
+        # __new__ is a Python function around it, and a Python turn per job
+        # was a fifth of a bulk enqueue's client work (benchmarks/bulk_stages.py)
+        made = map(_new, repeat(EnqueuedJob), zip(
+            map(_ID, jobs), repeat(queue), map(_NAME, jobs), map(_CREATED, replies),
+            map(_STATE, replies)))
+        if chunk and chunk[-1] - chunk[0] + 1 == len(chunk):  # one span (one queue, unsharded)
+            answers[chunk[0]:chunk[-1] + 1] = made
+        else:
+            for i, answer in zip(chunk, made, strict=True):
+                answers[i] = answer
 
     def queues_to_search(self, queue: str | None) -> list[str]:
         """The logical queues a job id is looked for in."""

@@ -121,9 +121,9 @@ class SyncApp:
         for physical, indexes in self.producer.group(prepared).items():
             qk = self.shards.keys(physical)
             for chunk in chunks(indexes):
-                replies = self.scripts.enqueue(qk, [prepared[i][1] for i in chunk])
-                self.producer.answer(answers, prepared, physical, chunk, replies)
-        return [a for a in answers if a is not None]
+                jobs = [prepared[i][1] for i in chunk]
+                self.producer.answer(answers, jobs, physical, chunk, self.scripts.enqueue(qk, jobs))
+        return list(filter(None, answers))  # (every one is set: a C loop to retype it)
 
     def verify_queues(self, queues: Iterable[str]) -> None:
         """App.verify_queues: the shard count recorded in Redis must be this

@@ -19,7 +19,7 @@ from leasequeue.errors import (
 )
 from leasequeue.models import NewJob
 from leasequeue.store.record import RECORD_FIELDS, parse_record, split_record
-from leasequeue.store.scripts import enqueue_args
+from leasequeue.store.scripts import enqueue_args, runs_args
 from tests.helpers import (
     DEFAULT_BUDGET,
     START_ALL,
@@ -252,6 +252,37 @@ async def test_a_run_of_one_payload_sends_it_once_and_every_job_keeps_it(app: Ap
         1, *(run_shape(one)), one.payload, "solo"]
     await app.enqueue("a", {"k": 1}, job_id="solo", queue=Q)
     assert (await app.get_job("solo")).payload == {"k": 1}
+
+
+def test_a_batch_of_one_run_packs_as_the_runs_loop_does() -> None:
+    """enqueue_args sends a batch of one run with one payload (what a bulk
+    enqueue of one kind of job is) without its loop a job at a time: the
+    arguments must be the runs loop's, value for value, and any batch that
+    is not one run of one payload must go to the loop."""
+    settings = lq.App("memory://").scripts.settings
+    base = NewJob("id0", "a", b"\x81", 0, 0, 0, 0, "")
+    same = [base._replace(id=f"id{i}") for i in range(5)]
+    equal_payload = [j._replace(payload=bytes(j.payload)) for j in same]  # equal, not one object
+    cases = {
+        "one run": same,
+        "equal payloads": equal_payload,
+        "a name changes": [*same[:3], same[3]._replace(name="b"), same[4]],
+        "a delay changes": [*same[:4], same[4]._replace(delay_ms=5)],
+        "a priority changes": [same[0]._replace(priority=2), *same[1:]],
+        "budgets change": [*same[:2], same[2]._replace(max_attempts=3), *same[3:]],
+        "infra budget changes": [*same[:2], same[2]._replace(max_infra=3), *same[3:]],
+        "a group changes": [*same[:4], same[4]._replace(grp="g")],
+        "a payload differs": [*same[:4], same[4]._replace(payload=b"\x82")],
+        "empty payloads": [j._replace(payload=b"") for j in same],
+        "one job": same[:1],
+        "two runs back": [*same[:2], same[2]._replace(name="b"), *same[3:]],
+    }
+    for label, jobs in cases.items():
+        assert enqueue_args(settings, jobs) == runs_args(settings, jobs), label
+    # the fast path's answer for one run: one head, the payload in it, the ids
+    assert enqueue_args(settings, same) == [
+        settings.events_maxlen, settings.audit_flag, settings.wake_cap, 5, "a", 0, 0, 0, 0, "",
+        b"\x81", *(f"id{i}" for i in range(5))]
 
 
 @pytest.mark.parametrize("start", [0, 7, 97, 9_999_998, 2 ** 36 - 30])

@@ -48,9 +48,12 @@ async def test_job_ids_route_to_one_shard_and_dedup_holds(sharded: App) -> None:
     jobs = await app.enqueue_many([JobRequest("j", job_id=f"id{i}", queue="hot")
                                    for i in range(60)])
     assert all(j.created and j.queue == "hot" for j in jobs)
+    # each answer in its request's place, though the shards' calls interleave
+    assert [j.id for j in jobs] == [f"id{i}" for i in range(60)]
     again = await app.enqueue_many([JobRequest("j", job_id=f"id{i}", queue="hot")
                                     for i in range(60)])
     assert not any(j.created for j in again)
+    assert [j.id for j in again] == [f"id{i}" for i in range(60)]
     sizes = [len(await ready_ids(app, app.keys(f"hot#{k}"))) for k in range(3)]
     assert sum(sizes) == 60 and all(n > 0 for n in sizes)  # spread over every shard
     assert (await app.stats("hot")).ready == 60

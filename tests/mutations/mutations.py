@@ -684,6 +684,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_a_run_of_one_payload_sends_it_once_and_every_job_keeps_it",),
     ),
     Mutation(
+        "enqueue-one-run-ignores-shapes", "leasequeue/store/scripts.py",
+        "        if (payload and len(set(map(_RUN_SHAPE, jobs))) == 1\n",
+        "        if (payload\n",
+        "enqueue_args takes any batch of one payload for one run: every job gets the first "
+        "job's name, delay, priority and budgets",
+        (f"{SCRIPTS}::test_a_batch_of_one_run_packs_as_the_runs_loop_does",),
+    ),
+    Mutation(
+        "enqueue-one-run-ignores-payloads", "leasequeue/store/scripts.py",
+        "                and all(map(eq, map(_PAYLOAD, jobs), repeat(payload)))):\n",
+        "                and True):\n",
+        "enqueue_args sends the first job's payload for a whole batch of one shape: "
+        "every job is written with it",
+        (f"{SCRIPTS}::test_a_batch_of_one_run_packs_as_the_runs_loop_does",),
+    ),
+    Mutation(
         "enqueue-run-ignores-shared-payload", "lua/enqueue.lua",
         "  local step = ARGV[at + 7] == '' and 2 or 1\n",
         "  local step = 2\n",
@@ -1121,6 +1137,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "first goes where that one went",
         ("tests/test_rate_limits.py::test_a_batch_routes_each_kind_once_and_still_renders_"
          "every_job_s_key",),
+    ),
+    Mutation(
+        "batch-answers-in-one-span", "leasequeue/producer.py",
+        "        if chunk and chunk[-1] - chunk[0] + 1 == len(chunk):",
+        "        if chunk:",
+        "a batch's answers for a shard's call are written over one span from its first "
+        "index: a sharded batch answers its jobs in the wrong places, and drops some",
+        ("tests/test_shards_durable.py::test_job_ids_route_to_one_shard_and_dedup_holds",),
     ),
     Mutation(
         "batch-group-ignores-shards", "leasequeue/producer.py",
