@@ -3,7 +3,8 @@
 requests built inside the timer as the harness builds them, several calls in
 one process. Per call: the requests' construction, ``Producer.prepare_many``,
 the pipelined script calls (from the end of the preparing to the return), the
-answers' share of those (``Producer.answer``), and the garbage collector's
+answers' share of those (``Producer.answer``; for a plain batch, whose
+jobs are made as each call is sent, the making too, inside the calls), and the garbage collector's
 passes by generation, counted and timed through ``gc.callbacks``.
 
   python benchmarks/bulk_phases.py [--calls 9] [--n 20000]
@@ -41,21 +42,30 @@ async def measure(url: str, calls: int, n: int) -> list[dict[str, Any]]:
     client = redis.Redis.from_url(url)
     producer: Any = app.producer
     marks: dict[str, float] = {}
+    preparing: list[float] = []
     answering: list[float] = []
-    prepare_many, answer = producer.prepare_many, producer.answer
+    answer = producer.answer
 
-    def timed_prepare(*args: Any, **kwargs: Any) -> Any:
-        marks["prepare"] = time.perf_counter()
-        out = prepare_many(*args, **kwargs)
-        marks["prepared"] = time.perf_counter()
-        return out
+    def timed(step: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            out = step(*args, **kwargs)
+            marks["prepared"] = time.perf_counter()
+            preparing.append(marks["prepared"] - t)
+            return out
+        return call
 
     def timed_answer(*args: Any, **kwargs: Any) -> None:
         t = time.perf_counter()
         answer(*args, **kwargs)
         answering.append(time.perf_counter() - t)
 
-    producer.prepare_many, producer.answer = timed_prepare, timed_answer
+    # the preparing before the first write: prepare_many, and since 2026-12-04
+    # plain_batch's checks (a plain batch's jobs are made as each call is sent)
+    producer.prepare_many = timed(producer.prepare_many)
+    if hasattr(producer, "plain_batch"):
+        producer.plain_batch = timed(producer.plain_batch)
+    producer.answer = timed_answer
     rows = []
     gc.callbacks.append(on_gc)
     try:
@@ -64,6 +74,7 @@ async def measure(url: str, calls: int, n: int) -> list[dict[str, Any]]:
             await app.enqueue("noop")  # the queue checked, the scripts loaded
             client.flushall()
             passes.clear()
+            preparing.clear()
             answering.clear()
             t0 = time.perf_counter()
             requests = [JobRequest("noop") for _ in range(n)]
@@ -81,7 +92,7 @@ async def measure(url: str, calls: int, n: int) -> list[dict[str, Any]]:
                     count[generation] += 1
             rows.append({
                 "total": (t2 - t0) * 1e3, "requests": (t1 - t0) * 1e3,
-                "prepare": (marks["prepared"] - marks["prepare"]) * 1e3,
+                "prepare": sum(preparing) * 1e3,
                 "calls": (t2 - marks["prepared"]) * 1e3, "answers": sum(answering) * 1e3,
                 **{f"gc{g}": f"{count[g]}/{spent[g] * 1e3:.1f}" for g in (0, 1, 2)},
             })

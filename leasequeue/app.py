@@ -31,6 +31,7 @@ from .producer import (
     UNSET_BUDGET,
     WAIT_SLICE,
     JobRequest,
+    PlainBatch,
     Producer,
     WaitClock,
     chunks,
@@ -332,7 +333,11 @@ class App:
 
     async def _enqueue_many(self, requests: Iterable[JobRequest],
                             infos: list[EnqueueInfo] | None) -> list[EnqueuedJob | None]:
-        prepared = self.producer.prepare_many(requests, infos)
+        batch = list(requests)
+        plain = self.producer.plain_batch(batch, infos)
+        if plain is not None:
+            return await self._enqueue_plain(plain)
+        prepared = self.producer.prepare_many(batch, infos)
         await self.verify_queues({queue for queue, _ in prepared})
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
         for physical, indexes in self.producer.group(prepared).items():
@@ -346,6 +351,19 @@ class App:
 
             # in order, pipelined on one connection where it can be (Scripts.enqueue_in_order)
             await self.scripts.enqueue_in_order(self.keys(physical), batches, answer)
+        return answers
+
+    async def _enqueue_plain(self, plain: PlainBatch) -> list[EnqueuedJob | None]:
+        """A plain batch (Producer.plain_batch): its calls' jobs are made as
+        each call is sent, behind Redis's work on the call before."""
+        await self.verify_queues([plain.queue])
+        answers: list[EnqueuedJob | None] = [None] * plain.size
+        queue = plain.queue
+
+        def answer(k: int, replies: list[tuple[bool, str]]) -> None:
+            self.producer.answer(answers, plain[k], queue, plain.span(k), replies)
+
+        await self.scripts.enqueue_in_order(self.keys(queue), plain, answer)
         return answers
 
     # -- shard counts recorded in Redis ---------------------------------------

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, overload
 
 from . import codec
 from .errors import (
@@ -213,6 +213,33 @@ class Producer:
                 at += width
         return out
 
+    def plain_batch(self, batch: list[JobRequest],
+                    infos: list[EnqueueInfo] | None) -> PlainBatch | None:
+        """A batch whose every request is of the plain kind prepare_many
+        builds without a call (no payload, id, correlation or request id;
+        no limit keys, no hooks) with the very shape objects of the first
+        request, for one queue that is not sharded: its jobs as a
+        PlainBatch, made a call's worth at a time when the call is sent.
+        None for any other batch (prepare_many takes it). The first
+        request's shape is checked here (a typed error, as prepare_many's);
+        the others are its objects, so they pass the same checks."""
+        if infos is not None or not batch:
+            return None
+        first = batch[0]
+        shape = self.shape(first)
+        queue, keyed = shape[0], shape[1]
+        if keyed is not None or self.shards.count(queue) != 1:
+            return None
+        name, target, priority, delay = first.name, first.queue, first.priority, first.delay
+        attempts, infra = first.max_attempts, first.max_infra_attempts
+        for r in batch:  # a pass of identity checks: 0.07 us a request, building 0.43
+            if not (r.name is name and r.queue is target and r.priority is priority
+                    and r.delay is delay and r.max_attempts is attempts
+                    and r.max_infra_attempts is infra and r.payload is None
+                    and r.job_id is None and not r.correlation_id and not r.request_id):
+                return None
+        return PlainBatch(len(batch), name, shape)
+
     def queue_for(self, name: str, queue: str | None, defined: str | None) -> str:
         """The logical queue of a job: ``queue`` when given, else its
         definition's (``defined``), else the default queue of a producer-only
@@ -246,8 +273,8 @@ class Producer:
             by_queue.setdefault(self.shards.route(queue, job.id), []).append(index)
         return by_queue
 
-    def answer(self, answers: list[EnqueuedJob | None], jobs: list[NewJob], physical: str,
-               chunk: list[int], replies: list[tuple[bool, str]]) -> None:
+    def answer(self, answers: list[EnqueuedJob | None], jobs: Sequence[NewJob], physical: str,
+               chunk: Sequence[int], replies: list[tuple[bool, str]]) -> None:
         """Fill ``answers`` at ``chunk`` (a prepared batch's indexes, in
         order) for one enqueue call's ``jobs`` and their replies."""
         if not len(jobs) == len(replies) == len(chunk):
@@ -270,6 +297,61 @@ class Producer:
         if queue is not None:
             return [queue]
         return sorted({self.registry.defaults.queue, *self.registry.queues()})
+
+
+class PlainBatch(Sequence[list[NewJob]]):
+    """The jobs of a plain batch (Producer.plain_batch) as the lists of its
+    enqueue calls (ENQUEUE_CHUNK jobs each), each list made when it is
+    first read: Lane.run_many reads the next call's while Redis runs the
+    one before, so making the jobs rides behind Redis's work instead of
+    coming before the first write, as prepare_many's must (0.43 us a job
+    of its 0.64). The jobs are what prepare_many makes of such requests:
+    a fresh id each (one os.urandom read for the batch), the name, the
+    empty envelope and the shape's numbers."""
+
+    def __init__(self, size: int, name: str, shape: Shape) -> None:
+        self.size = size
+        self.queue = shape[0]
+        self._name = name
+        _, _, self._delay_ms, self._priority, self._attempts, self._infra = shape
+        self._fresh = os.urandom(ID_BYTES * size).hex()
+        self._calls: dict[int, list[NewJob]] = {}
+
+    def __len__(self) -> int:
+        return (self.size + ENQUEUE_CHUNK - 1) // ENQUEUE_CHUNK
+
+    def span(self, k: int) -> range:
+        """The batch's indexes of call ``k``."""
+        return range(k * ENQUEUE_CHUNK, min(self.size, (k + 1) * ENQUEUE_CHUNK))
+
+    @overload
+    def __getitem__(self, k: int) -> list[NewJob]: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[list[NewJob]]: ...
+
+    def __getitem__(self, k: int | slice) -> list[NewJob] | Sequence[list[NewJob]]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        jobs = self._calls.get(k)
+        if jobs is None:
+            width = 2 * ID_BYTES
+            span = self.span(k)
+            fresh = self._fresh
+            # C loops (map, zip, repeat): a Python turn per job was most of it
+            ids = map(fresh.__getitem__, map(slice, range(span.start * width, span.stop * width,
+                                                          width),
+                                             range((span.start + 1) * width,
+                                                   (span.stop + 1) * width, width)))
+            jobs = self._calls[k] = list(map(_new, repeat(NewJob), zip(
+                ids, repeat(self._name), repeat(codec.EMPTY_ENVELOPE), repeat(self._delay_ms),
+                repeat(self._priority), repeat(self._attempts), repeat(self._infra),
+                repeat(""))))
+        return jobs
 
 
 def new_job_id() -> str:

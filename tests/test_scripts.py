@@ -4,12 +4,14 @@ Time is controlled by seeding scores relative to the server's TIME."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 import leasequeue as lq
 from leasequeue import App, JobRequest
+from leasequeue import producer as producer_module
 from leasequeue.errors import (
     ConfigError,
     JobNotFound,
@@ -18,6 +20,7 @@ from leasequeue.errors import (
     PayloadTooLarge,
 )
 from leasequeue.models import NewJob
+from leasequeue.producer import chunks
 from leasequeue.store.record import RECORD_FIELDS, parse_record, split_record
 from leasequeue.store.scripts import enqueue_args, runs_args
 from tests.helpers import (
@@ -260,14 +263,18 @@ def test_a_batch_of_one_run_packs_as_the_runs_loop_does() -> None:
     arguments must be the runs loop's, value for value, and any batch that
     is not one run of one payload must go to the loop."""
     settings = lq.App("memory://").scripts.settings
-    base = NewJob("id0", "a", b"\x81", 0, 0, 0, 0, "")
+    # distinct numbers in every field, so a field out of place shows
+    base = NewJob("id0", "a", b"\x81", 10, 2, 3, 4, "")
     same = [base._replace(id=f"id{i}") for i in range(5)]
-    equal_payload = [j._replace(payload=bytes(j.payload)) for j in same]  # equal, not one object
+    # equal, not one object (bytes(b) of bytes is b itself)
+    equal_payload = [j._replace(payload=bytes(bytearray(j.payload))) for j in same]
+    assert equal_payload[1].payload is not equal_payload[0].payload
     cases = {
         "one run": same,
         "equal payloads": equal_payload,
         "a name changes": [*same[:3], same[3]._replace(name="b"), same[4]],
         "a delay changes": [*same[:4], same[4]._replace(delay_ms=5)],
+        "a payload equal, not the same object": [*same[:4], equal_payload[4]],
         "a priority changes": [same[0]._replace(priority=2), *same[1:]],
         "budgets change": [*same[:2], same[2]._replace(max_attempts=3), *same[3:]],
         "infra budget changes": [*same[:2], same[2]._replace(max_infra=3), *same[3:]],
@@ -281,8 +288,87 @@ def test_a_batch_of_one_run_packs_as_the_runs_loop_does() -> None:
         assert enqueue_args(settings, jobs) == runs_args(settings, jobs), label
     # the fast path's answer for one run: one head, the payload in it, the ids
     assert enqueue_args(settings, same) == [
-        settings.events_maxlen, settings.audit_flag, settings.wake_cap, 5, "a", 0, 0, 0, 0, "",
+        settings.events_maxlen, settings.audit_flag, settings.wake_cap, 5, "a", 10, 2, 3, 4, "",
         b"\x81", *(f"id{i}" for i in range(5))]
+
+
+def test_a_plain_batch_makes_the_jobs_prepare_many_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of plain requests (no payload, id, correlation or request id,
+    the very shape objects of the first) is made a call's worth at a time
+    (Producer.plain_batch, PlainBatch): the jobs must be prepare_many's
+    field for field, ids included (the same random bytes), cut into the
+    same calls, whatever the batch's size against the call's 500."""
+    randomness = os.urandom(14 * 1_500)
+    monkeypatch.setattr(producer_module.os, "urandom", lambda n: randomness[:n])
+    producer = lq.App("memory://plain-made").producer
+    for n in (1, 2, 499, 500, 501, 1_001, 1_500):
+        requests = [JobRequest("x") for _ in range(n)]
+        plain = producer.plain_batch(requests, None)
+        assert plain is not None and plain.size == n and plain.queue == Q
+        assert [list(plain.span(k)) for k in range(len(plain))] == chunks(list(range(n)))
+        made = [job for part in plain for job in part]
+        expected = [job for _, job in producer.prepare_many(requests)]
+        assert made == expected and {type(job) for job in made} == {NewJob}, n
+        assert len({job.id for job in made}) == n
+        assert plain[-1] is plain[len(plain) - 1]  # made once, kept
+        with pytest.raises(IndexError):
+            plain[len(plain)]
+
+
+def test_any_request_not_plain_sends_the_batch_to_prepare_many() -> None:
+    """plain_batch answers None (prepare_many takes the batch, checking and
+    encoding each request) for a batch with a request that brings its own
+    payload, id, correlation or request id, or other shape objects than the
+    first's, for an App with enqueue hooks, and for a sharded queue or a job
+    with limit keys (each payload renders its own)."""
+    app = lq.App("memory://plain-not", queue_shards={"hot": 3})
+
+    @app.job(max_concurrent=1, concurrency_key="order:{order_id}")
+    async def keyed(order_id: int) -> None: ...
+
+    @app.job()
+    async def plain_job() -> None: ...
+
+    producer = app.producer
+    plain = [JobRequest("plain_job") for _ in range(3)]
+    assert producer.plain_batch(plain, None) is not None
+    other_name = "".join(["plain", "_job"])  # equal to the name, another object
+    assert other_name is not plain[0].name
+    for label, odd in {
+        "a payload": JobRequest("plain_job", {"a": 1}),
+        "an empty payload": JobRequest("plain_job", {}),
+        "an id": JobRequest("plain_job", job_id="j"),
+        "a correlation id": JobRequest("plain_job", correlation_id="c"),
+        "a request id": JobRequest("plain_job", request_id="r"),
+        "another name object": JobRequest(other_name),
+        "a queue": JobRequest("plain_job", queue="other"),
+        "a delay": JobRequest("plain_job", delay=1.0),
+        "a priority": JobRequest("plain_job", priority=5),
+        "budgets": JobRequest("plain_job", max_attempts=3),
+        "infra budgets": JobRequest("plain_job", max_infra_attempts=3),
+    }.items():
+        assert producer.plain_batch([*plain, odd, *plain], None) is None, label
+    assert producer.plain_batch(plain, []) is None  # enqueue hooks see each job
+    assert producer.plain_batch([JobRequest("plain_job", queue="hot")] * 3, None) is None
+    assert producer.plain_batch([JobRequest("keyed")] * 3, None) is None
+    assert producer.plain_batch([], None) is None
+
+
+async def test_a_plain_batch_is_written_in_order_and_checked_before_any_write(app: App) -> None:
+    """A plain batch of 1,201 jobs (three calls) answers each job in its
+    request's place, created, and queues them in request order; a batch
+    whose first request is wrong, or whose later one is, writes nothing."""
+    qk = app.keys(Q)
+    jobs = await app.enqueue_many([JobRequest("x") for _ in range(1_201)])
+    assert len(jobs) == 1_201 and len({j.id for j in jobs}) == 1_201
+    assert all(j.created and j.state == "queued" and j.queue == Q and j.name == "x"
+               for j in jobs)
+    assert await ready_ids(app, qk) == [j.id for j in jobs]
+    for wrong in ([JobRequest("x", priority=True)] + [JobRequest("x")] * 600,
+                  [JobRequest("x")] * 600 + [JobRequest("x", priority=True)]):
+        with pytest.raises(ConfigError):
+            await app.enqueue_many(wrong)
+    assert len(await ready_ids(app, qk)) == 1_201
 
 
 @pytest.mark.parametrize("start", [0, 7, 97, 9_999_998, 2 ** 36 - 30])

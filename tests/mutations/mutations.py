@@ -1139,6 +1139,46 @@ MUTATIONS: tuple[Mutation, ...] = (
          "every_job_s_key",),
     ),
     Mutation(
+        "plain-batch-checks-first-only", "leasequeue/producer.py",
+        "        for r in batch:  # a pass of identity checks",
+        "        for r in batch[:1]:  # a pass of identity checks",
+        "plain_batch checks the first request alone: a later one's payload, id or options "
+        "are dropped, every job written as the first one",
+        (f"{SCRIPTS}::test_any_request_not_plain_sends_the_batch_to_prepare_many",),
+    ),
+    Mutation(
+        "plain-batch-ignores-hooks", "leasequeue/producer.py",
+        "        if infos is not None or not batch:\n",
+        "        if not batch:\n",
+        "a plain batch skips the enqueue hooks: before_enqueue never sees its jobs (no trace "
+        "headers) and after_enqueue gets nothing",
+        (f"{SCRIPTS}::test_any_request_not_plain_sends_the_batch_to_prepare_many",),
+    ),
+    Mutation(
+        "plain-batch-ignores-shards", "leasequeue/producer.py",
+        "        if keyed is not None or self.shards.count(queue) != 1:\n",
+        "        if keyed is not None:\n",
+        "a plain batch for a sharded queue is written under the logical queue's own keys, in "
+        "no shard: no worker of the shards sees it",
+        (f"{SCRIPTS}::test_any_request_not_plain_sends_the_batch_to_prepare_many",),
+    ),
+    Mutation(
+        "plain-batch-ids-overlap", "leasequeue/producer.py",
+        "                                             range((span.start + 1) * width,\n",
+        "                                             range((span.start + 2) * width,\n",
+        "a plain batch's job ids run into the next one's random bytes: ids twice as long, "
+        "each sharing half of its neighbour's",
+        (f"{SCRIPTS}::test_a_plain_batch_makes_the_jobs_prepare_many_makes",),
+    ),
+    Mutation(
+        "plain-batch-answers-first-span", "leasequeue/app.py",
+        "            self.producer.answer(answers, plain[k], queue, plain.span(k), replies)\n",
+        "            self.producer.answer(answers, plain[k], queue, plain.span(0), replies)\n",
+        "a plain batch answers every call's jobs in the first call's places: the first 500 "
+        "answers are the last call's jobs and the rest are missing",
+        (f"{SCRIPTS}::test_a_plain_batch_is_written_in_order_and_checked_before_any_write",),
+    ),
+    Mutation(
         "batch-answers-in-one-span", "leasequeue/producer.py",
         "        if chunk and chunk[-1] - chunk[0] + 1 == len(chunk):",
         "        if chunk:",
