@@ -293,7 +293,14 @@ def main() -> None:
     ap.add_argument("--peers", default=",".join(p.name for p in PEERS),
                     help="comma-separated subset of peers ('' for none)")
     ap.add_argument("--out", default=str(RESULTS), help="folder for results.{json,md,png}")
+    ap.add_argument("--replace", action="store_true",
+                    help="write over a run kept in --out (the default folder is always replaced)")
     args = ap.parse_args()
+    if (Path(args.out).resolve() != RESULTS.resolve() and (Path(args.out) / "results.json").exists()
+            and not args.replace):
+        # a named folder holds a run the README or the history may cite
+        # (one was written over by a later run of the same name, 2026-12-04)
+        raise SystemExit(f"{args.out} holds a run already: choose another --out, or --replace")
     mode = QUICK if args.quick else FULL
     wanted = [x for x in args.peers.split(",") if x]
     unknown = set(wanted) - {p.name for p in PEERS}
