@@ -362,6 +362,7 @@ class App:
 
         def answer(k: int, replies: list[tuple[bool, str]]) -> None:
             self.producer.answer(answers, plain[k], queue, plain.span(k), replies)
+            plain.forget(k)
 
         await self.scripts.enqueue_in_order(self.keys(queue), plain, answer)
         return answers

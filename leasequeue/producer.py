@@ -320,6 +320,13 @@ class PlainBatch(Sequence[list[NewJob]]):
     def __len__(self) -> int:
         return (self.size + ENQUEUE_CHUNK - 1) // ENQUEUE_CHUNK
 
+    def forget(self, k: int) -> None:
+        """Drop call ``k``'s jobs once it is answered: freed then, they are
+        not promoted to the collector's oldest generation, where every
+        object promoted counts towards a full collection (read again, they
+        are made again, the same: ids come from the batch's bytes by index)."""
+        self._calls.pop(k, None)
+
     def span(self, k: int) -> range:
         """The batch's indexes of call ``k``."""
         return range(k * ENQUEUE_CHUNK, min(self.size, (k + 1) * ENQUEUE_CHUNK))

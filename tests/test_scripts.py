@@ -313,6 +313,9 @@ def test_a_plain_batch_makes_the_jobs_prepare_many_makes(monkeypatch: pytest.Mon
         assert plain[-1] is plain[len(plain) - 1]  # made once, kept
         with pytest.raises(IndexError):
             plain[len(plain)]
+        first = plain[0]
+        plain.forget(0)  # answered: dropped, and made again the same when read again
+        assert plain[0] == first and plain[0] is not first
 
 
 def test_any_request_not_plain_sends_the_batch_to_prepare_many() -> None:
@@ -364,11 +367,24 @@ async def test_a_plain_batch_is_written_in_order_and_checked_before_any_write(ap
     assert all(j.created and j.state == "queued" and j.queue == Q and j.name == "x"
                for j in jobs)
     assert await ready_ids(app, qk) == [j.id for j in jobs]
+    # each call's jobs are dropped once it is answered (a kept call's 500 jobs
+    # would be promoted to the collector's oldest generation)
+    batches: list[Any] = []
+    plain_batch = app.producer.plain_batch
+
+    def spy(*args: Any) -> Any:
+        batches.append(plain_batch(*args))
+        return batches[-1]
+
+    app.producer.plain_batch = spy  # type: ignore[method-assign]
+    assert len(await app.enqueue_many([JobRequest("x") for _ in range(1_201)])) == 1_201
+    assert len(batches) == 1 and batches[0]._calls == {}
+    app.producer.plain_batch = plain_batch  # type: ignore[method-assign]
     for wrong in ([JobRequest("x", priority=True)] + [JobRequest("x")] * 600,
                   [JobRequest("x")] * 600 + [JobRequest("x", priority=True)]):
         with pytest.raises(ConfigError):
             await app.enqueue_many(wrong)
-    assert len(await ready_ids(app, qk)) == 1_201
+    assert len(await ready_ids(app, qk)) == 2_402  # the two good batches, nothing of the wrong
 
 
 @pytest.mark.parametrize("start", [0, 7, 97, 9_999_998, 2 ** 36 - 30])

@@ -1179,6 +1179,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_a_plain_batch_is_written_in_order_and_checked_before_any_write",),
     ),
     Mutation(
+        "plain-batch-keeps-answered-calls", "leasequeue/app.py",
+        "            plain.forget(k)\n",
+        "",
+        "a plain batch keeps every call's jobs until the batch is answered: 20,000 jobs a "
+        "call promoted to the collector's oldest generation, a full collection sooner",
+        (f"{SCRIPTS}::test_a_plain_batch_is_written_in_order_and_checked_before_any_write",),
+    ),
+    Mutation(
         "batch-answers-in-one-span", "leasequeue/producer.py",
         "        if chunk and chunk[-1] - chunk[0] + 1 == len(chunk):",
         "        if chunk:",
