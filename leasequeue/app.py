@@ -28,6 +28,8 @@ from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
 from .producer import (
     ENQUEUE_CHUNK,
     MAX_PRIORITY,
+    NO_DELAY,
+    NO_PRIORITY,
     UNSET_BUDGET,
     WAIT_SLICE,
     JobRequest,
@@ -290,8 +292,8 @@ class App:
         *,
         job_id: str | None = None,
         queue: str | None = None,
-        delay: float = 0.0,
-        priority: int = 0,
+        delay: float = NO_DELAY,
+        priority: int = NO_PRIORITY,
         correlation_id: str | None = None,
         request_id: str | None = None,
         max_attempts: int | None = None,
@@ -301,12 +303,12 @@ class App:
         (``created=False``) instead of adding a second one. The job's budgets
         come from its handler's definition on the worker unless
         ``max_attempts`` / ``max_infra_attempts`` are given here."""
-        request = JobRequest(name, payload, job_id, queue, delay, priority, correlation_id,
-                             request_id, max_attempts, max_infra_attempts)
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:
-            logical_queue, job = self.producer.prepare(request, infos)
+            logical_queue, job = self.producer.one(
+                name, payload, job_id, queue, delay, priority, correlation_id, request_id,
+                max_attempts, max_infra_attempts, infos)
             if logical(logical_queue) not in self._verified:
                 await self._verify_once(logical_queue)
             qk = self.producer.keys_for(logical_queue, job.id)

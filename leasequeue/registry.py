@@ -112,6 +112,9 @@ class Registry:
         self.defaults = defaults
         self._jobs: dict[str, JobDefinition] = {}
         self.named_rates: dict[str, Rate] = {}  # named rate limits, one set of numbers each
+        #: counts the jobs registered: what a producer cached of a name's
+        #: route (Producer.default_shape) holds while it stays the same
+        self.version = 0
 
     def register(self, fn: Callable[..., Any], **options: Unpack[JobOptions]) -> JobDefinition:
         """Check every option (ConfigError naming the option and the value) and
@@ -138,6 +141,7 @@ class Registry:
             if rate.name is not None:
                 self.named_rates[rate.name] = rate
         self._jobs[definition.name] = definition
+        self.version += 1
         return definition
 
     def _check_limit_keys(self, d: JobDefinition, where: str) -> None:

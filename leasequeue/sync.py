@@ -19,6 +19,8 @@ from .app import App
 from .errors import RedisUnavailable
 from .models import EnqueuedJob, JobRecord, QueueStats
 from .producer import (
+    NO_DELAY,
+    NO_PRIORITY,
     JobRequest,
     Producer,
     WaitClock,
@@ -93,8 +95,8 @@ class SyncApp:
         *,
         job_id: str | None = None,
         queue: str | None = None,
-        delay: float = 0.0,
-        priority: int = 0,
+        delay: float = NO_DELAY,
+        priority: int = NO_PRIORITY,
         correlation_id: str | None = None,
         request_id: str | None = None,
         max_attempts: int | None = None,
@@ -102,9 +104,9 @@ class SyncApp:
     ) -> EnqueuedJob:
         """Enqueue one job (App.enqueue, synchronously). A ``job_id`` that
         exists already returns that job with ``created=False``."""
-        logical_queue, job = self.producer.prepare(JobRequest(
+        logical_queue, job = self.producer.one(
             name, payload, job_id, queue, delay, priority, correlation_id, request_id,
-            max_attempts, max_infra_attempts))
+            max_attempts, max_infra_attempts, None)
         if logical_queue not in self._verified:
             self.verify_queues([logical_queue])
         ((created, state),) = self.scripts.enqueue(

@@ -34,6 +34,7 @@ ONE_JOB = "tests/test_one_job_calls.py"
 LINE = "tests/test_claim_line.py"
 SAME = f"{LINE}::test_a_line_claim_writes_and_answers_what_claim_lua_does"
 NOTHING = f"{LINE}::test_where_claim_lua_has_more_to_do_the_line_claim_writes_nothing"
+ONE = "tests/test_producer_one.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -1790,5 +1791,44 @@ MUTATIONS: tuple[Mutation, ...] = (
         "once claim_line.lua handed a queue's claim to claim.lua, every later claim of the "
         "queue goes to claim.lua",
         (f"{LINE}::test_which_claims_go_to_the_line_first",),
+    ),
+    Mutation(
+        "default-shape-survives-register", "leasequeue/producer.py",
+        "        if self._shapes_of != self.registry.version:",
+        "        if False:",
+        "a call's cached default shape outlives the registry gaining a job: a producer-only "
+        "App's names keep going to its default queue, a name's new limit keys go unchecked",
+        (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
+    ),
+    Mutation(
+        "default-shape-survives-queue-rates", "leasequeue/producer.py",
+        "        self._queue_rates = rates\n        self._shapes.clear()\n",
+        "        self._queue_rates = rates\n",
+        "a call's cached default shape outlives queue_rates being set: a queue's rate key "
+        "is never rendered, its jobs never parked by tenant",
+        (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
+    ),
+    Mutation(
+        "one-defaults-by-equality", "leasequeue/producer.py",
+        "        if (delay is NO_DELAY and priority is NO_PRIORITY and max_attempts is None",
+        "        if (delay == NO_DELAY and priority == NO_PRIORITY and max_attempts is None",
+        "a call whose delay or priority only equals the default (False as priority) takes "
+        "the cached shape: shape()'s checks never see it, a bool priority is written",
+        (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
+    ),
+    Mutation(
+        "given-job-id-unchecked", "leasequeue/producer.py",
+        "        elif not isinstance(job_id, str) or not job_id or len(job_id) > 512:",
+        "        elif False:",
+        "a caller's job_id is written unchecked: an empty or 513-character id reaches Redis",
+        (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
+    ),
+    Mutation(
+        "job-ids-kept-across-fork", "leasequeue/producer.py",
+        "os.register_at_fork(after_in_child=_forget_ids_in_child)",
+        "pass",
+        "a forked child hands out the ids its parent's pool still holds: the parent's next "
+        "enqueues are answered 'existed' and their jobs are lost",
+        (f"{ONE}::test_a_forked_child_never_hands_out_its_parent_s_ids",),
     ),
 )

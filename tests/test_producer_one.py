@@ -1,0 +1,184 @@
+"""One enqueue call's job, made without a JobRequest (Producer.one): a call
+that leaves delay, priority and the budgets at their defaults takes its
+checked shape from a cache per (name, queue), and every job id comes from a
+pool of ids cut from one os.urandom read. Both must make exactly the job and
+raise exactly the error that prepare() of the same request does, drop what
+they cached when it can go stale, and never hand out one id twice: not
+across threads, not across a fork."""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+from typing import Any
+
+import pytest
+
+import leasequeue as lq
+from leasequeue import producer as producer_module
+from leasequeue.errors import ConfigError, LimitKeyError, UnknownJob
+from leasequeue.producer import NO_DELAY, NO_PRIORITY, JobRequest, new_job_id
+from leasequeue.rate import Rate
+from leasequeue.sync import SyncApp
+
+from .conftest import RedisProcess
+
+Q = "default"
+
+
+class Level(enum.IntEnum):
+    HIGH = 5
+
+
+def _one(producer: producer_module.Producer, r: JobRequest) -> Any:
+    return producer.one(r.name, r.payload, r.job_id, r.queue, r.delay, r.priority,
+                        r.correlation_id, r.request_id, r.max_attempts,
+                        r.max_infra_attempts, None)
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:  # the very error, typed, with its message
+        return (type(exc), str(exc))
+
+
+def test_one_makes_the_job_and_the_error_prepare_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Producer.one of a call's arguments against prepare() of the same
+    JobRequest: the same (queue, NewJob) field for field (a fixed id for
+    the ids each makes), or the same typed error with the same message.
+    The cases cover the default objects (the cached shape, first and
+    second time), values equal to a default but not it (0 as delay,
+    False as priority: shape()'s checks, not the cache, decide), every
+    field away from its default, and bad names and queues."""
+    monkeypatch.setattr(producer_module, "new_job_id", lambda: "fixed-id")
+    app = lq.App("memory://one-made")
+
+    @app.job(max_concurrent=2, concurrency_key="order:{order_id}")
+    async def keyed(order_id: int) -> None: ...
+
+    @app.job()
+    async def plain() -> None: ...
+
+    producer = app.producer
+    other_delay = float("0.0")  # equal to NO_DELAY, another object
+    assert other_delay is not NO_DELAY and other_delay == NO_DELAY
+    cases = [
+        JobRequest("plain"), JobRequest("plain"),  # the cache's miss, then its hit
+        JobRequest("plain", {"k": 1}), JobRequest("plain", None, "given-id"),
+        JobRequest("plain", queue="elsewhere"), JobRequest("plain", queue="elsewhere"),
+        JobRequest("plain", delay=2.5), JobRequest("plain", delay=0),
+        JobRequest("plain", delay=other_delay), JobRequest("plain", priority=7),
+        JobRequest("plain", priority=Level.HIGH), JobRequest("plain", priority=False),
+        JobRequest("plain", priority=True), JobRequest("plain", priority=40_000),
+        JobRequest("plain", delay=-1.0), JobRequest("plain", delay="soon"),  # type: ignore[arg-type]
+        JobRequest("plain", max_attempts=3), JobRequest("plain", max_infra_attempts=4),
+        JobRequest("plain", max_attempts=0), JobRequest("plain", max_attempts=True),
+        JobRequest("plain", None, None, None, NO_DELAY, NO_PRIORITY, "corr", "req"),
+        JobRequest("plain", None, "same", correlation_id="same"),
+        JobRequest("plain", None, ""), JobRequest("plain", None, "x" * 513),
+        JobRequest("keyed", {"order_id": 9}), JobRequest("keyed", {"order_id": 9}),
+        JobRequest("keyed", {}), JobRequest("keyed", {"order_id": 9}, queue="elsewhere"),
+        JobRequest("nobody"), JobRequest("nobody"), JobRequest("nobody", queue="theirs"),
+        JobRequest("bad name!"), JobRequest("plain", queue="bad queue!"),
+        JobRequest(5),  # type: ignore[arg-type]
+        JobRequest("plain", queue=7),  # type: ignore[arg-type]
+        JobRequest("plain", {"k": object()}),
+    ]
+    for r in cases:
+        made = _outcome(lambda: _one(producer, r))
+        expected = _outcome(lambda: producer.prepare(r))
+        assert made == expected, r
+    # and the errors themselves (the two share make(), so a check lost there
+    # would pass the comparison above)
+    for bad in (JobRequest("plain", priority=True), JobRequest("plain", None, ""),
+                JobRequest("plain", None, "x" * 513), JobRequest("plain", None, 7)):  # type: ignore[arg-type]
+        assert _outcome(lambda: _one(producer, bad))[0] is ConfigError, bad
+    assert _one(producer, JobRequest("plain"))[1].priority.__class__ is int
+
+
+def test_default_shapes_are_dropped_when_the_registry_gains_a_job() -> None:
+    """What default_shape cached of a name's route goes stale when the
+    registry gains a job (a producer-only App's names all went to its
+    default queue; a name routed by queue= may now have limit keys) or
+    queue_rates is set (every job then has a queue's rate key to render):
+    the next call must see the change."""
+    app = lq.App("memory://one-stale")
+    producer = app.producer
+
+    def one(name: str, payload: dict[str, Any] | None = None,
+            queue: str | None = None) -> Any:
+        return producer.one(name, payload, None, queue, NO_DELAY, NO_PRIORITY, None, None,
+                            None, None, None)
+
+    assert one("anything")[0] == Q  # producer-only: the default queue
+    assert one("later", queue="theirs")[1].grp == ""
+
+    @app.job(queue="theirs", max_concurrent=1, concurrency_key="order:{order_id}")
+    async def later(order_id: int) -> None: ...
+
+    with pytest.raises(UnknownJob):
+        one("anything")  # an App with handlers does not know it
+    with pytest.raises(LimitKeyError):
+        one("later", {}, queue="theirs")  # its concurrency key now renders from the payload
+    assert one("later", {"order_id": 1}, queue="theirs")[0] == "theirs"
+
+    @app.job()
+    async def steady() -> None: ...
+
+    assert one("steady", {"tenant": "a"})[1].grp == ""
+    producer.queue_rates = {Q: Rate(10, per=1.0, key="tenant:{tenant}")}
+    with pytest.raises(LimitKeyError):
+        one("steady")  # the queue's rate key renders from every payload
+    assert one("steady", {"tenant": "a"})[1].grp != ""  # parked by its tenant's key
+
+
+def test_job_ids_from_many_threads_are_all_distinct() -> None:
+    """new_job_id's pool is shared by every thread of a process: 8 threads
+    drawing 5,000 ids each, refilling it as they go, get 40,000 ids, each
+    28 hex characters, no two alike."""
+    drawn: list[list[str]] = [[] for _ in range(8)]
+    start = threading.Barrier(8)
+
+    def draw(mine: list[str]) -> None:
+        start.wait()
+        mine.extend(new_job_id() for _ in range(5_000))
+
+    threads = [threading.Thread(target=draw, args=(mine,)) for mine in drawn]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for mine in drawn for i in mine]
+    assert len(ids) == 40_000 and len(set(ids)) == 40_000
+    assert all(len(i) == 28 and int(i, 16) >= 0 for i in ids)
+
+
+def test_a_forked_child_never_hands_out_its_parent_s_ids(redis_server: RedisProcess,
+                                                        prefix: str) -> None:
+    """A forked child drops the ids its parent's pool still holds
+    (os.register_at_fork): the parent and the child each enqueue 200 jobs
+    with ids of their own, and every one of the 401 is created and queued
+    (kept, the child's ids would be the parent's next ones, and each of the
+    parent's enqueues would be answered 'existed': 200 jobs lost)."""
+    with SyncApp(redis_server.url, prefix=prefix) as sync:
+        assert sync.enqueue("j").created  # the pool is filled, 255 ids left
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            code = 1
+            try:
+                created = sum(sync.enqueue("j").created for _ in range(200))
+                os.write(write_end, str(created).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        _, status = os.waitpid(pid, 0)
+        report = os.read(read_end, 100).decode()
+        os.close(read_end)
+        assert os.waitstatus_to_exitcode(status) == 0, report
+        assert report == "200"
+        assert sum(sync.enqueue("j").created for _ in range(200)) == 200
+        assert sync.stats().ready == 401
