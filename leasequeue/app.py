@@ -309,7 +309,8 @@ class App:
             logical_queue, job = self.producer.one(
                 name, payload, job_id, queue, delay, priority, correlation_id, request_id,
                 max_attempts, max_infra_attempts, infos)
-            if logical(logical_queue) not in self._verified:
+            if (logical_queue not in self._verified  # (already logical, but for "q#k")
+                    and logical(logical_queue) not in self._verified):
                 await self._verify_once(logical_queue)
             qk = self.producer.keys_for(logical_queue, job.id)
             # concurrent calls for one queue go as one script call (store/coalesce.py)

@@ -155,6 +155,9 @@ class HookSet:
         self._by_method: dict[str, list[Callable[..., None]]] = {m: [] for m in _METHODS}
         #: any run hook at all: the executor builds RunInfo only then
         self.active = False
+        #: any hook with before_enqueue or after_enqueue: enqueue builds
+        #: EnqueueInfo only then (an attribute: read on every enqueue)
+        self.wants_enqueue = False
         self.errors = 0  # hook calls that raised
         self._log = get_log("hooks")
 
@@ -167,6 +170,8 @@ class HookSet:
             if getattr(type(hook), method) is not getattr(Hooks, method):
                 self._by_method[method].append(getattr(hook, method))
         self.active = True
+        self.wants_enqueue = bool(self._by_method["before_enqueue"]
+                                  or self._by_method["after_enqueue"])
 
     def __len__(self) -> int:
         return len(self._hooks)
@@ -176,10 +181,6 @@ class HookSet:
 
     def wants(self, method: str) -> bool:
         return bool(self._by_method[method])
-
-    @property
-    def wants_enqueue(self) -> bool:
-        return bool(self._by_method["before_enqueue"] or self._by_method["after_enqueue"])
 
     def _call(self, method: str, *args: Any) -> None:
         for fn in self._by_method[method]:

@@ -460,7 +460,7 @@ def _fresh_ids() -> str:
     us an id; slicing in a Python loop 0.08-0.13)."""
     first, *rest = _ID_CUT.findall(os.urandom(ID_BYTES * ID_POOL).hex())
     _ids.extend(rest)
-    return first
+    return str(first)
 
 
 def _forget_ids_in_child() -> None:

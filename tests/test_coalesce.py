@@ -205,7 +205,7 @@ async def mid_stream(direct: AsyncRedis, qk: QueueKeys) -> bool:
 
 def waiting(app: App) -> int:
     """Callers waiting for the next call of the default queue."""
-    return len(app.coalescer._lanes[app.keys("default")].waiting)
+    return len(app.coalescer._lanes[app.keys("default").queue].waiting)
 
 
 class Gate:

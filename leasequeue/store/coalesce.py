@@ -66,14 +66,16 @@ class EnqueueCoalescer:
         self._send = send
         self.max_jobs = max_jobs
         self.max_bytes = max_bytes
-        self._lanes: dict[QueueKeys, _Lane] = {}
+        # by physical queue name (one App, one prefix): a str caches its hash,
+        # where the frozen QueueKeys dataclass hashes its fields each lookup
+        self._lanes: dict[str, _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # batch calls in flight
 
     async def enqueue(self, qk: QueueKeys, job: NewJob) -> Reply:
         """The script's reply for ``job`` in queue ``qk``."""
-        lane = self._lanes.get(qk)
+        lane = self._lanes.get(qk.queue)
         if lane is None:
-            lane = self._lanes[qk] = _Lane()
+            lane = self._lanes[qk.queue] = _Lane()
         loop = asyncio.get_running_loop()
         if lane.busy and lane.loop is not loop:
             # left busy by an event loop that is gone (closed mid-call)
