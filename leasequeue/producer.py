@@ -107,7 +107,7 @@ class Producer:
     @queue_rates.setter
     def queue_rates(self, rates: dict[str, Rate]) -> None:
         self._queue_rates = rates
-        self._shapes.clear()
+        self._shapes = {}
 
     def route(self, name: str, queue: str | None) -> Route:
         """Where a job of ``name`` goes (``queue`` when given): (logical queue,
@@ -121,19 +121,24 @@ class Producer:
     def default_shape(self, name: str, queue: str | None) -> Shape:
         """shape() of a request that leaves delay, priority and both budgets
         at their defaults, cached per (name, queue): the checks (0.61 us)
-        become a dict lookup. The cache is dropped when the registry gains a
-        job (a name's route can change: a producer-only App's default queue,
-        a definition's limit keys) or queue_rates is set. A name or queue
-        that is not a plain str is never cached (shape() decides)."""
-        if self._shapes_of != self.registry.version:
-            self._shapes.clear()
-            self._shapes_of = self.registry.version
+        become a dict lookup. The cache is replaced by an empty one when the
+        registry gains a job (a name's route can change: a producer-only
+        App's default queue, a definition's limit keys) or queue_rates is
+        set; a thread that computed a shape from the registry before the
+        change stores it in the cache it started with, which is dropped. A
+        name or queue that is not a plain str is never cached (shape()
+        decides, as for any other call)."""
+        shapes = self._shapes
+        version = self.registry.version
+        if self._shapes_of != version:
+            shapes = self._shapes = {}
+            self._shapes_of = version
+        if name.__class__ is not str or not (queue is None or queue.__class__ is str):
+            return self.shape(JobRequest(name, None, None, queue))
         key = name if queue is None else (name, queue)
-        known = self._shapes.get(key) if name.__class__ is str else None
+        known = shapes.get(key)
         if known is None:
-            known = self.shape(JobRequest(name, None, None, queue))
-            if name.__class__ is str and (queue is None or queue.__class__ is str):
-                self._shapes[key] = known
+            known = shapes[key] = self.shape(JobRequest(name, None, None, queue))
         return known
 
     def one(self, name: str, payload: dict[str, Any] | None, job_id: str | None,

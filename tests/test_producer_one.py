@@ -37,9 +37,9 @@ def _one(producer: producer_module.Producer, r: JobRequest) -> Any:
                         r.max_infra_attempts, None)
 
 
-def _outcome(call: Any) -> Any:
+def _outcome(call: Any, *args: Any) -> Any:
     try:
-        return call()
+        return call(*args)
     except Exception as exc:  # the very error, typed, with its message
         return (type(exc), str(exc))
 
@@ -87,14 +87,14 @@ def test_one_makes_the_job_and_the_error_prepare_makes(monkeypatch: pytest.Monke
         JobRequest("plain", {"k": object()}),
     ]
     for r in cases:
-        made = _outcome(lambda: _one(producer, r))
-        expected = _outcome(lambda: producer.prepare(r))
+        made = _outcome(_one, producer, r)
+        expected = _outcome(producer.prepare, r)
         assert made == expected, r
     # and the errors themselves (the two share make(), so a check lost there
     # would pass the comparison above)
     for bad in (JobRequest("plain", priority=True), JobRequest("plain", None, ""),
                 JobRequest("plain", None, "x" * 513), JobRequest("plain", None, 7)):  # type: ignore[arg-type]
-        assert _outcome(lambda: _one(producer, bad))[0] is ConfigError, bad
+        assert _outcome(_one, producer, bad)[0] is ConfigError, bad
     assert _one(producer, JobRequest("plain"))[1].priority.__class__ is int
 
 

@@ -1794,7 +1794,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "default-shape-survives-register", "leasequeue/producer.py",
-        "        if self._shapes_of != self.registry.version:",
+        "        if self._shapes_of != version:",
         "        if False:",
         "a call's cached default shape outlives the registry gaining a job: a producer-only "
         "App's names keep going to its default queue, a name's new limit keys go unchecked",
@@ -1802,7 +1802,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "default-shape-survives-queue-rates", "leasequeue/producer.py",
-        "        self._queue_rates = rates\n        self._shapes.clear()\n",
+        "        self._queue_rates = rates\n        self._shapes = {}\n",
         "        self._queue_rates = rates\n",
         "a call's cached default shape outlives queue_rates being set: a queue's rate key "
         "is never rendered, its jobs never parked by tenant",
