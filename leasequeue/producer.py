@@ -8,7 +8,6 @@ runs (sync or async), so both clients send the very same commands."""
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,6 @@ Shape = tuple[str, "JobDefinition | None", int, int, int, int]
 Route = tuple[str, "JobDefinition | None", bool]
 MAX_PRIORITY = 32767
 ID_BYTES = 14  # random bytes of a job id a producer makes (new_job_id)
-ID_POOL = 256  # job ids new_job_id makes from one os.urandom read
 # the defaults of one enqueue call's delay and priority (App.enqueue,
 # SyncApp.enqueue): a call that passes these very objects (and no budgets)
 # has the default shape of its (name, queue), cached (Producer.default_shape)
@@ -88,15 +86,27 @@ class Producer:
     def __init__(self, registry: Registry, shards: Shards, max_payload_bytes: int,
                  hooks: HookSet | None = None) -> None:
         self.registry = registry
-        self.shards = shards
+        self._shards = shards
         self.max_payload_bytes = max_payload_bytes
         self.hooks = hooks if hooks is not None else HookSet()
         self._queue_rates: dict[str, Rate] = {}
         self._names_ok: set[str] = set()  # job names already checked
-        # default_shape's answers by name, or by (name, queue) when a queue
-        # is given, as of the registry's version _shapes_of
-        self._shapes: dict[str | tuple[str, str], Shape] = {}
-        self._shapes_of = registry.version
+        # default_shape's answers by name, or by (name, queue) when a queue is
+        # given, with the registry's version they were made at: one attribute,
+        # read once a call and replaced whole, so that no thread can pair one
+        # version with another version's answers
+        self._shapes: tuple[int, dict[str | tuple[str, str], Shape]] = (registry.version, {})
+
+    @property
+    def shards(self) -> Shards:
+        """The routing of sharded queues; setting it (the dashboard, from the
+        counts recorded in Redis) drops the cached shapes."""
+        return self._shards
+
+    @shards.setter
+    def shards(self, shards: Shards) -> None:
+        self._shards = shards
+        self._shapes = (self.registry.version, {})
 
     @property
     def queue_rates(self) -> dict[str, Rate]:
@@ -107,7 +117,7 @@ class Producer:
     @queue_rates.setter
     def queue_rates(self, rates: dict[str, Rate]) -> None:
         self._queue_rates = rates
-        self._shapes = {}
+        self._shapes = (self.registry.version, {})
 
     def route(self, name: str, queue: str | None) -> Route:
         """Where a job of ``name`` goes (``queue`` when given): (logical queue,
@@ -123,16 +133,14 @@ class Producer:
         at their defaults, cached per (name, queue): the checks (0.61 us)
         become a dict lookup. The cache is replaced by an empty one when the
         registry gains a job (a name's route can change: a producer-only
-        App's default queue, a definition's limit keys) or queue_rates is
-        set; a thread that computed a shape from the registry before the
-        change stores it in the cache it started with, which is dropped. A
+        App's default queue, a definition's limit keys), or when shards or
+        queue_rates are set; a thread that computed a shape before the change
+        stores it in the cache it started with, which nobody reads again. A
         name or queue that is not a plain str is never cached (shape()
         decides, as for any other call)."""
-        shapes = self._shapes
-        version = self.registry.version
-        if self._shapes_of != version:
-            shapes = self._shapes = {}
-            self._shapes_of = version
+        version, shapes = self._shapes
+        if version != self.registry.version:
+            version, shapes = self._shapes = (self.registry.version, {})
         if name.__class__ is not str or not (queue is None or queue.__class__ is str):
             return self.shape(JobRequest(name, None, None, queue))
         key = name if queue is None else (name, queue)
@@ -329,7 +337,8 @@ class Producer:
 
     def keys_for(self, queue: str, job_id: str) -> QueueKeys:
         """The keys of the shard of ``queue`` that holds ``job_id``."""
-        return self.shards.keys(self.shards.route(queue, job_id))
+        shards = self._shards
+        return shards.keys(shards.route(queue, job_id))
 
     def group(self, prepared: list[tuple[str, NewJob]]) -> dict[str, list[int]]:
         """Indexes of a prepared batch by physical queue (chunks() cuts
@@ -433,47 +442,20 @@ class PlainBatch(Sequence[list[NewJob]]):
 
 
 def new_job_id() -> str:
-    """A fresh job id: 112 random bits as 28 hex characters, from os.urandom,
-    one read for ID_POOL ids (a read a job cost 0.48 us of it, a pooled id
-    about 0.1; uuid.uuid4() costs four times as much). Safe across fork: a
-    forked child drops the ids left (os.register_at_fork, as the sync lane
-    drops its parent's connections and the random module reseeds), so a
-    parent and its child never hand out the same ids. 28 characters stay in
-    a 32-byte allocation in Redis (a 1-byte header and a NUL; from 32
-    characters on the header is 3 bytes and the string takes 48), and a
-    queued job's id is stored twice (its record and its place in line; a
-    third time with a payload over 1,024 bytes): 32 bytes a queued job less
-    than 32 characters. Two ids collide once in about 2**56 jobs; an id that
-    did would be answered 'existed' (HSETNX), never overwrite a job. 14
-    characters would save 32 bytes more and are not used: see the README's
-    design notes, "A queued job's footprint" (a collision could not be
-    retried under a new id)."""
-    try:
-        return _ids.pop()  # atomic: two threads never take the same id
-    except IndexError:
-        return _fresh_ids()
-
-
-_ids: list[str] = []  # new_job_id's ids not handed out yet
-_ID_CUT = re.compile(f".{{{2 * ID_BYTES}}}", re.S)  # one id's hex characters
-
-
-def _fresh_ids() -> str:
-    """One os.urandom read for ID_POOL ids: the first is returned, the rest
-    join the pool (extend is atomic: threads refilling at once each add
-    their own fresh ids). A regex cuts the hex into ids in one C loop (0.07
-    us an id; slicing in a Python loop 0.08-0.13)."""
-    first, *rest = _ID_CUT.findall(os.urandom(ID_BYTES * ID_POOL).hex())
-    _ids.extend(rest)
-    return str(first)
-
-
-def _forget_ids_in_child() -> None:
-    """In a forked child: the ids left are the parent's to hand out."""
-    _ids.clear()
-
-
-os.register_at_fork(after_in_child=_forget_ids_in_child)
+    """A fresh job id: 112 random bits as 28 hex characters, from os.urandom
+    (safe across fork, and across a VM snapshot restored more than once,
+    where the kernel reseeds: a pool of ids drawn ahead would be handed out
+    again by every restored copy; uuid.uuid4() costs four times as much).
+    28 characters stay in a 32-byte allocation in Redis (a 1-byte header and
+    a NUL; from 32 characters on the header is 3 bytes and the string takes
+    48), and a queued job's id is stored twice (its record and its place in
+    line; a third time with a payload over 1,024 bytes): 32 bytes a queued
+    job less than 32 characters. Two ids collide once in about 2**56 jobs;
+    an id that did would be answered 'existed' (HSETNX), never overwrite a
+    job. 14 characters would save 32 bytes more and are not used: see the
+    README's design notes, "A queued job's footprint" (a collision could not
+    be retried under a new id)."""
+    return os.urandom(ID_BYTES).hex()
 
 
 def check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],

@@ -1,10 +1,11 @@
 """One enqueue call's job, made without a JobRequest (Producer.one): a call
 that leaves delay, priority and the budgets at their defaults takes its
-checked shape from a cache per (name, queue), and every job id comes from a
-pool of ids cut from one os.urandom read. Both must make exactly the job and
-raise exactly the error that prepare() of the same request does, drop what
-they cached when it can go stale, and never hand out one id twice: not
-across threads, not across a fork."""
+checked shape from a cache per (name, queue). It must make exactly the job
+and raise exactly the error that prepare() of the same request does, and
+drop what it cached when that can go stale. Job ids are never handed out
+twice: not across threads, not across a fork (an id pool drawn ahead was
+tried and taken back, README design notes: these tests hold any later
+one to it)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from leasequeue import producer as producer_module
 from leasequeue.errors import ConfigError, LimitKeyError, UnknownJob
 from leasequeue.producer import NO_DELAY, NO_PRIORITY, JobRequest, new_job_id
 from leasequeue.rate import Rate
+from leasequeue.store.shards import Shards
 from leasequeue.sync import SyncApp
 
 from .conftest import RedisProcess
@@ -86,6 +88,7 @@ def test_one_makes_the_job_and_the_error_prepare_makes(monkeypatch: pytest.Monke
         JobRequest("plain", queue=7),  # type: ignore[arg-type]
         JobRequest("plain", {"k": object()}),
     ]
+    assert cases[0].delay is NO_DELAY and cases[0].priority is NO_PRIORITY
     for r in cases:
         made = _outcome(_one, producer, r)
         expected = _outcome(producer.prepare, r)
@@ -96,6 +99,9 @@ def test_one_makes_the_job_and_the_error_prepare_makes(monkeypatch: pytest.Monke
                 JobRequest("plain", None, "x" * 513), JobRequest("plain", None, 7)):  # type: ignore[arg-type]
         assert _outcome(_one, producer, bad)[0] is ConfigError, bad
     assert _one(producer, JobRequest("plain"))[1].priority.__class__ is int
+    cached = producer._shapes[1]  # the default calls went through the cache
+    assert {"plain", "keyed", ("plain", "elsewhere")} <= set(cached)
+    assert not {"nobody", "bad name!", 5} & set(cached)  # errors are never cached
 
 
 def test_default_shapes_are_dropped_when_the_registry_gains_a_job() -> None:
@@ -128,16 +134,34 @@ def test_default_shapes_are_dropped_when_the_registry_gains_a_job() -> None:
     async def steady() -> None: ...
 
     assert one("steady", {"tenant": "a"})[1].grp == ""
-    producer.queue_rates = {Q: Rate(10, per=1.0, key="tenant:{tenant}")}
+    producer.queue_rates = {Q: Rate(10, per=1.0, key="tenant:{tenant}")}  # as App() does
     with pytest.raises(LimitKeyError):
         one("steady")  # the queue's rate key renders from every payload
     assert one("steady", {"tenant": "a"})[1].grp != ""  # parked by its tenant's key
 
 
+def test_a_shard_s_cached_shape_is_dropped_when_the_shards_change() -> None:
+    """A shape cached for a shard named outright (queue="hot#3") holds that
+    shard exists; the dashboard routes by the counts recorded in Redis and
+    sets the producer's shards when they differ: the next call must be
+    checked against the new counts (ConfigError, nothing cached kept)."""
+    app = lq.App("memory://one-shards", queue_shards={"hot": 4})
+    producer = app.producer
+
+    def one(queue: str) -> Any:
+        return producer.one("x", None, None, queue, NO_DELAY, NO_PRIORITY, None, None, None,
+                            None, None)
+
+    assert one("hot#3")[0] == "hot#3"
+    producer.shards = Shards(app.prefix, {"hot": 2})
+    with pytest.raises(ConfigError, match="not a shard"):
+        one("hot#3")
+    assert one("hot#1")[0] == "hot#1"
+
+
 def test_job_ids_from_many_threads_are_all_distinct() -> None:
-    """new_job_id's pool is shared by every thread of a process: 8 threads
-    drawing 5,000 ids each, refilling it as they go, get 40,000 ids, each
-    28 hex characters, no two alike."""
+    """8 threads drawing 5,000 ids each at once get 40,000 ids, each 28 hex
+    characters, no two alike."""
     drawn: list[list[str]] = [[] for _ in range(8)]
     start = threading.Barrier(8)
 
@@ -157,13 +181,12 @@ def test_job_ids_from_many_threads_are_all_distinct() -> None:
 
 def test_a_forked_child_never_hands_out_its_parent_s_ids(redis_server: RedisProcess,
                                                         prefix: str) -> None:
-    """A forked child drops the ids its parent's pool still holds
-    (os.register_at_fork): the parent and the child each enqueue 200 jobs
-    with ids of their own, and every one of the 401 is created and queued
-    (kept, the child's ids would be the parent's next ones, and each of the
-    parent's enqueues would be answered 'existed': 200 jobs lost)."""
+    """A forked child and its parent each enqueue 200 jobs after the parent's
+    first, and every one of the 401 is created and queued: no id of the
+    child's is one its parent hands out after the fork (ids drawn ahead and
+    kept across the fork would be answered 'existed': 200 jobs lost)."""
     with SyncApp(redis_server.url, prefix=prefix) as sync:
-        assert sync.enqueue("j").created  # the pool is filled, 255 ids left
+        assert sync.enqueue("j").created
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: report, never return into pytest

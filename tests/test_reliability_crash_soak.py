@@ -45,6 +45,11 @@ LEASE = "2"  # s; the reaper then runs every 1 s (min(5, lease / 2))
 POISON = 3
 KILL_EVERY = (0.2, 0.6)  # s between two kills, drawn uniformly
 GRACEFUL_SHARE = 0.25  # of the stops are SIGTERM (graceful) rather than SIGKILL
+# a graceful stop goes to the oldest worker, and only once it has run this long:
+# a SIGTERM to a worker still importing kills it before its handler is set (exit
+# -15, no graceful stop at all; a CI run once drew two such and none other)
+BOOTED_AFTER = 1.5  # s
+GRACEFUL_BY = 4  # the first graceful stop comes by this strike at the latest
 KILL_UNTIL_DONE = 0.98  # kill until this share of the jobs has succeeded ...
 KILL_PHASE_MAX = 40.0  # ... or for this many seconds; then the queue drains in peace
 DEADLINE = 120.0  # s for the whole run: a stuck run fails, it does not hang
@@ -127,7 +132,9 @@ class Driver:
     died: dict[str, int] = field(default_factory=dict)  # exited on their own: exit code
     stopping: set[str] = field(default_factory=set)  # SIGTERMed, not gone yet
     stopped: set[str] = field(default_factory=set)  # SIGTERMed and exited 0
+    started: dict[str, float] = field(default_factory=dict)  # worker -> time.monotonic()
     serial: int = 0
+    strikes: int = 0
 
     @property
     def lost_workers(self) -> set[str]:
@@ -136,6 +143,7 @@ class Driver:
 
     def start_worker(self) -> None:
         self.serial += 1
+        self.started[f"w{self.serial}"] = time.monotonic()
         self.workers.start(f"w{self.serial}", "--concurrency", CONCURRENCY, "--lease", LEASE,
                            "--shutdown-timeout", "2", app=RELIABILITY_APP)
 
@@ -151,11 +159,18 @@ class Driver:
             self.died[wid] = code
 
     def strike(self) -> None:
-        victim = self.rng.choice(sorted(set(self.workers.procs) - self.stopping))
-        if self.rng.random() < GRACEFUL_SHARE:
-            self.workers.terminate(victim)
-            self.stopping.add(victim)
+        """SIGKILL a random worker, or (one strike in four, and by strike
+        GRACEFUL_BY if none yet) SIGTERM the oldest, once it has booted."""
+        alive = sorted(set(self.workers.procs) - self.stopping)
+        oldest = min(alive, key=self.started.__getitem__)
+        self.strikes += 1
+        graceful = (self.rng.random() < GRACEFUL_SHARE
+                    or (self.strikes >= GRACEFUL_BY and not self.stopped and not self.stopping))
+        if graceful and time.monotonic() - self.started[oldest] >= BOOTED_AFTER:
+            self.workers.terminate(oldest)
+            self.stopping.add(oldest)
         else:
+            victim = self.rng.choice(alive)
             self.workers.kill(victim)
             self.killed.add(victim)
         self.start_worker()

@@ -1794,7 +1794,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "default-shape-survives-register", "leasequeue/producer.py",
-        "        if self._shapes_of != version:",
+        "        if version != self.registry.version:",
         "        if False:",
         "a call's cached default shape outlives the registry gaining a job: a producer-only "
         "App's names keep going to its default queue, a name's new limit keys go unchecked",
@@ -1802,7 +1802,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "default-shape-survives-queue-rates", "leasequeue/producer.py",
-        "        self._queue_rates = rates\n        self._shapes = {}\n",
+        "        self._queue_rates = rates\n        self._shapes = (self.registry.version, {})\n",
         "        self._queue_rates = rates\n",
         "a call's cached default shape outlives queue_rates being set: a queue's rate key "
         "is never rendered, its jobs never parked by tenant",
@@ -1824,11 +1824,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
     ),
     Mutation(
-        "job-ids-kept-across-fork", "leasequeue/producer.py",
-        "os.register_at_fork(after_in_child=_forget_ids_in_child)",
-        "pass",
-        "a forked child hands out the ids its parent's pool still holds: the parent's next "
-        "enqueues are answered 'existed' and their jobs are lost",
-        (f"{ONE}::test_a_forked_child_never_hands_out_its_parent_s_ids",),
+        "default-shape-survives-shards", "leasequeue/producer.py",
+        "        self._shards = shards\n        self._shapes = (self.registry.version, {})\n",
+        "        self._shards = shards\n",
+        "a call's cached default shape outlives the shards being set (the dashboard's routing "
+        "by the counts in Redis): a shard named outright that no longer exists is accepted",
+        (f"{ONE}::test_a_shard_s_cached_shape_is_dropped_when_the_shards_change",),
     ),
 )
