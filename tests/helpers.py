@@ -3,6 +3,7 @@ into the past relative to the server clock (no sleeping)."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -134,3 +135,24 @@ async def fail_job(app: App, qk: QueueKeys, job_id: str, token: int, kind: str, 
     return await app.scripts.fail(qk, job_id, token, kind, reason, error, delay_ms,
                                   m["max_attempts"] or DEFAULT_BUDGET[0],
                                   m["max_infra"] or DEFAULT_BUDGET[1])
+
+
+def in_forked_child(report: Callable[[], str]) -> str:
+    """Run ``report`` in a forked child (os.fork: what a pre-forking server
+    does) and return what it returned; the child never returns into pytest,
+    and one that failed fails the caller with its report."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.write(write_end, report().encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    said = os.read(read_end, 1000).decode()
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 0, said
+    return said

@@ -10,7 +10,6 @@ one to it)."""
 from __future__ import annotations
 
 import enum
-import os
 import threading
 from typing import Any
 
@@ -23,8 +22,8 @@ from leasequeue.producer import NO_DELAY, NO_PRIORITY, JobRequest, new_job_id
 from leasequeue.rate import Rate
 from leasequeue.store.shards import Shards
 from leasequeue.sync import SyncApp
-
-from .conftest import RedisProcess
+from tests.harness.redis_proc import RedisProcess
+from tests.helpers import in_forked_child
 
 Q = "default"
 
@@ -187,21 +186,8 @@ def test_a_forked_child_never_hands_out_its_parent_s_ids(redis_server: RedisProc
     kept across the fork would be answered 'existed': 200 jobs lost)."""
     with SyncApp(redis_server.url, prefix=prefix) as sync:
         assert sync.enqueue("j").created
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report, never return into pytest
-            code = 1
-            try:
-                created = sum(sync.enqueue("j").created for _ in range(200))
-                os.write(write_end, str(created).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_end)
-        _, status = os.waitpid(pid, 0)
-        report = os.read(read_end, 100).decode()
-        os.close(read_end)
-        assert os.waitstatus_to_exitcode(status) == 0, report
+        report = in_forked_child(lambda: str(sum(sync.enqueue("j").created
+                                                  for _ in range(200))))
         assert report == "200"
         assert sum(sync.enqueue("j").created for _ in range(200)) == 200
         assert sync.stats().ready == 401

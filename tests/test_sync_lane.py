@@ -4,7 +4,6 @@ be shared by two threads at once, and never be used by a forked child."""
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -14,6 +13,7 @@ from leasequeue import SyncApp
 from leasequeue.errors import RedisUnavailable
 from leasequeue.store import sync_lane
 from tests.harness.redis_proc import RedisProcess, stall_in_background
+from tests.helpers import in_forked_child
 
 
 def _idle(sync: SyncApp) -> list[object]:
@@ -88,23 +88,13 @@ def test_a_forked_child_never_talks_on_its_parent_s_connection(redis_server: Red
         sync.enqueue("j", job_id="parent-1")
         (conn,) = _idle(sync)
         parent_port = conn._sock.getsockname()[1]  # type: ignore[attr-defined]
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report, never return into pytest
-            code = 1
-            try:
-                job = sync.enqueue("j", job_id="child-1")
-                (child_conn,) = _idle(sync)
-                port = child_conn._sock.getsockname()[1]  # type: ignore[attr-defined]
-                os.write(write_end, f"{job.created} {port}".encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_end)
-        _, status = os.waitpid(pid, 0)
-        report = os.read(read_end, 100).decode()
-        os.close(read_end)
-        assert os.waitstatus_to_exitcode(status) == 0, report
+
+        def child() -> str:
+            job = sync.enqueue("j", job_id="child-1")
+            (child_conn,) = _idle(sync)
+            return f"{job.created} {child_conn._sock.getsockname()[1]}"  # type: ignore[attr-defined]
+
+        report = in_forked_child(child)
         created, port = report.split()
         assert created == "True"
         assert int(port) != parent_port  # a connection of its own
