@@ -337,8 +337,7 @@ class Producer:
 
     def keys_for(self, queue: str, job_id: str) -> QueueKeys:
         """The keys of the shard of ``queue`` that holds ``job_id``."""
-        shards = self._shards
-        return shards.keys(shards.route(queue, job_id))
+        return self._shards.keys_for(queue, job_id)
 
     def group(self, prepared: list[tuple[str, NewJob]]) -> dict[str, list[int]]:
         """Indexes of a prepared batch by physical queue (chunks() cuts

@@ -17,7 +17,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 import leasequeue as lq
 from leasequeue import App, EnqueuedJob
-from leasequeue.codec import decode_envelope
+from leasequeue.codec import decode_envelope, encode_envelope
 from leasequeue.errors import (
     ConfigError,
     PayloadNotSerializable,
@@ -205,7 +205,7 @@ async def mid_stream(direct: AsyncRedis, qk: QueueKeys) -> bool:
 
 def waiting(app: App) -> int:
     """Callers waiting for the next call of the default queue."""
-    return len(app.coalescer._lanes[app.keys("default").queue].waiting)
+    return len(app.coalescer._lanes[app.keys("default").queue].jobs)
 
 
 class Gate:
@@ -347,3 +347,51 @@ async def test_concurrent_enqueues_to_a_sharded_queue_route_per_job_and_call_hoo
         assert sum(counts) == N + 1 and all(counts), counts
     finally:
         await app.close()
+
+
+async def held_lone_call_then(app: App, calls: Sequence[Callable[[], Awaitable[Any]]]) -> Gate:
+    """The lone call ("lead") held before it reaches Redis while ``calls``
+    start and wait behind it, in order, then let through; every caller ends.
+    The gate's ``sent``: each script call's job ids, in order."""
+    await app.enqueue("noop", queue="default")  # the queue check
+    gate = Gate(app, 1)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(enqueue_call(app, "noop", job_id="lead", queue="default"))
+            await gate.wait_entered(1)
+            for k, call in enumerate(calls):
+                tg.start_soon(call)
+                # one at a time: they wait in the order they were started
+                await eventually(lambda k=k: waiting(app) > k, what=f"{k + 1} waiting")
+            gate.events[0].set()
+    return gate
+
+
+async def test_a_batch_takes_half_of_the_callers_and_the_next_call_the_rest(
+        real_app: App) -> None:
+    """20 callers wait behind the lone call: the next call takes 11 of them,
+    half of the 22 (the one just answered, the 20, rounded up), and the call
+    after it the other 9, all in order and all created."""
+    calls = [enqueue_call(real_app, "noop", job_id=f"w{i}", queue="default") for i in range(20)]
+    gate = await held_lone_call_then(real_app, calls)
+    assert gate.sent == [["lead"], [f"w{i}" for i in range(11)],
+                         [f"w{i}" for i in range(11, 20)]]
+    ids = {k.decode() for k in await real_app.redis.hkeys(real_app.keys("default").jobs)}
+    assert {"lead", *(f"w{i}" for i in range(20))} <= ids
+
+
+async def test_a_batch_s_payloads_add_up_to_max_bytes_at_most(real_app: App) -> None:
+    """Beyond its first job, a call takes jobs while their payloads add up
+    to max_bytes at most: with room for two of these payloads and a half,
+    calls of two jobs; a payload over max_bytes on its own goes alone."""
+    small, big = {"s": "x" * 1000}, {"s": "x" * 3000}
+    size = len(encode_envelope(small, "", ""))
+    real_app.coalescer.max_bytes = size * 5 // 2
+    payloads = [big if i == 4 else small for i in range(10)]
+    calls = [enqueue_call(real_app, "noop", payloads[i], job_id=f"w{i}", queue="default")
+             for i in range(10)]
+    gate = await held_lone_call_then(real_app, calls)
+    assert gate.sent == [["lead"], ["w0", "w1"], ["w2", "w3"], ["w4"], ["w5", "w6"],
+                         ["w7", "w8"], ["w9"]]
+    for i in range(10):
+        assert (await real_app.get_job(f"w{i}", queue="default")).payload == payloads[i]

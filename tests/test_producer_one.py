@@ -191,3 +191,21 @@ def test_a_forked_child_never_hands_out_its_parent_s_ids(redis_server: RedisProc
         assert report == "200"
         assert sum(sync.enqueue("j").created for _ in range(200)) == 200
         assert sync.stats().ready == 401
+
+
+def test_keys_for_is_the_keys_of_the_job_s_route() -> None:
+    """Shards.keys_for (each App.enqueue's keys) answers keys(route()) for a
+    queue not sharded and for a sharded one, also once the sharded queue's
+    own name has keys known (keys("hot"), as a caller naming the logical
+    queue makes): a job of a sharded queue always goes to its shard."""
+    shards = Shards("p", {"hot": 4})
+    shards.keys("hot")  # known keys under the sharded queue's own name
+    ids = [f"id-{i}" for i in range(64)]
+    for queue in ("plain", "hot", "hot#3"):
+        for _ in range(2):  # the second time, from the keys known by then
+            for job_id in ids:
+                assert shards.keys_for(queue, job_id) == shards.keys(shards.route(queue, job_id))
+    assert {shards.keys_for("hot", i).queue for i in ids} == {f"hot#{k}" for k in range(4)}
+    for bad in ("hot#4", "plain#1"):
+        with pytest.raises(ConfigError, match="not a shard"):
+            shards.keys_for(bad, "id-0")

@@ -35,8 +35,8 @@ Works on the running asyncio loop (redis-py's asyncio client needs one)."""
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from operator import itemgetter
 
 from ..models import NewJob
 from .keys import QueueKeys
@@ -48,14 +48,20 @@ MAX_BATCH_BYTES = 1 << 20  # payload bytes per call, beyond the first job
 
 
 class _Lane:
-    """One physical queue: is a call in flight, and who waits for the next."""
+    """One physical queue: is a call in flight, and who waits for the next
+    (their jobs and their callers' futures, side by side, in arrival order)."""
 
-    __slots__ = ("busy", "loop", "waiting")
+    __slots__ = ("busy", "futures", "jobs", "loop")
 
     def __init__(self) -> None:
         self.busy = False
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.waiting: deque[tuple[NewJob, asyncio.Future[Reply]]] = deque()
+        self.jobs: list[NewJob] = []
+        self.futures: list[asyncio.Future[Reply]] = []
+
+
+_DONE = asyncio.Future.done
+_PAYLOAD = itemgetter(2)  # NewJob.payload (a tuple's item: no Python frame)
 
 
 class EnqueueCoalescer:
@@ -71,8 +77,28 @@ class EnqueueCoalescer:
         self._lanes: dict[str, _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # batch calls in flight
 
-    async def enqueue(self, qk: QueueKeys, job: NewJob) -> Reply:
-        """The script's reply for ``job`` in queue ``qk``."""
+    def enqueue(self, qk: QueueKeys, job: NewJob) -> Awaitable[Reply]:
+        """What to await, at once, for the script's reply for ``job`` in
+        queue ``qk``: while a call is in flight for the queue, the caller's
+        own future, parked in the lane (a plain function, so that a waiting
+        caller, the common one under load, makes no coroutine of its own);
+        else the lone call (_alone)."""
+        lane = self._lanes.get(qk.queue)
+        if lane is not None and lane.busy:
+            loop = asyncio.get_running_loop()
+            if lane.loop is loop:
+                future: asyncio.Future[Reply] = loop.create_future()
+                lane.jobs.append(job)
+                lane.futures.append(future)
+                # cancelled while awaited: the future is cancelled too; _take
+                # skips it if its job was not sent yet, a batch in flight leaves it
+                return future
+        return self._alone(qk, job)
+
+    async def _alone(self, qk: QueueKeys, job: NewJob) -> Reply:
+        """The reply of a job whose queue was idle when it came: sent at
+        once, alone, from the caller's task (or parked after all, if another
+        caller's call started in between)."""
         lane = self._lanes.get(qk.queue)
         if lane is None:
             lane = self._lanes[qk.queue] = _Lane()
@@ -80,86 +106,110 @@ class EnqueueCoalescer:
         if lane.busy and lane.loop is not loop:
             # left busy by an event loop that is gone (closed mid-call)
             lane.busy = False
-            lane.waiting.clear()
+            lane.jobs.clear()
+            lane.futures.clear()
         if not lane.busy:  # idle: send at once, alone, from this task
             lane.busy, lane.loop = True, loop
             try:
                 (reply,) = await self._send(qk, (job,))
             finally:
-                if lane.waiting:
+                if lane.jobs:
                     self._next(qk, lane, 1)
                 else:
                     lane.busy = False
             return reply
         future: asyncio.Future[Reply] = loop.create_future()
-        lane.waiting.append((job, future))
-        # cancelled here: the future is cancelled too; _next skips it if its
-        # job was not sent yet, and a batch in flight leaves it alone
+        lane.jobs.append(job)
+        lane.futures.append(future)
         return await future
 
     def _next(self, qk: QueueKeys, lane: _Lane, answered: int) -> None:
         """After the lone call returned with callers waiting: a task of its
         own sends them (no caller's cancellation can stop it)."""
-        batch = self._take(lane, answered)
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._flush(qk, lane, batch))
+        jobs, futures = self._take(lane, answered)
+        if jobs:
+            task = asyncio.get_running_loop().create_task(self._flush(qk, lane, jobs, futures))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _take(self, lane: _Lane, answered: int) -> list[tuple[NewJob, asyncio.Future[Reply]]]:
+    def _take(self, lane: _Lane,
+              answered: int) -> tuple[list[NewJob], list[asyncio.Future[Reply]]]:
         """After a call for ``answered`` jobs returned: the waiting jobs
-        (skipping cancelled callers) of the next call; when none, the queue
-        is idle again.
+        (skipping cancelled callers) of the next call, and their callers'
+        futures; when none, the queue is idle again.
 
         A call takes at most half of the queue's callers (those just answered,
         who may come back at once, and those waiting): under a steady load two
         halves alternate, one in Redis while the client prepares the other,
-        instead of the client and Redis taking turns."""
-        waiting = lane.waiting
-        limit = min(self.max_jobs, (answered + len(waiting) + 1) // 2)
-        batch: list[tuple[NewJob, asyncio.Future[Reply]]] = []
+        instead of the client and Redis taking turns. Beyond its first job, a
+        call takes jobs while their payloads add up to ``max_bytes`` at most."""
+        jobs, futures = lane.jobs, lane.futures
+        limit = min(self.max_jobs, (answered + len(jobs) + 1) // 2)
+        n = min(limit, len(jobs))
+        if n:
+            # the common call: the first n callers, none cancelled, within the
+            # bytes; taken by slices and C loops, not a Python turn per job
+            taken = futures[:n]
+            if not any(map(_DONE, taken)):
+                batch = jobs[:n]
+                if n == 1 or sum(map(len, map(_PAYLOAD, batch))) <= self.max_bytes:
+                    del jobs[:n], futures[:n]
+                    return batch, taken
+        batch, taken = self._take_one_by_one(lane, limit)
+        if not batch:
+            lane.busy = False
+        return batch, taken
+
+    def _take_one_by_one(self, lane: _Lane,
+                         limit: int) -> tuple[list[NewJob], list[asyncio.Future[Reply]]]:
+        """_take's call when a caller was cancelled or the bytes cut it short."""
+        jobs, futures = lane.jobs, lane.futures
+        batch: list[NewJob] = []
+        taken: list[asyncio.Future[Reply]] = []
         size = 0
-        while waiting and len(batch) < limit:
-            job, future = waiting[0]
+        i = 0
+        while i < len(jobs) and len(batch) < limit:
+            job, future = jobs[i], futures[i]
             if future.done():  # its caller was cancelled before it was sent
-                waiting.popleft()
+                i += 1
                 continue
             if batch and size + len(job.payload) > self.max_bytes:
                 break
-            waiting.popleft()
-            batch.append((job, future))
+            batch.append(job)
+            taken.append(future)
             size += len(job.payload)
-        if not batch:
-            lane.busy = False
-        return batch
+            i += 1
+        del jobs[:i], futures[:i]
+        return batch, taken
 
-    async def _flush(self, qk: QueueKeys, lane: _Lane,
-                     batch: list[tuple[NewJob, asyncio.Future[Reply]]]) -> None:
+    async def _flush(self, qk: QueueKeys, lane: _Lane, batch: list[NewJob],
+                     futures: list[asyncio.Future[Reply]]) -> None:
         """Batch calls, one after the other, while callers wait: every caller
         of a batch gets its reply or the call's error. The next call is sent
         before the answered callers resume, so it is in Redis while they run."""
         while batch:
             try:
-                replies = await self._send(qk, [job for job, _ in batch])
+                replies = await self._send(qk, batch)
                 if len(replies) != len(batch):
                     raise RuntimeError(f"enqueue answered {len(replies)} replies for "
                                        f"{len(batch)} jobs")
             except asyncio.CancelledError:
                 # only the loop's shutdown cancels this task: nothing more is sent
-                for _, future in [*batch, *lane.waiting]:
+                for future in [*futures, *lane.futures]:
                     future.cancel()
-                lane.waiting.clear()
+                lane.jobs.clear()
+                lane.futures.clear()
                 lane.busy = False
                 raise
             except BaseException as exc:  # every caller of the batch gets it
-                for _, future in batch:
+                for future in futures:
                     if not future.done():
                         future.set_exception(exc)
                 if not isinstance(exc, Exception):
                     lane.busy = False  # KeyboardInterrupt & co: the waiting ones stay
                     raise
             else:
-                for (_, future), reply in zip(batch, replies, strict=True):
+                for future, reply in zip(futures, replies, strict=True):
                     if not future.done():  # a caller cancelled after it was sent
                         future.set_result(reply)
-            batch = self._take(lane, len(batch))
+            batch, futures = self._take(lane, len(batch))

@@ -53,6 +53,16 @@ class Shards:
             return queue
         return f"{queue}{SEPARATOR}{zlib.crc32(job_id.encode()) % n}"
 
+    def keys_for(self, queue: str, job_id: str) -> QueueKeys:
+        """keys(route(queue, job_id)): the keys of the shard of ``queue``
+        that holds ``job_id``; an unsharded queue's, once known, from one
+        dict (what each App.enqueue asks)."""
+        if queue not in self._shards:
+            known = self._keys.get(queue)
+            if known is not None:
+                return known
+        return self.keys(self.route(queue, job_id))
+
     def keys(self, name: str) -> QueueKeys:
         """Keys of a physical queue: a plain queue name or ``queue#k``."""
         known = self._keys.get(name)

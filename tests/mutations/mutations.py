@@ -654,11 +654,35 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- group commit of concurrent enqueues ------------------------------------------
     Mutation(
         "coalesced-reply-to-wrong-caller", "leasequeue/store/coalesce.py",
-        "zip(batch, replies, strict=True)",
-        "zip(batch, replies[::-1], strict=True)",
+        "zip(futures, replies, strict=True)",
+        "zip(futures, replies[::-1], strict=True)",
         "a batch of concurrent enqueues answers each caller with another caller's "
         "reply (created / state)",
         ("tests/test_coalesce.py::test_each_caller_gets_its_own_reply",),
+    ),
+    Mutation(
+        "coalesced-take-sends-cancelled", "leasequeue/store/coalesce.py",
+        "            if not any(map(_DONE, taken)):",
+        "            if True:",
+        "the next batch call of concurrent enqueues takes its callers by the slice without "
+        "looking for cancelled ones: a caller cancelled while it waited has its job written",
+        ("tests/test_coalesce.py::test_a_cancelled_caller_takes_nothing_from_the_others",),
+    ),
+    Mutation(
+        "coalesced-take-ignores-bytes", "leasequeue/store/coalesce.py",
+        "sum(map(len, map(_PAYLOAD, batch))) <= self.max_bytes:",
+        "sum(map(len, map(_PAYLOAD, batch))) <= self.max_bytes * 1000:",
+        "a batch call of concurrent enqueues takes its callers by the slice whatever their "
+        "payloads add up to: one script call carries far more than max_bytes",
+        ("tests/test_coalesce.py::test_a_batch_s_payloads_add_up_to_max_bytes_at_most",),
+    ),
+    Mutation(
+        "coalesced-take-all-callers", "leasequeue/store/coalesce.py",
+        "(answered + len(jobs) + 1) // 2)",
+        "(answered + len(jobs) + 1))",
+        "a batch call of concurrent enqueues takes every waiting caller instead of half of "
+        "the queue's callers: the client and Redis take turns instead of overlapping",
+        ("tests/test_coalesce.py::test_a_batch_takes_half_of_the_callers_and_the_next_call_the_rest",),
     ),
     # -- batch enqueue: runs and the pipeline -------------------------------------------
     Mutation(
@@ -1815,6 +1839,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a call whose delay or priority only equals the default (False as priority) takes "
         "the cached shape: shape()'s checks never see it, a bool priority is written",
         (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
+    ),
+    Mutation(
+        "keys-for-skips-the-route", "leasequeue/store/shards.py",
+        "        if queue not in self._shards:\n            known = self._keys.get(queue)",
+        "        if True:\n            known = self._keys.get(queue)",
+        "Shards.keys_for takes a sharded queue's keys known under its own name: every job "
+        "of the sharded queue lands in one unsharded queue no worker reads",
+        (f"{ONE}::test_keys_for_is_the_keys_of_the_job_s_route",),
     ),
     Mutation(
         "given-job-id-unchecked", "leasequeue/producer.py",
