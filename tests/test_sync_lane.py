@@ -4,10 +4,15 @@ be shared by two threads at once, and never be used by a forked child."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
+import time
 
+import hiredis
 import pytest
 import redis as redis_sync
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from leasequeue import SyncApp
 from leasequeue.errors import RedisUnavailable
@@ -42,8 +47,12 @@ def test_a_reply_later_than_the_socket_timeout_is_never_read_by_the_next_call(
         stall = stall_in_background(debug_server, 1.5)
         try:
             threading.Event().wait(0.2)  # the sleep has begun
+            started = time.monotonic()
             with pytest.raises(RedisUnavailable):
                 sync.enqueue("j", job_id="late")  # two tries, each timed out
+            # two waits of 0.3 s, ended by the kernel's timeouts (sync_lane.kernel_timeouts),
+            # well before the stall's end at 1.3 s from here
+            assert time.monotonic() - started < 1.1
         finally:
             stall.join()
         # a connection that kept "late"'s reply would answer stats() with it
@@ -51,6 +60,49 @@ def test_a_reply_later_than_the_socket_timeout_is_never_read_by_the_next_call(
         assert stats.ready in (1, 2)  # "late" may have run once Redis woke
         assert sync.enqueue("j", job_id="after").created
         assert sync.stats().ready == stats.ready + 1
+
+
+def _kernel_timeout(conn: object) -> tuple[float | None, float]:
+    """(Python's timeout, SO_RCVTIMEO in seconds) of a lane connection's socket."""
+    sock: socket.socket = conn._sock  # type: ignore[attr-defined]
+    seconds, micros = struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                                          struct.calcsize("ll")))
+    return sock.gettimeout(), seconds + micros / 1e6
+
+
+def test_the_lane_s_sockets_block_with_the_timeout_in_the_kernel(redis_server: RedisProcess,
+                                                                 prefix: str) -> None:
+    """A connection the lane drives keeps its socket_timeout, moved from
+    Python (a poll() before each send and recv) into the kernel; without a
+    socket_timeout it has none in either place."""
+    for timeout, expected in ((0.3, (None, 0.3)), (2.5, (None, 2.5)), (None, (None, 0.0))):
+        client = redis_sync.Redis.from_url(redis_server.url, socket_timeout=timeout)
+        with SyncApp(redis_server.url, prefix=prefix, redis=client) as sync:
+            sync.enqueue("j")
+            (conn,) = _idle(sync)
+            assert _kernel_timeout(conn) == expected, timeout
+            assert sync.enqueue("j").created  # and it still answers
+
+
+def test_a_call_the_kernel_times_out_raises_a_timeout(debug_server: RedisProcess,
+                                                      prefix: str) -> None:
+    """On a socket whose timeout is the kernel's, a reply that does not come
+    in time ends the read with EAGAIN: the lane raises redis-py's
+    TimeoutError (what a timed-out call is), not a lost connection."""
+    client = redis_sync.Redis.from_url(debug_server.url, socket_timeout=0.3)
+    with SyncApp(debug_server.url, prefix=prefix, redis=client) as sync:
+        sync.enqueue("j", job_id="warm")
+        conn = _idle(sync).pop()  # the lane's connection, taken out of its hands
+        stall = stall_in_background(debug_server, 1.0)
+        try:
+            threading.Event().wait(0.2)  # the sleep has begun
+            started = time.monotonic()
+            with pytest.raises(RedisTimeoutError):
+                sync_lane._send_and_read(conn, hiredis.pack_command(("PING",)))
+            assert time.monotonic() - started < 0.7
+        finally:
+            stall.join()
+            conn.disconnect()  # its late reply unread
 
 
 def test_threads_share_the_lane_and_each_reads_its_own_replies(redis_server: RedisProcess,

@@ -26,6 +26,15 @@ as on the async lane.
 - Fork: a child process must never read from its parent's sockets; the lane
   forgets its idle connections in a forked child (the pool resets itself
   there too).
+- Timeouts in the kernel: a socket with a timeout makes Python ``poll()``
+  before each ``send`` and ``recv``, two system calls more a round trip
+  (about 1.5 us of client CPU and of wall time a call on an Intel Xeon
+  host, benchmarks/results/sync_socket_timeout.txt). The lane turns a
+  connection it takes from the pool into a blocking socket whose kernel
+  timeouts (SO_RCVTIMEO, SO_SNDTIMEO) are the connection's socket_timeout:
+  a call that waits longer fails alike (EAGAIN, read here as redis-py's
+  TimeoutError), with one system call each way (Linux; a TLS socket keeps
+  Python's timeout, whose reads may not end on a record's edge).
 - A connection this module does not drive (Sentinel's, which turns a
   READONLY reply into a reconnect to the new master, or one without the
   hiredis parser) keeps redis-py's ``send_command``/``read_response``."""
@@ -33,6 +42,10 @@ as on the async lane.
 from __future__ import annotations
 
 import os
+import socket
+import ssl
+import struct
+import sys
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -70,7 +83,7 @@ class SyncLane:
         not read."""
         for attempt in (1, 2):
             idle = self._idle
-            conn = idle.pop() if idle else self._pool.get_connection()
+            conn = idle.pop() if idle else self._connection()
             try:
                 if packed is not None and direct_io(conn):
                     try:  # the hot path, inline: three Python calls fewer than _call
@@ -94,6 +107,14 @@ class SyncLane:
             self._idle.append(conn)
             return reply
         raise AssertionError("unreachable")
+
+    def _connection(self) -> Any:
+        """A connection from the pool, its timeouts moved into the kernel
+        when this module drives its socket (kernel_timeouts)."""
+        conn = self._pool.get_connection()
+        if direct_io(conn):
+            kernel_timeouts(conn._sock)
+        return conn
 
     def _drop(self, conn: Any) -> None:
         try:
@@ -120,6 +141,25 @@ def direct_io(conn: Any) -> bool:
     return (isinstance(conn, (Connection, UnixDomainSocketConnection))
             and not isinstance(conn, SentinelManagedConnection)
             and isinstance(conn._parser, _HiredisParser) and conn._sock is not None)
+
+
+def kernel_timeouts(sock: socket.socket) -> None:
+    """Make ``sock`` blocking with its timeout as SO_RCVTIMEO and SO_SNDTIMEO
+    (Linux, not TLS; else, or without a timeout, left as it is): a send or
+    recv is then one system call, where Python polls before each on a
+    socket with a timeout of its own."""
+    timeout = sock.gettimeout()
+    if timeout is None or not timeout > 0 or isinstance(sock, ssl.SSLSocket) \
+            or not sys.platform.startswith("linux"):
+        return
+    seconds = int(timeout)
+    micros = min(999_999, round((timeout - seconds) * 1e6))
+    if seconds == 0 and micros == 0:
+        micros = 1  # a zero timeval is no timeout at all
+    value = struct.pack("ll", seconds, micros)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
+    sock.settimeout(None)
 
 
 def _call(conn: Any, script: Script, keys: Sequence[bytes], args: Sequence[Any],
@@ -180,7 +220,7 @@ def _send_and_read(conn: Any, packed: bytes) -> Any:
                 conn._parser.handle_push_response(reply)
             else:
                 break
-    except TimeoutError:  # socket.timeout
+    except (TimeoutError, BlockingIOError):  # Python's timeout; the kernel's (EAGAIN)
         raise RedisTimeoutError("Timeout reading from socket") from None
     except OSError as exc:
         raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc

@@ -873,6 +873,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_sync_lane.py::test_a_reply_later_than_the_socket_timeout_is_never_read_"
          "by_the_next_call",),
     ),
+    Mutation(
+        "sync-lane-no-kernel-read-timeout", "leasequeue/store/sync_lane.py",
+        "    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)\n",
+        "",
+        "the sync producer makes its sockets blocking without the read timeout in the kernel: "
+        "a call to a Redis that stalls waits for as long as the stall",
+        ("tests/test_sync_lane.py::test_a_reply_later_than_the_socket_timeout_is_never_read_"
+         "by_the_next_call",),
+    ),
+    Mutation(
+        "sync-lane-kernel-timeout-as-lost-connection", "leasequeue/store/sync_lane.py",
+        "    except (TimeoutError, BlockingIOError):",
+        "    except TimeoutError:",
+        "the sync producer reads the kernel's timeout (EAGAIN) as a lost connection: the "
+        "caller's error no longer says the call timed out",
+        ("tests/test_sync_lane.py::test_a_call_the_kernel_times_out_raises_a_timeout",),
+    ),
     # -- the job's footprint in Redis --------------------------------------------
     Mutation(
         "job-id-32-chars", "leasequeue/producer.py",
@@ -1068,8 +1085,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sync-lane-shared-by-threads", "leasequeue/store/sync_lane.py",
-        "            conn = idle.pop() if idle else self._pool.get_connection()\n",
-        "            conn = idle[-1] if idle else self._pool.get_connection()\n",
+        "            conn = idle.pop() if idle else self._connection()\n",
+        "            conn = idle[-1] if idle else self._connection()\n",
         "two threads of the sync producer take the same idle connection at once: their "
         "commands interleave on one socket and a thread reads the other's reply",
         ("tests/test_sync_lane.py::test_threads_share_the_lane_and_each_reads_its_own_"
