@@ -5,10 +5,14 @@ bullmq-node,bee-queue-node) read again, each column's lq ÷ best peer
 day, and how many runs met issue 11's target. One day's three runs say
 little on these shared hosts: Node and Python do not move alike with the
 host's speed (bee-queue's bulk rose 1.4-1.5x between two days, ours
-1.0-1.25x), so a band over days is the fairer standing.
+1.0-1.25x), so a band over days is the fairer standing. The hosts differ
+too (an AMD EPYC one, an Intel Xeon one, a run's "machine" in its
+results.json): --by host bands the same runs per kind of host instead of
+per day.
 
   python benchmarks/standing.py                      # every node_peers_* run
   python benchmarks/standing.py --since 2026-12-03   # the runs from that day on
+  python benchmarks/standing.py --by host            # banded per kind of host
   python benchmarks/standing.py DIR ...              # these result directories
 """
 
@@ -56,23 +60,39 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def standing(runs: list[dict[str, Any]]) -> list[str]:
-    """The table: per column, per day the range of lq ÷ best (its runs), then
-    over every run the median and the runs that met the target."""
-    days = sorted({r["date"][:10] for r in runs})
-    by_run = [(r["date"][:10], best_ratios(r)) for r in runs]
+def host(run: dict[str, Any]) -> str:
+    """The kind of host a run had: its CPU's vendor and family ("AMD EPYC",
+    "Intel Xeon"), from the model name the harness recorded."""
+    cpu = str(run.get("machine", {}).get("cpu", "?"))
+    words = cpu.replace("(R)", "").replace("(TM)", "").split()
+    return " ".join(words[:2]) or "?"
+
+
+def day(run: dict[str, Any]) -> str:
+    return str(run["date"][:10])
+
+
+def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
+    """The table: per column, per day (or per kind of host) the range of lq
+    ÷ best (its runs), then over every run the median and the runs that met
+    the target."""
+    key = host if by == "host" else day
+    groups = sorted({key(r) for r in runs})
+    by_run = [(key(r), best_ratios(r)) for r in runs]
+    days = sorted({day(r) for r in runs})
+    what = "day" if by == "day" else "kind of host"
     out = [f"lq ÷ the best peer in the same run, {_count(len(runs), 'run')} on "
-           f"{_count(len(days), 'day')} "
-           f"({', '.join(days)}); per day: lowest-highest (runs)", ""]
-    out.append("| column | " + " | ".join(days) + " | median | target | runs at target |")
-    out.append("|---|" + "---:|" * len(days) + "---:|---:|---:|")
+           f"{_count(len(days), 'day')} ({', '.join(days)}); per {what}: "
+           f"lowest-highest (runs)", ""]
+    out.append("| column | " + " | ".join(groups) + " | median | target | runs at target |")
+    out.append("|---|" + "---:|" * len(groups) + "---:|---:|---:|")
     for i, (label, *_rest) in enumerate(BEST_COLUMNS):
         target = TARGETS.get(label, 1.0)
         cells: list[str] = []
         every: list[float] = []
-        for day in days:
-            ratios = [ratio for d, rows in by_run
-                      if d == day and (ratio := rows[i][3]) is not None]
+        for group in groups:
+            ratios = [ratio for g, rows in by_run
+                      if g == group and (ratio := rows[i][3]) is not None]
             every += ratios
             cells.append(f"{min(ratios):.2f}-{max(ratios):.2f} ({len(ratios)})" if ratios
                          else "–")
@@ -81,10 +101,11 @@ def standing(runs: list[dict[str, Any]]) -> list[str]:
         out.append(f"| {label} | " + " | ".join(cells)
                    + f" | {median} | ≥ {target:g}× | {met} of {len(every)} |")
     out.append("")
-    for day in days:  # which runs, at which commits
-        out.append(f"{day}: " + ", ".join(f"{r['_dir'].removeprefix('node_peers_') or '.'} "
-                                          f"({r['date'][11:16]}, {r['git']})"
-                                          for r in runs if r["date"][:10] == day))
+    for group in groups:  # which runs, at which commits
+        out.append(f"{group}: " + ", ".join(
+            f"{r['_dir'].removeprefix('node_peers_') or '.'} "
+            f"({r['date'][:16] if by == 'host' else r['date'][11:16]}, {r['git']})"
+            for r in runs if key(r) == group))
     return out
 
 
@@ -93,12 +114,14 @@ def main() -> None:
     ap.add_argument("dirs", nargs="*", type=Path,
                     help="result directories (default: every results/node_peers_*)")
     ap.add_argument("--since", default="", help="only runs from this day on (YYYY-MM-DD)")
+    ap.add_argument("--by", choices=("day", "host"), default="day",
+                    help="band the runs per day (default) or per kind of host")
     args = ap.parse_args()
     dirs = args.dirs or sorted(RESULTS.glob("node_peers_*"))
     runs = [r for r in load(dirs) if r["date"][:10] >= args.since]
     if not runs:
         sys.exit("no run against both Node peers in those directories")
-    print("\n".join(standing(runs)))
+    print("\n".join(standing(runs, args.by)))
 
 
 if __name__ == "__main__":
