@@ -443,3 +443,16 @@ def memory_line(before: int, after: int, n: int) -> dict[str, Any]:
 def timed_rate(count: int, seconds: float) -> dict[str, Any]:
     return {"value": round(count / max(seconds, 1e-9), 1), "n": count,
             "seconds": round(seconds, 3)}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), as run.py's report records it:
+    figures are of a kind of host (benchmarks/standing.py --by host)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"

@@ -24,8 +24,8 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+from common import cpu_model  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
-from socket_timeout import cpu_model  # noqa: E402
 
 from leasequeue import SyncApp  # noqa: E402
 

@@ -25,6 +25,7 @@ import hiredis
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import cpu_model
 from redis_server import RedisServer
 
 
@@ -62,17 +63,6 @@ def measure(port: int, n: int, rounds: int) -> dict[str, list[tuple[float, float
     for sock in socks.values():
         sock.close()
     return results
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 def main() -> None:
