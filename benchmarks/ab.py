@@ -1,6 +1,8 @@
 """A/B: leasequeue at two source trees, measured in the same run on the same
-redis-server, alternating (A, B, A, B, ...) so that the machine's drift hits
-both alike. Reports medians and the ratio B / A per figure, and for each drain the CPU
+redis-server, alternating (A B in one rep, B A in the next) so that the
+machine's drift hits both alike. Reports per figure the medians, their
+ratio B / A and the median of each rep's own B / A (paired: steadier on a
+host whose speed moves over the run), and for each drain the CPU
 microseconds per job of the worker processes and of Redis (steadier than a
 rate on a busy machine).
 
@@ -79,21 +81,33 @@ def main() -> None:
     server.start()
     try:
         for rep in range(args.reps):
-            for name, tree in trees.items():
-                results[name].append(run_tree(tree, server.url, args.sections, loops[name]))
+            # A B, then B A, ...: neither tree always runs first in a rep
+            for name in ("A", "B") if rep % 2 == 0 else ("B", "A"):
+                results[name].append(run_tree(trees[name], server.url, args.sections,
+                                              loops[name]))
                 print(f"rep {rep + 1} {name}: {results[name][-1]}", file=sys.stderr)
     finally:
         server.stop()
     label = {k: trees[k].name + (f", --loop {loops[k]}" if loops[k] else "") for k in trees}
-    print(f"| figure | A ({label['A']}) | B ({label['B']}) | B / A |")
-    print("|---|---:|---:|---:|")
+    print(f"| figure | A ({label['A']}) | B ({label['B']}) | B / A | paired B / A |")
+    print("|---|---:|---:|---:|---:|")
     extra = sorted({m for rows in results.values() for r in rows for m in r} - set(FIGURES))
     for metric in [*FIGURES, *extra]:
         a = [r[metric] for r in results["A"] if metric in r]
         b = [r[metric] for r in results["B"] if metric in r]
         if a and b:
             ma, mb = statistics.median(a), statistics.median(b)
-            print(f"| {metric} | {ma:,.3f} | {mb:,.3f} | {mb / ma:.2f} |")
+            print(f"| {metric} | {ma:,.3f} | {mb:,.3f} | {mb / ma:.2f} | "
+                  f"{paired(results, metric):.2f} |")
+
+
+def paired(results: dict[str, list[dict[str, float]]], metric: str) -> float:
+    """The median over reps of B's figure ÷ A's in the same rep: each pair
+    ran minutes apart, so a host that speeds up or slows down over the run
+    moves both sides of a ratio alike, where it moves the two medians apart."""
+    ratios = [b[metric] / a[metric] for a, b in zip(results["A"], results["B"], strict=False)
+              if metric in a and metric in b and a[metric]]
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 if __name__ == "__main__":
