@@ -32,6 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import envs  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
 import report  # noqa: E402
+from common import cpu_model  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -225,14 +226,7 @@ def install(selected: list[PeerSpec]) -> dict[str, envs.EnvStatus]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     mem = "?"
     try:
         kb = int(Path("/proc/meminfo").read_text().split()[1])
