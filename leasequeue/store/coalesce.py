@@ -93,15 +93,15 @@ class EnqueueCoalescer:
                 # cancelled while awaited: the future is cancelled too; _take
                 # skips it if its job was not sent yet, a batch in flight leaves it
                 return future
-        return self._alone(qk, job)
+        return self._alone(qk, job, lane)
 
-    async def _alone(self, qk: QueueKeys, job: NewJob) -> Reply:
+    async def _alone(self, qk: QueueKeys, job: NewJob, lane: _Lane | None) -> Reply:
         """The reply of a job whose queue was idle when it came: sent at
         once, alone, from the caller's task (or parked after all, if another
-        caller's call started in between)."""
-        lane = self._lanes.get(qk.queue)
-        if lane is None:
-            lane = self._lanes[qk.queue] = _Lane()
+        caller's call started in between). ``lane``: the queue's, as
+        enqueue() found it (None: the queue's first call)."""
+        if lane is None:  # (another first call may have made it since: never two lanes)
+            lane = self._lanes.setdefault(qk.queue, _Lane())
         loop = asyncio.get_running_loop()
         if lane.busy and lane.loop is not loop:
             # left busy by an event loop that is gone (closed mid-call)
