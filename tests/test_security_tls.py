@@ -13,7 +13,7 @@ import pytest
 import redis as redis_sync
 
 from leasequeue import App, Context, RedisUnavailable, SyncApp, TlsVerificationFailed
-from leasequeue.store import sync_lane
+from leasequeue.store import direct, sync_lane
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tls import make_ca, make_server_tls
 from tests.helpers import eventually, worker_running
@@ -48,6 +48,11 @@ async def test_verified_tls_connection_enqueues_and_runs(tls_server: RedisProces
 
     try:
         await app.enqueue("hello", {"i": 41}, job_id="tls-1")
+        # the one-job enqueue never reads a TLS socket itself (direct.ReplySpin)
+        lane = app.scripts._lane
+        assert lane is not None and lane._idle
+        proto = lane._idle[0]._writer.transport.get_protocol()
+        assert isinstance(proto, direct._LaneProtocol) and proto.fd == -1
         async with worker_running(app):
             await eventually(lambda: _succeeded(app, "tls-1"), what="the job over TLS")
         assert ran == [41]

@@ -111,7 +111,8 @@ class Scripts:
         self.settings = settings
         shebang = not url.startswith("memory://")
         # the direct path needs a plain connection pool: one Redis or Sentinel
-        self._lane = Lane(redis) if shebang and not is_cluster(redis) else None
+        self._lane = (Lane(redis, settings.reply_spin_us)
+                      if shebang and not is_cluster(redis) else None)
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
         self._key_cache: dict[tuple[str, AnyKeys], list[bytes]] = {}
@@ -189,7 +190,8 @@ class Scripts:
             while call is not None:
                 packed, keys, name = call
                 try:
-                    reply = await self._lane.run(self._scripts[name], keys, (), packed=packed)
+                    reply = await self._lane.run(self._scripts[name], keys, (), packed=packed,
+                                                 spin=True)
                 except Exception as exc:  # redis_errors' rule, free when nothing fails
                     reraise(self._url, name, exc, keys)
                 if reply.__class__ is not int or name != "enqueue_one":  # (ends the loop)

@@ -1,0 +1,237 @@
+"""The one-job enqueue's reply read off the socket (direct.ReplySpin): a
+reply that comes within the budget is read without the event loop's turn,
+one that does not is left to the loop (and the next reads back off), the
+spin stands aside while asyncio's loop has another callback ready, and an
+EOF fails the read as the transport's own would."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import hiredis
+import pytest
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from leasequeue import App, StoreSettings
+from leasequeue.store import direct
+from tests.harness.redis_proc import RedisProcess, stall_in_background
+
+pytestmark = pytest.mark.anyio
+
+SECOND_US = 1_000_000
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A socket pair: the first end non-blocking, as a transport's is."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _reader() -> hiredis.Reader:
+    """A reader as redis-py makes a connection's (a reply not yet whole is
+    NOT_ENOUGH_DATA)."""
+    return hiredis.Reader(notEnoughData=NOT_ENOUGH_DATA)
+
+
+def _proto(fd: int, ready: Any = None) -> Any:
+    return SimpleNamespace(fd=fd, ready=ready)
+
+
+class Seen:
+    """What the lane's reads did: each spin's outcome ("hit": it read the
+    reply; "miss": its budget ran out), and on asyncio's loop the bytes the
+    loop handed the lane's protocol (uvloop binds a protocol's
+    data_received when it is set, so a spy cannot see them there)."""
+
+    def __init__(self) -> None:
+        self.spins: list[str] = []
+        self.by_loop: list[bytes] = []
+        self.loop_seen = False  # whether by_loop is watched
+
+    def clear(self) -> None:
+        self.spins.clear()
+        self.by_loop.clear()
+
+
+async def _app_with_spin(url: str, prefix: str, budget_us: int,
+                         monkeypatch: pytest.MonkeyPatch) -> tuple[App, Any, Seen]:
+    """An App whose lane has one warm connection and a spin of ``budget_us``
+    (whatever the CPUs), and what its reads do from then on."""
+    app = App(url, prefix=prefix, settings=StoreSettings(reply_spin_us=budget_us))
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="warm")
+    lane = app.scripts._lane
+    assert lane is not None and len(lane._idle) == 1
+    lane._spin = direct.ReplySpin(budget_us)
+    proto = lane._idle[0]._writer.transport.get_protocol()
+    assert isinstance(proto, direct._LaneProtocol) and proto.fd >= 0
+    seen = Seen()
+    read = direct.ReplySpin.read
+
+    def spied_read(self: direct.ReplySpin, fd: int, reader: Any) -> Any:
+        reply = read(self, fd, reader)
+        seen.spins.append("miss" if reply is NOT_ENOUGH_DATA else "hit")
+        return reply
+
+    monkeypatch.setattr(direct.ReplySpin, "read", spied_read)
+    if proto.ready is not None:  # asyncio's loop
+        seen.loop_seen = True
+        received = direct._LaneProtocol.data_received
+
+        def spy(self: direct._LaneProtocol, data: bytes) -> None:
+            if self is proto:
+                seen.by_loop.append(data)
+            received(self, data)
+
+        monkeypatch.setattr(direct._LaneProtocol, "data_received", spy)
+    return app, lane, seen
+
+
+async def test_a_reply_within_the_budget_is_read_off_the_socket_not_by_the_loop(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app, lane, seen = await _app_with_spin(redis_server.url, prefix, SECOND_US, monkeypatch)
+    try:
+        for i in range(20):
+            job = await app.enqueue("j", {"i": i}, job_id=f"s{i}")
+            assert (job.id, job.created, job.state) == (f"s{i}", True, "queued")
+        assert seen.spins == ["hit"] * 20
+        assert seen.by_loop == []  # no reply went through the event loop
+        assert (lane._spin.misses, lane._spin.skip) == (0, 0)
+        assert not (await app.enqueue("j", job_id="s3")).created  # each read its own reply
+        assert (await app.stats()).ready == 21
+    finally:
+        await app.close()
+
+
+async def test_a_reply_later_than_the_budget_is_left_to_the_loop_and_the_next_read_waits(
+        debug_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app, lane, seen = await _app_with_spin(debug_server.url, prefix, 2_000, monkeypatch)
+    try:
+        stall = stall_in_background(debug_server, 0.3)
+        await anyio.sleep(0.1)  # the stall has begun
+        started = anyio.current_time()
+        with anyio.fail_after(5):
+            job = await app.enqueue("j", job_id="late")
+        stall.join()
+        assert job.created and job.id == "late"
+        assert anyio.current_time() - started < 1.0  # the stall, not more
+        assert seen.spins == ["miss"]
+        assert seen.by_loop != [] or not seen.loop_seen  # the loop read the reply
+        assert (lane._spin.misses, lane._spin.skip) == (1, 1)
+        seen.clear()
+        assert (await app.enqueue("j", job_id="next")).created  # this read does not spin
+        assert seen.spins == [] and lane._spin.skip == 0
+        assert seen.by_loop != [] or not seen.loop_seen
+        seen.clear()
+        assert (await app.enqueue("j", job_id="after")).created  # this one does, and gets it
+        assert seen.spins == ["hit"] and seen.by_loop == [] and lane._spin.misses == 0
+    finally:
+        await app.close()
+
+
+async def test_no_spin_while_another_callback_is_ready_on_asyncio_s_loop(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app, lane, seen = await _app_with_spin(redis_server.url, prefix, SECOND_US, monkeypatch)
+    try:
+        if not seen.loop_seen:
+            pytest.skip("uvloop's ready queue cannot be read: the budget alone bounds a spin")
+        proto = lane._idle[0]._writer.transport.get_protocol()
+        assert proto.ready is asyncio.get_running_loop()._ready  # type: ignore[attr-defined]
+        ran: list[int] = []
+        asyncio.get_running_loop().call_soon(ran.append, 1)  # ready before the read
+        assert (await app.enqueue("j", job_id="busy")).created
+        assert ran == [1] and seen.spins == [] and seen.by_loop != []  # the loop's turn
+        seen.clear()
+        assert (await app.enqueue("j", job_id="idle")).created
+        assert seen.spins == ["hit"] and seen.by_loop == []
+    finally:
+        await app.close()
+
+
+def test_the_spin_reads_a_reply_in_pieces(pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    spin, reader = direct.ReplySpin(SECOND_US), _reader()
+    b.sendall(b"$5\r\nhel")
+
+    def rest() -> None:
+        time.sleep(0.05)
+        b.sendall(b"lo\r\n")
+
+    t = threading.Thread(target=rest)
+    t.start()
+    try:
+        assert spin.reply(_proto(a.fileno()), reader) == b"hello"
+    finally:
+        t.join()
+    assert spin.misses == 0
+
+
+def test_a_spin_that_runs_out_leaves_what_came_in_the_reader(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    spin, reader = direct.ReplySpin(1_000), _reader()
+    b.sendall(b"$5\r\nhel")
+    assert spin.reply(_proto(a.fileno()), reader) is NOT_ENOUGH_DATA
+    b.sendall(b"lo\r\n")
+    reader.feed(a.recv(100))
+    assert reader.gets() == b"hello"
+
+
+def test_misses_in_a_row_double_the_reads_that_do_not_spin_up_to_1023(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    spin, reader, proto = direct.ReplySpin(100), _reader(), _proto(a.fileno())
+    skipped_after: list[int] = []
+    for _ in range(12):
+        assert spin.reply(proto, reader) is NOT_ENOUGH_DATA  # a miss
+        skipped_after.append(spin.skip)
+        b.sendall(b"+x\r\n")  # a reply waiting: the reads that do not spin leave it
+        while spin.skip:
+            assert spin.reply(proto, reader) is NOT_ENOUGH_DATA
+        assert a.recv(100) == b"+x\r\n"
+    assert skipped_after == [1, 3, 7, 15, 31, 63, 127, 255, 511, 1023, 1023, 1023]
+    b.sendall(b"+ok\r\n")
+    assert spin.reply(proto, reader) == b"ok"  # a hit: the next miss skips one read again
+    assert spin.misses == 0
+    assert spin.reply(proto, reader) is NOT_ENOUGH_DATA and spin.skip == 1
+
+
+def test_no_spin_without_a_socket_of_its_own_or_with_a_callback_ready(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    spin, reader = direct.ReplySpin(SECOND_US), _reader()
+    b.sendall(b"+ok\r\n")
+    # (a budget of a second: a spin here would have read the reply)
+    assert spin.reply(_proto(-1), reader) is NOT_ENOUGH_DATA  # TLS, or no socket
+    assert spin.reply(_proto(a.fileno(), deque([object()])), reader) is NOT_ENOUGH_DATA
+    assert spin.reply(_proto(a.fileno(), deque()), reader) == b"ok"
+
+
+def test_an_eof_during_a_spin_fails_the_read_as_a_lost_connection(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    b.close()
+    with pytest.raises(RedisConnectionError):
+        direct.ReplySpin(SECOND_US).reply(_proto(a.fileno()), _reader())
+
+
+def test_a_lane_on_one_cpu_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(direct, "_cpus", lambda: 1)
+    assert direct.Lane(Redis(), spin_us=50)._spin is None
+    monkeypatch.setattr(direct, "_cpus", lambda: 2)
+    assert direct.Lane(Redis(), spin_us=50)._spin is not None
+    assert direct.Lane(Redis(), spin_us=0)._spin is None
