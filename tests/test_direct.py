@@ -476,9 +476,9 @@ async def test_enqueue_many_pipelines_its_chunks_and_keeps_their_order(
         events.append("w")
         write(conn, packed)
 
-    async def logged_read(conn: object, wait: float = 0.0, spin: object = None) -> object:
+    async def logged_read(conn: object, wait: float = 0.0) -> object:
         events.append("r")
-        return await read(conn, wait, spin)  # type: ignore[arg-type]
+        return await read(conn, wait)
 
     await real_app.verify_queues(["default"])  # its script call is not logged
     monkeypatch.setattr(direct, "_write", logged_write)
@@ -504,12 +504,12 @@ async def test_a_lost_reply_mid_pipeline_sends_the_rest_one_by_one_and_loses_no_
     read = direct._read
     reads = 0
 
-    async def failing_read(conn: object, wait: float = 0.0, spin: object = None) -> object:
+    async def failing_read(conn: object, wait: float = 0.0) -> object:
         nonlocal reads
         reads += 1
         if reads == 2:  # the first pipelined reply: that call ran, its reply is lost
             raise direct.RedisConnectionError("lost")
-        return await read(conn, wait, spin)  # type: ignore[arg-type]
+        return await read(conn, wait)
 
     await real_app.verify_queues(["default"])  # its script call is not counted
     monkeypatch.setattr(direct, "_read", failing_read)

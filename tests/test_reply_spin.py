@@ -1,18 +1,20 @@
-"""The one-job enqueue's reply read off the socket (direct.ReplySpin): a
-reply that comes within the budget is read without the event loop's turn,
-one that does not is left to the loop (and the next reads back off), the
-spin stands aside while asyncio's loop has another callback ready, and an
-EOF fails the read as the transport's own would."""
+"""A one-job enqueue's reply read off its socket (store/spin.py): a reply
+that comes within the budget is read without the event loop's turn (App)
+or a blocking recv (SyncApp); one that does not is left to them, and the
+next calls back off; the spin stands aside while asyncio's loop has another
+callback ready, and on one CPU; an EOF fails the read as the transport's
+own would."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from types import SimpleNamespace
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,8 +24,8 @@ from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from leasequeue import App, StoreSettings
-from leasequeue.store import direct
+from leasequeue import App, StoreSettings, SyncApp
+from leasequeue.store import direct, spin, sync_lane
 from tests.harness.redis_proc import RedisProcess, stall_in_background
 
 pytestmark = pytest.mark.anyio
@@ -47,20 +49,39 @@ def _reader() -> hiredis.Reader:
     return hiredis.Reader(notEnoughData=NOT_ENOUGH_DATA)
 
 
-def _proto(fd: int, ready: Any = None) -> Any:
-    return SimpleNamespace(fd=fd, ready=ready)
+def _now(sock: socket.socket) -> Callable[[], bytes]:
+    return partial(os.read, sock.fileno(), 65536)
 
 
 class Seen:
-    """What the lane's reads did: each spin's outcome ("hit": it read the
-    reply; "miss": its budget ran out), and on asyncio's loop the bytes the
-    loop handed the lane's protocol (uvloop binds a protocol's
-    data_received when it is set, so a spy cannot see them there)."""
+    """What the spins did: each one's outcome ("hit": it read the reply;
+    "miss": its budget ran out), and on asyncio's loop the bytes the loop
+    handed the lane's protocol (uvloop binds a protocol's data_received when
+    it is set, so a spy cannot see them there)."""
 
-    def __init__(self) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.spins: list[str] = []
         self.by_loop: list[bytes] = []
         self.loop_seen = False  # whether by_loop is watched
+        read = spin.ReplySpin.read
+
+        def spied_read(self_: spin.ReplySpin, read_now: Any, reader: Any) -> Any:
+            reply = read(self_, read_now, reader)
+            self.spins.append("miss" if reply is NOT_ENOUGH_DATA else "hit")
+            return reply
+
+        monkeypatch.setattr(spin.ReplySpin, "read", spied_read)
+
+    def watch_loop(self, proto: direct._LaneProtocol, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.loop_seen = True
+        received = direct._LaneProtocol.data_received
+
+        def spy(self_: direct._LaneProtocol, data: bytes) -> None:
+            if self_ is proto:
+                self.by_loop.append(data)
+            received(self_, data)
+
+        monkeypatch.setattr(direct._LaneProtocol, "data_received", spy)
 
     def clear(self) -> None:
         self.spins.clear()
@@ -76,28 +97,12 @@ async def _app_with_spin(url: str, prefix: str, budget_us: int,
     await app.enqueue("j", job_id="warm")
     lane = app.scripts._lane
     assert lane is not None and len(lane._idle) == 1
-    lane._spin = direct.ReplySpin(budget_us)
+    lane._spin = spin.ReplySpin(budget_us)
     proto = lane._idle[0]._writer.transport.get_protocol()
-    assert isinstance(proto, direct._LaneProtocol) and proto.fd >= 0
-    seen = Seen()
-    read = direct.ReplySpin.read
-
-    def spied_read(self: direct.ReplySpin, fd: int, reader: Any) -> Any:
-        reply = read(self, fd, reader)
-        seen.spins.append("miss" if reply is NOT_ENOUGH_DATA else "hit")
-        return reply
-
-    monkeypatch.setattr(direct.ReplySpin, "read", spied_read)
+    assert isinstance(proto, direct._LaneProtocol) and proto.read_now is not None
+    seen = Seen(monkeypatch)
     if proto.ready is not None:  # asyncio's loop
-        seen.loop_seen = True
-        received = direct._LaneProtocol.data_received
-
-        def spy(self: direct._LaneProtocol, data: bytes) -> None:
-            if self is proto:
-                seen.by_loop.append(data)
-            received(self, data)
-
-        monkeypatch.setattr(direct._LaneProtocol, "data_received", spy)
+        seen.watch_loop(proto, monkeypatch)
     return app, lane, seen
 
 
@@ -117,7 +122,7 @@ async def test_a_reply_within_the_budget_is_read_off_the_socket_not_by_the_loop(
         await app.close()
 
 
-async def test_a_reply_later_than_the_budget_is_left_to_the_loop_and_the_next_read_waits(
+async def test_a_reply_later_than_the_budget_is_left_to_the_loop_and_the_next_call_waits(
         debug_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     app, lane, seen = await _app_with_spin(debug_server.url, prefix, 2_000, monkeypatch)
     try:
@@ -133,7 +138,7 @@ async def test_a_reply_later_than_the_budget_is_left_to_the_loop_and_the_next_re
         assert seen.by_loop != [] or not seen.loop_seen  # the loop read the reply
         assert (lane._spin.misses, lane._spin.skip) == (1, 1)
         seen.clear()
-        assert (await app.enqueue("j", job_id="next")).created  # this read does not spin
+        assert (await app.enqueue("j", job_id="next")).created  # this call does not spin
         assert seen.spins == [] and lane._spin.skip == 0
         assert seen.by_loop != [] or not seen.loop_seen
         seen.clear()
@@ -162,9 +167,53 @@ async def test_no_spin_while_another_callback_is_ready_on_asyncio_s_loop(
         await app.close()
 
 
+def _sync_with_spin(url: str, prefix: str, budget_us: int) -> tuple[SyncApp, Any]:
+    sync = SyncApp(url, prefix=prefix, settings=StoreSettings(reply_spin_us=budget_us))
+    assert sync.enqueue("j", job_id="warm").created
+    lane = sync.scripts._lane
+    assert lane is not None and len(lane._idle) == 1
+    lane._spin = spin.ReplySpin(budget_us)
+    return sync, lane
+
+
+def test_a_sync_reply_within_the_budget_is_read_by_the_spin(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sync, lane = _sync_with_spin(redis_server.url, prefix, SECOND_US)
+    seen = Seen(monkeypatch)
+    with sync:
+        for i in range(20):
+            job = sync.enqueue("j", {"i": i}, job_id=f"s{i}")
+            assert (job.id, job.created) == (f"s{i}", True)
+        assert seen.spins == ["hit"] * 20
+        assert not sync.enqueue("j", job_id="s3").created  # each read its own reply
+        assert sync.stats().ready == 21
+        conn = lane._idle[0]
+        assert sync_lane.read_now(conn) is sync_lane.read_now(conn)  # made once a socket
+
+
+def test_a_sync_reply_later_than_the_budget_is_read_by_a_blocking_recv(
+        debug_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    sync, lane = _sync_with_spin(debug_server.url, prefix, 2_000)
+    seen = Seen(monkeypatch)
+    with sync:
+        stall = stall_in_background(debug_server, 0.3)
+        time.sleep(0.1)  # the stall has begun
+        started = time.monotonic()
+        job = sync.enqueue("j", job_id="late")
+        stall.join()
+        assert job.created and job.id == "late"
+        assert time.monotonic() - started < 1.0
+        assert seen.spins == ["miss"] and (lane._spin.misses, lane._spin.skip) == (1, 1)
+        seen.clear()
+        assert sync.enqueue("j", job_id="next").created  # this call does not spin
+        assert seen.spins == [] and lane._spin.skip == 0
+        assert sync.enqueue("j", job_id="after").created
+        assert seen.spins == ["hit"] and lane._spin.misses == 0
+
+
 def test_the_spin_reads_a_reply_in_pieces(pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
-    spin, reader = direct.ReplySpin(SECOND_US), _reader()
+    spinner, reader = spin.ReplySpin(SECOND_US), _reader()
     b.sendall(b"$5\r\nhel")
 
     def rest() -> None:
@@ -174,51 +223,51 @@ def test_the_spin_reads_a_reply_in_pieces(pair: tuple[socket.socket, socket.sock
     t = threading.Thread(target=rest)
     t.start()
     try:
-        assert spin.reply(_proto(a.fileno()), reader) == b"hello"
+        assert spinner.reply(_now(a), None, reader) == b"hello"
     finally:
         t.join()
-    assert spin.misses == 0
+    assert spinner.misses == 0
 
 
 def test_a_spin_that_runs_out_leaves_what_came_in_the_reader(
         pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
-    spin, reader = direct.ReplySpin(1_000), _reader()
+    spinner, reader = spin.ReplySpin(1_000), _reader()
     b.sendall(b"$5\r\nhel")
-    assert spin.reply(_proto(a.fileno()), reader) is NOT_ENOUGH_DATA
+    assert spinner.reply(_now(a), None, reader) is NOT_ENOUGH_DATA
     b.sendall(b"lo\r\n")
     reader.feed(a.recv(100))
     assert reader.gets() == b"hello"
 
 
-def test_misses_in_a_row_double_the_reads_that_do_not_spin_up_to_1023(
+def test_misses_in_a_row_double_the_calls_that_do_not_spin_up_to_1023(
         pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
-    spin, reader, proto = direct.ReplySpin(100), _reader(), _proto(a.fileno())
+    spinner, reader, now = spin.ReplySpin(100), _reader(), _now(a)
     skipped_after: list[int] = []
     for _ in range(12):
-        assert spin.reply(proto, reader) is NOT_ENOUGH_DATA  # a miss
-        skipped_after.append(spin.skip)
-        b.sendall(b"+x\r\n")  # a reply waiting: the reads that do not spin leave it
-        while spin.skip:
-            assert spin.reply(proto, reader) is NOT_ENOUGH_DATA
+        assert spinner.reply(now, None, reader) is NOT_ENOUGH_DATA  # a miss
+        skipped_after.append(spinner.skip)
+        b.sendall(b"+x\r\n")  # a reply waiting: the calls that do not spin leave it
+        while spinner.skip:
+            assert spinner.reply(now, None, reader) is NOT_ENOUGH_DATA
         assert a.recv(100) == b"+x\r\n"
     assert skipped_after == [1, 3, 7, 15, 31, 63, 127, 255, 511, 1023, 1023, 1023]
     b.sendall(b"+ok\r\n")
-    assert spin.reply(proto, reader) == b"ok"  # a hit: the next miss skips one read again
-    assert spin.misses == 0
-    assert spin.reply(proto, reader) is NOT_ENOUGH_DATA and spin.skip == 1
+    assert spinner.reply(now, None, reader) == b"ok"  # a hit: the next miss skips one again
+    assert spinner.misses == 0
+    assert spinner.reply(now, None, reader) is NOT_ENOUGH_DATA and spinner.skip == 1
 
 
-def test_no_spin_without_a_socket_of_its_own_or_with_a_callback_ready(
+def test_no_spin_without_a_read_of_its_own_or_with_a_callback_ready(
         pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
-    spin, reader = direct.ReplySpin(SECOND_US), _reader()
+    spinner, reader = spin.ReplySpin(SECOND_US), _reader()
     b.sendall(b"+ok\r\n")
     # (a budget of a second: a spin here would have read the reply)
-    assert spin.reply(_proto(-1), reader) is NOT_ENOUGH_DATA  # TLS, or no socket
-    assert spin.reply(_proto(a.fileno(), deque([object()])), reader) is NOT_ENOUGH_DATA
-    assert spin.reply(_proto(a.fileno(), deque()), reader) == b"ok"
+    assert spinner.reply(None, None, reader) is NOT_ENOUGH_DATA  # TLS
+    assert spinner.reply(_now(a), deque([object()]), reader) is NOT_ENOUGH_DATA
+    assert spinner.reply(_now(a), deque(), reader) == b"ok"
 
 
 def test_an_eof_during_a_spin_fails_the_read_as_a_lost_connection(
@@ -226,12 +275,19 @@ def test_an_eof_during_a_spin_fails_the_read_as_a_lost_connection(
     a, b = pair
     b.close()
     with pytest.raises(RedisConnectionError):
-        direct.ReplySpin(SECOND_US).reply(_proto(a.fileno()), _reader())
+        spin.ReplySpin(SECOND_US).reply(_now(a), None, _reader())
 
 
 def test_a_lane_on_one_cpu_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(direct, "_cpus", lambda: 1)
+    import redis
+
+    for module in (direct, sync_lane):
+        monkeypatch.setattr(module, "cpus", lambda: 1)
     assert direct.Lane(Redis(), spin_us=50)._spin is None
-    monkeypatch.setattr(direct, "_cpus", lambda: 2)
+    assert sync_lane.SyncLane(redis.Redis(), spin_us=50)._spin is None
+    for module in (direct, sync_lane):
+        monkeypatch.setattr(module, "cpus", lambda: 2)
     assert direct.Lane(Redis(), spin_us=50)._spin is not None
+    assert sync_lane.SyncLane(redis.Redis(), spin_us=50)._spin is not None
     assert direct.Lane(Redis(), spin_us=0)._spin is None
+    assert sync_lane.SyncLane(redis.Redis(), spin_us=0)._spin is None

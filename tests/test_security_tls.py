@@ -48,11 +48,11 @@ async def test_verified_tls_connection_enqueues_and_runs(tls_server: RedisProces
 
     try:
         await app.enqueue("hello", {"i": 41}, job_id="tls-1")
-        # the one-job enqueue never reads a TLS socket itself (direct.ReplySpin)
+        # the one-job enqueue never reads a TLS socket itself (store/spin.py)
         lane = app.scripts._lane
         assert lane is not None and lane._idle
         proto = lane._idle[0]._writer.transport.get_protocol()
-        assert isinstance(proto, direct._LaneProtocol) and proto.fd == -1
+        assert isinstance(proto, direct._LaneProtocol) and proto.read_now is None
         async with worker_running(app):
             await eventually(lambda: _succeeded(app, "tls-1"), what="the job over TLS")
         assert ran == [41]
@@ -71,6 +71,7 @@ def test_the_sync_producer_writes_and_reads_on_the_tls_socket(tls_server: RedisP
         lane = sync.scripts._lane
         assert lane is not None and lane._idle
         assert all(sync_lane.direct_io(conn) for conn in lane._idle)
+        assert all(sync_lane.read_now(conn) is None for conn in lane._idle)  # no spin on TLS
         assert sync.get_job("sync-tls-1").payload == {"i": 1}
         assert sync.stats().ready == 1
 

@@ -117,9 +117,9 @@ async def test_a_lost_wait_reply_claims_again_under_the_same_claim_id(
     read = direct._read
     lost = 0
 
-    async def losing(conn: Any, wait: float = 0.0, spin: Any = None) -> Any:
+    async def losing(conn: Any, wait: float = 0.0) -> Any:
         nonlocal lost
-        reply = await read(conn, wait, spin)
+        reply = await read(conn, wait)
         if wait == 0.0 and not lost and isinstance(reply, list) and len(reply) > 3:
             lost += 1  # a claim reply with a job: dropped on the floor
             raise direct.RedisConnectionError("lost")

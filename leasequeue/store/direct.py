@@ -29,7 +29,7 @@ import contextlib
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from time import perf_counter_ns
+from functools import partial
 from typing import Any
 
 import anyio
@@ -45,6 +45,7 @@ from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
+from .spin import ReplySpin, cpus
 from .translate import TOPOLOGY_ERRORS, closed_transport
 
 Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and arguments
@@ -60,7 +61,7 @@ class Lane:
         self._idle: list[Any] = []
         # the one-job enqueue's wait for its reply (run(spin=True)); None: off,
         # and off on one CPU, where a spin would hold the CPU Redis needs
-        self._spin = ReplySpin(spin_us) if spin_us > 0 and _cpus() > 1 else None
+        self._spin = ReplySpin(spin_us) if spin_us > 0 and cpus() > 1 else None
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
                   retry: bool = True, read_only: bool = False,
@@ -91,7 +92,9 @@ class Lane:
                 conn = idle.pop()
                 try:
                     _write(conn, packed)
-                    reply = await _read(conn, 0.0, self._spin if spin else None)
+                    spinner = self._spin if spin else None
+                    reply = await (_read(conn) if spinner is None
+                                   else _read_spinning(conn, spinner))
                 except NoScriptError:
                     idle.append(conn)
                 except ResponseError:
@@ -342,77 +345,6 @@ async def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[An
 READ_SIZE = 65536
 
 
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
-class ReplySpin:
-    """Waits for a reply by reading the socket over and over, for at most
-    ``budget_us``, before the read parks on a future and the task gives the
-    event loop its turn. On a Redis next to the client the reply of a small
-    call comes back in tens of microseconds, less than what the loop's
-    sleep in epoll_wait and its wake-up cost (the socket's readiness, the
-    reply's callback, the caller's task scheduled again: one enqueue per
-    call ran 1.5-1.6 times as fast without them; design notes, "A reply
-    waited for on the socket").
-
-    It stands aside when it would cost more than it saves:
-    - another callback is ready on asyncio's own loop (``ready``, the loop's
-      queue): the loop has work, so its turn is no sleep (uvloop's queue
-      cannot be read: there the budget alone bounds the spin);
-    - after a spin that ran out (a Redis far away, or slow this moment) the
-      next 1, 3, 7 ... 1,023 reads do not spin (doubling with each miss in
-      a row, reset by a reply that came within the budget), so a client of
-      a distant Redis spins once in 1,024 calls.
-    The socket is read as the transport would read it (the same hiredis
-    reader, in order); an EOF or a socket error fails the read as the
-    transport's own would (the caller drops the connection)."""
-
-    __slots__ = ("budget_ns", "misses", "skip")
-
-    MAX_MISSES = 10
-
-    def __init__(self, budget_us: int) -> None:
-        self.budget_ns = budget_us * 1000
-        self.misses = 0  # spins in a row that ran out
-        self.skip = 0  # reads left that do not spin
-
-    def reply(self, proto: _LaneProtocol, reader: Any) -> Any:
-        """The reply, read from the socket; NOT_ENOUGH_DATA when this read
-        does not spin, or its budget ran out first (what came by then is in
-        the reader)."""
-        if self.skip:
-            self.skip -= 1
-            return NOT_ENOUGH_DATA
-        if proto.fd < 0 or proto.ready:
-            return NOT_ENOUGH_DATA
-        return self.read(proto.fd, reader)
-
-    def read(self, fd: int, reader: Any) -> Any:
-        """Read ``fd`` until a reply is whole or the budget ran out."""
-        deadline = perf_counter_ns() + self.budget_ns
-        while True:
-            try:
-                data = os.read(fd, READ_SIZE)
-            except BlockingIOError:
-                if perf_counter_ns() < deadline:
-                    continue
-                self.misses = min(self.misses + 1, self.MAX_MISSES)
-                self.skip = (1 << self.misses) - 1
-                return NOT_ENOUGH_DATA
-            if not data:
-                raise RedisConnectionError("Connection closed by server.")
-            reader.feed(data)
-            reply = reader.gets()
-            if reply is not NOT_ENOUGH_DATA:
-                self.misses = 0
-                return reply
-
-
 def _direct_io(conn: Any) -> bool:
     """Whether ``_send_and_read`` may drive this connection: a plain one,
     connected, parsed by hiredis. A Sentinel connection keeps redis-py's own
@@ -452,12 +384,11 @@ def _write(conn: Any, packed: bytes) -> None:
         raise RedisConnectionError("Connection closed by server.") from exc
 
 
-async def _read(conn: Any, wait: float = 0.0, spin: ReplySpin | None = None) -> Any:
+async def _read(conn: Any, wait: float = 0.0) -> Any:
     """The next reply on the connection (see _send_and_read); an error reply
     is raised. The bytes come through the connection's _LaneProtocol, which
     hands a whole reply to the read's future; the stream redis-py reads
-    serves only when it holds bytes already (see _LaneProtocol). With
-    ``spin``, the socket is read first for as long as the spin allows."""
+    serves only when it holds bytes already (see _LaneProtocol)."""
     reader = conn._parser._reader
     reply = reader.gets()
     if reply is NOT_ENOUGH_DATA or isinstance(reply, PushNotification):
@@ -472,13 +403,9 @@ async def _read(conn: Any, wait: float = 0.0, spin: ReplySpin | None = None) -> 
                     await conn._parser.handle_push_response(reply)
                 elif reply is not NOT_ENOUGH_DATA:
                     break
-                elif proto is not None and not (stream._buffer or stream._eof
-                                                or stream._exception is not None):
+                elif proto is not None and _stream_empty(stream):
                     # (what the stream holds, an EOF or an error it kept, its
                     # own read below gives first)
-                    if spin is not None and (reply := spin.reply(proto, reader)) \
-                            is not NOT_ENOUGH_DATA:
-                        continue
                     waiter = proto.waiter = proto.loop.create_future()
                     try:
                         reply = await waiter
@@ -501,6 +428,32 @@ async def _read(conn: Any, wait: float = 0.0, spin: ReplySpin | None = None) -> 
     if isinstance(reply, ResponseError):  # hiredis gives error replies as values
         raise reply
     return reply
+
+
+async def _read_spinning(conn: Any, spin: ReplySpin) -> Any:
+    """_read, the socket read first by ``spin`` (spin.py) where the lane's
+    protocol would be handed the bytes: a socket of its own, nothing in
+    redis-py's stream."""
+    proto = conn.__dict__.get("_lq_proto")
+    stream = conn._reader
+    if proto is not None and proto.stream is stream and _stream_empty(stream):
+        try:
+            reply = spin.reply(proto.read_now, proto.ready, conn._parser._reader)
+        except OSError as exc:
+            raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
+        if isinstance(reply, PushNotification):  # (RESP3: no reply; as _read)
+            await conn._parser.handle_push_response(reply)
+        elif reply is not NOT_ENOUGH_DATA:
+            if isinstance(reply, ResponseError):
+                raise reply
+            return reply
+    return await _read(conn)
+
+
+def _stream_empty(stream: Any) -> bool:
+    """Whether redis-py's stream holds nothing for a reader: no bytes, no
+    EOF, no error it kept."""
+    return not (stream._buffer or stream._eof or stream._exception is not None)
 
 
 def _begin(conn: Any, stream: Any, wait: float) -> tuple[_LaneProtocol | None, _Watch | None]:
@@ -537,7 +490,7 @@ class _LaneProtocol(asyncio.Protocol):
     which every reader of the connection consults first. A lost connection
     or an EOF fails the lane's read and reaches the stream as before."""
 
-    __slots__ = ("fd", "inner", "loop", "parser", "ready", "stream", "waiter")
+    __slots__ = ("inner", "loop", "parser", "read_now", "ready", "stream", "waiter")
 
     def __init__(self, inner: asyncio.StreamReaderProtocol, parser: Any,
                  stream: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
@@ -546,7 +499,9 @@ class _LaneProtocol(asyncio.Protocol):
         self.stream: Any = stream
         self.loop = loop
         self.waiter: asyncio.Future[Any] | None = None
-        self.fd = -1  # the socket a ReplySpin may read: a plain one (not TLS)
+        # a read of the socket that does not wait, for a ReplySpin: a plain
+        # socket's (not TLS: its bytes are the TLS layer's to read)
+        self.read_now: Callable[[], bytes] | None = None
         # asyncio's queue of ready callbacks (uvloop's is not readable)
         ready = getattr(loop, "_ready", None)
         self.ready: Any = ready if isinstance(ready, deque) else None
@@ -568,7 +523,7 @@ class _LaneProtocol(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None \
                 and transport.get_extra_info("ssl_object") is None:
-            proto.fd = sock.fileno()  # TLS: its bytes are the TLS layer's to read
+            proto.read_now = partial(os.read, sock.fileno(), READ_SIZE)  # non-blocking
         return proto
 
     def data_received(self, data: bytes) -> None:

@@ -47,7 +47,8 @@ import ssl
 import struct
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import redis
@@ -61,6 +62,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import SentinelManagedConnection
 
 from .direct import READ_SIZE, _NotDirect, _pack_evalsha
+from .spin import ReplySpin, cpus
+
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 _LANES: weakref.WeakSet[SyncLane] = weakref.WeakSet()
 
@@ -70,9 +74,12 @@ class SyncLane:
     kept out of the pool's per-call bookkeeping. They stay in the pool's
     in-use set, so closing the pool closes them."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, spin_us: int = 0) -> None:
         self._pool: Any = client.connection_pool
         self._idle: list[Any] = []
+        # the one-job enqueue's wait for its reply (spin.py); None: off, and
+        # off on one CPU
+        self._spin = ReplySpin(spin_us) if spin_us > 0 and cpus() > 1 else None
         _LANES.add(self)
 
     def run(self, script: Script, keys: Sequence[bytes], args: Sequence[Any],
@@ -87,7 +94,7 @@ class SyncLane:
             try:
                 if packed is not None and direct_io(conn):
                     try:  # the hot path, inline: three Python calls fewer than _call
-                        reply = _send_and_read(conn, packed)
+                        reply = _send_and_read(conn, packed, self._spin)
                     except NoScriptError:
                         load_script(conn, script)
                         reply = _send_and_read(conn, packed)
@@ -115,6 +122,7 @@ class SyncLane:
         if direct_io(conn):
             kernel_timeouts(conn._sock)
         return conn
+
 
     def _drop(self, conn: Any) -> None:
         try:
@@ -197,7 +205,23 @@ def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
     return conn.read_response()
 
 
-def _send_and_read(conn: Any, packed: bytes) -> Any:
+def read_now(conn: Any) -> Callable[[], bytes] | None:
+    """A read of ``conn``'s socket that does not wait, for a ReplySpin (made
+    once per socket); None for a TLS socket (its reads are the TLS layer's,
+    which takes no flags) or without MSG_DONTWAIT."""
+    sock = conn._sock
+    kept = conn.__dict__.get("_lq_read_now")
+    if kept is not None and kept[0] is sock:
+        known: Callable[[], bytes] | None = kept[1]
+        return known
+    read = None
+    if _DONTWAIT and not isinstance(sock, ssl.SSLSocket):
+        read = partial(sock.recv, READ_SIZE, _DONTWAIT)
+    conn._lq_read_now = (sock, read)
+    return read
+
+
+def _send_and_read(conn: Any, packed: bytes, spin: ReplySpin | None = None) -> Any:
     """One command on the connection's socket and hiredis reader (those
     redis-py set up at connect, so the connection stays usable by redis-py).
     Each recv waits at most the socket's timeout (set by redis-py at
@@ -207,8 +231,11 @@ def _send_and_read(conn: Any, packed: bytes) -> Any:
     reader = conn._parser._reader
     try:
         sock.sendall(packed)
-        while True:
+        # the reply read off the socket first, within the spin's budget (spin.py)
+        reply = NOT_ENOUGH_DATA if spin is None else spin.reply(read_now(conn), None, reader)
+        if reply is NOT_ENOUGH_DATA:
             reply = reader.gets()
+        while True:
             if reply is NOT_ENOUGH_DATA:
                 data = sock.recv(READ_SIZE)
                 if not data:
@@ -220,6 +247,7 @@ def _send_and_read(conn: Any, packed: bytes) -> Any:
                 conn._parser.handle_push_response(reply)
             else:
                 break
+            reply = reader.gets()
     except (TimeoutError, BlockingIOError):  # Python's timeout; the kernel's (EAGAIN)
         raise RedisTimeoutError("Timeout reading from socket") from None
     except OSError as exc:

@@ -75,7 +75,8 @@ class SyncScripts:
         shebang = not is_memory_url(url)
         # one Redis or Sentinel: EVALSHA on connections the lane keeps (and
         # on one Redis, written and read on their sockets: sync_lane.py)
-        self._lane = SyncLane(client) if shebang and not isinstance(client, RedisCluster) else None
+        self._lane = (SyncLane(client, settings.reply_spin_us)
+                      if shebang and not isinstance(client, RedisCluster) else None)
         self._scripts: dict[str, Script] = {
             name: client.register_script(script_source(name, shebang))
             for name in PRODUCER_SCRIPTS}

@@ -1882,40 +1882,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{ONE}::test_a_shard_s_cached_shape_is_dropped_when_the_shards_change",),
     ),
     Mutation(
-        "reply-spin-past-its-budget", "leasequeue/store/direct.py",
+        "reply-spin-past-its-budget", "leasequeue/store/spin.py",
         "                if perf_counter_ns() < deadline:\n                    continue\n",
         "                if True:\n                    continue\n",
         "the one-job enqueue reads its socket until the reply comes, however long Redis "
         "takes: a stalled Redis holds the whole event loop for as long as the stall",
         (f"{SPIN}::test_a_reply_later_than_the_budget_is_left_to_the_loop_and_the_next_"
-         "read_waits",),
+         "call_waits",),
     ),
     Mutation(
-        "reply-spin-never-backs-off", "leasequeue/store/direct.py",
+        "reply-spin-never-backs-off", "leasequeue/store/spin.py",
         "                self.skip = (1 << self.misses) - 1\n",
         "",
-        "a spin that ran out does not make the next reads wait on the loop: a client of a "
+        "a spin that ran out does not make the next calls wait on the loop: a client of a "
         "distant Redis spins its whole budget away on every call",
-        (f"{SPIN}::test_misses_in_a_row_double_the_reads_that_do_not_spin_up_to_1023",
+        (f"{SPIN}::test_misses_in_a_row_double_the_calls_that_do_not_spin_up_to_1023",
          f"{SPIN}::test_a_reply_later_than_the_budget_is_left_to_the_loop_and_the_next_"
-         "read_waits"),
+         "call_waits"),
     ),
     Mutation(
-        "reply-spin-hit-keeps-misses", "leasequeue/store/direct.py",
+        "reply-spin-hit-keeps-misses", "leasequeue/store/spin.py",
         "            if reply is not NOT_ENOUGH_DATA:\n                self.misses = 0\n",
         "            if reply is not NOT_ENOUGH_DATA:\n",
         "a reply that came within the budget does not end a run of misses: after a slow "
-        "moment, every later miss skips up to 1,023 reads that would have spun",
-        (f"{SPIN}::test_misses_in_a_row_double_the_reads_that_do_not_spin_up_to_1023",),
+        "moment, every later miss skips up to 1,023 calls that would have spun",
+        (f"{SPIN}::test_misses_in_a_row_double_the_calls_that_do_not_spin_up_to_1023",),
     ),
     Mutation(
-        "reply-spin-while-the-loop-has-work", "leasequeue/store/direct.py",
-        "        if proto.fd < 0 or proto.ready:\n",
-        "        if proto.fd < 0:\n",
+        "reply-spin-while-the-loop-has-work", "leasequeue/store/spin.py",
+        "        if read_now is None or ready:\n",
+        "        if read_now is None:\n",
         "the one-job enqueue spins while asyncio's loop has another callback ready: the "
         "other tasks wait out the spin instead of running while Redis answers",
         (f"{SPIN}::test_no_spin_while_another_callback_is_ready_on_asyncio_s_loop",
-         f"{SPIN}::test_no_spin_without_a_socket_of_its_own_or_with_a_callback_ready"),
+         f"{SPIN}::test_no_spin_without_a_read_of_its_own_or_with_a_callback_ready"),
     ),
     Mutation(
         "reply-spin-reads-tls", "leasequeue/store/direct.py",
@@ -1927,11 +1927,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_security_tls.py::test_verified_tls_connection_enqueues_and_runs",),
     ),
     Mutation(
-        "reply-spin-eof-as-a-miss", "leasequeue/store/direct.py",
+        "sync-reply-spin-reads-tls", "leasequeue/store/sync_lane.py",
+        "    if _DONTWAIT and not isinstance(sock, ssl.SSLSocket):\n",
+        "    if _DONTWAIT:\n",
+        "the sync producer's spin reads a TLS socket with a flag its TLS layer refuses: "
+        "every enqueue over TLS fails",
+        ("tests/test_security_tls.py::test_the_sync_producer_writes_and_reads_on_the_tls_socket",),
+    ),
+    Mutation(
+        "sync-reply-spin-reply-dropped", "leasequeue/store/sync_lane.py",
+        "        if reply is NOT_ENOUGH_DATA:\n            reply = reader.gets()\n",
+        "        reply = reader.gets()\n",
+        "the sync producer reads its reader again after a spin that got the reply: the reply "
+        "is dropped and the call waits for another until its socket timeout",
+        (f"{SPIN}::test_a_sync_reply_within_the_budget_is_read_by_the_spin",),
+    ),
+    Mutation(
+        "reply-spin-eof-as-a-miss", "leasequeue/store/spin.py",
         "            if not data:\n                raise RedisConnectionError(\"Connection "
-        "closed by server.\")\n            reader.feed(data)\n            reply = reader.gets()\n",
-        "            if not data:\n                return NOT_ENOUGH_DATA\n"
-        "            reader.feed(data)\n            reply = reader.gets()\n",
+        "closed by server.\")\n",
+        "            if not data:\n                return NOT_ENOUGH_DATA\n",
         "an EOF read by the spin is taken for a reply not yet come: the read waits on "
         "the loop instead of failing as the lost connection it is",
         (f"{SPIN}::test_an_eof_during_a_spin_fails_the_read_as_a_lost_connection",),
