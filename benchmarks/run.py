@@ -245,9 +245,9 @@ def code_fingerprint() -> str:
     start and the end, it tells whether the package was edited mid-run (the
     workers import it afresh for every section)."""
     digest = hashlib.sha1()
-    for path in sorted([*(HERE.parent / "leasequeue").glob("*.py"),
+    for path in sorted([*(HERE.parent / "leasequeue").rglob("*.py"),
                         *(HERE.parent / "lua").glob("*.lua")]):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(str(path.relative_to(HERE.parent)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
