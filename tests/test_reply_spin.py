@@ -291,3 +291,21 @@ def test_a_lane_on_one_cpu_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> Non
     assert sync_lane.SyncLane(redis.Redis(), spin_us=50)._spin is not None
     assert direct.Lane(Redis(), spin_us=0)._spin is None
     assert sync_lane.SyncLane(redis.Redis(), spin_us=0)._spin is None
+
+
+def test_the_sync_lane_spins_only_on_a_blocking_plain_socket(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    """A socket with Python's own timeout polls before a recv, for as long
+    as the timeout, whatever its flags: no spin there (the lane's sockets
+    keep their timeout in the kernel on Linux, kernel_timeouts)."""
+    from types import SimpleNamespace
+
+    a, b = pair
+    a.settimeout(None)
+    blocking = SimpleNamespace(_sock=a)
+    read = sync_lane.read_now(blocking)
+    assert read is not None and sync_lane.read_now(blocking) is read  # made once a socket
+    b.sendall(b"+ok\r\n")
+    assert spin.ReplySpin(SECOND_US).reply(read, None, _reader()) == b"ok"
+    a.settimeout(5.0)
+    assert sync_lane.read_now(SimpleNamespace(_sock=a)) is None

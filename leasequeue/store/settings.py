@@ -22,7 +22,7 @@ class StoreSettings:
     dead_max: int = 100_000  # most dead jobs kept (the oldest are trimmed as jobs die)
     dead_retention_ms: int = 7 * 24 * 3600 * 1000  # dead jobs older than this are trimmed
     # how long a one-job enqueue may read its socket for the reply before it
-    # waits on the event loop (direct.ReplySpin); 0 = never
+    # waits on the event loop or blocks in recv (store/spin.py); 0 = never
     reply_spin_us: int = 50
 
     @property

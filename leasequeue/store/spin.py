@@ -4,12 +4,14 @@ future and gives the event loop its turn (store/direct.py), the sync lane's
 blocks in ``recv`` (store/sync_lane.py).
 
 On a Redis next to the client the reply of a small call comes back in tens
-of microseconds (enqueue_one.lua's 17-28 us after the write at p10-p90 on
+of microseconds (enqueue_one.lua's 17-33 us after the write at p10-p90 on
 the Intel Xeon host), less than what a sleep and its wake-up cost: on
 asyncio's loop the sleep in epoll_wait, the reply's callback and the
-caller's task scheduled again (one enqueue per call ran 1.5 times as fast
-without them); for a thread, the kernel's wake-up (1.2 times). README,
-design notes, "A reply waited for on the socket".
+caller's task scheduled again (one enqueue per call ran 1.7 times as fast
+without them, for less client CPU); on uvloop's loop and for a thread, the
+wake-up (1.25-1.3 times as fast, for 10-17 us more client CPU a call).
+README, design notes, "A reply waited for on the socket";
+benchmarks/reply_spin.py.
 
 A spin stands aside when it would cost more than it saves:
 

@@ -123,7 +123,6 @@ class SyncLane:
             kernel_timeouts(conn._sock)
         return conn
 
-
     def _drop(self, conn: Any) -> None:
         try:
             conn.disconnect()
@@ -208,14 +207,17 @@ def _evalsha(conn: Any, sha: str, keys: Sequence[bytes], args: Sequence[Any],
 def read_now(conn: Any) -> Callable[[], bytes] | None:
     """A read of ``conn``'s socket that does not wait, for a ReplySpin (made
     once per socket); None for a TLS socket (its reads are the TLS layer's,
-    which takes no flags) or without MSG_DONTWAIT."""
+    which takes no flags), a socket with Python's own timeout (Python polls
+    before such a recv, for as long as the timeout: no spin then; the lane's
+    sockets keep their timeout in the kernel on Linux, kernel_timeouts) or
+    without MSG_DONTWAIT."""
     sock = conn._sock
     kept = conn.__dict__.get("_lq_read_now")
     if kept is not None and kept[0] is sock:
         known: Callable[[], bytes] | None = kept[1]
         return known
     read = None
-    if _DONTWAIT and not isinstance(sock, ssl.SSLSocket):
+    if _DONTWAIT and not isinstance(sock, ssl.SSLSocket) and sock.gettimeout() is None:
         read = partial(sock.recv, READ_SIZE, _DONTWAIT)
     conn._lq_read_now = (sock, read)
     return read

@@ -1951,4 +1951,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the loop instead of failing as the lost connection it is",
         (f"{SPIN}::test_an_eof_during_a_spin_fails_the_read_as_a_lost_connection",),
     ),
+    Mutation(
+        "sync-reply-spin-on-python-timeout", "leasequeue/store/sync_lane.py",
+        " and sock.gettimeout() is None:\n",
+        ":\n",
+        "the sync producer spins on a socket with Python's own timeout, where a recv polls "
+        "first for as long as the timeout: the spin's budget no longer bounds it",
+        (f"{SPIN}::test_the_sync_lane_spins_only_on_a_blocking_plain_socket",),
+    ),
 )
