@@ -248,6 +248,9 @@ async def test_a_resp3_push_before_the_reply_is_skipped(real_app: App) -> None:
 
 async def test_a_lane_read_takes_its_reply_from_the_lane_protocol(real_app: App) -> None:
     conn: Any = await _lane_conn(real_app)
+    # the protocol's own path: no reply read off the socket first (that
+    # path is tests/test_reply_spin.py's)
+    real_app.scripts._lane._spin = None  # type: ignore[union-attr]
     proto = conn._writer.transport.get_protocol()
     assert isinstance(proto, direct._LaneProtocol) and proto.stream is conn._reader
     fed = []

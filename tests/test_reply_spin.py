@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -296,8 +297,9 @@ def test_a_lane_on_one_cpu_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_sync_lane_spins_only_on_a_blocking_plain_socket(
         pair: tuple[socket.socket, socket.socket]) -> None:
     """A socket with Python's own timeout polls before a recv, for as long
-    as the timeout, whatever its flags: no spin there (the lane's sockets
-    keep their timeout in the kernel on Linux, kernel_timeouts)."""
+    as the timeout, whatever its flags, and a TLS socket takes no flags: no
+    spin on either (the lane's plain sockets keep their timeout in the
+    kernel on Linux, kernel_timeouts)."""
     from types import SimpleNamespace
 
     a, b = pair
@@ -309,3 +311,8 @@ def test_the_sync_lane_spins_only_on_a_blocking_plain_socket(
     assert spin.ReplySpin(SECOND_US).reply(read, None, _reader()) == b"ok"
     a.settimeout(5.0)
     assert sync_lane.read_now(SimpleNamespace(_sock=a)) is None
+    # a TLS socket, even without a timeout: its reads are the TLS layer's
+    with ssl.create_default_context().wrap_socket(socket.socket(), server_hostname="x",
+                                                  do_handshake_on_connect=False) as tls:
+        tls.settimeout(None)
+        assert sync_lane.read_now(SimpleNamespace(_sock=tls)) is None

@@ -1482,8 +1482,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-proto-ignores-stream-bytes", "leasequeue/store/direct.py",
-        "                elif proto is not None and not (stream._buffer or stream._eof\n",
-        "                elif proto is not None and not (stream._eof\n",
+        "    return not (stream._buffer or stream._eof or stream._exception is not None)\n",
+        "    return not (stream._eof or stream._exception is not None)\n",
         "a lane read waits on its protocol while the rest of its reply sits in the stream "
         "(behind a reply redis-py read): it waits for bytes that never come",
         ("tests/test_direct.py::test_a_lane_read_behind_bytes_the_stream_holds_reads_them_"
@@ -1491,8 +1491,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-proto-ignores-stream-error", "leasequeue/store/direct.py",
-        "                                                or stream._exception is not None):\n",
-        "                                                or False):\n",
+        "    return not (stream._buffer or stream._eof or stream._exception is not None)\n",
+        "    return not (stream._buffer or stream._eof)\n",
         "a lane read on a connection reset while idle waits on its protocol instead of "
         "raising the error the stream kept: without a socket timeout, for ever",
         ("tests/test_direct.py::test_a_reset_of_an_idle_lane_connection_fails_its_next_read",),
@@ -1535,8 +1535,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-proto-skipped", "leasequeue/store/direct.py",
-        "                elif proto is not None and not (stream._buffer or stream._eof\n",
-        "                elif False and (stream._buffer or stream._eof\n",
+        "                elif proto is not None and _stream_empty(stream):\n",
+        "                elif False and _stream_empty(stream):\n",
         "lane reads go back through redis-py's StreamReader (its feed, wait coroutine and "
         "buffer copy each round trip): about 9,000 client instructions a call more",
         ("tests/test_direct.py::test_a_lane_read_takes_its_reply_from_the_lane_protocol",),
@@ -1928,11 +1928,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sync-reply-spin-reads-tls", "leasequeue/store/sync_lane.py",
-        "    if _DONTWAIT and not isinstance(sock, ssl.SSLSocket):\n",
-        "    if _DONTWAIT:\n",
+        "    if _DONTWAIT and not isinstance(sock, ssl.SSLSocket) and sock.gettimeout() is None:\n",
+        "    if _DONTWAIT and sock.gettimeout() is None:\n",
         "the sync producer's spin reads a TLS socket with a flag its TLS layer refuses: "
-        "every enqueue over TLS fails",
-        ("tests/test_security_tls.py::test_the_sync_producer_writes_and_reads_on_the_tls_socket",),
+        "every enqueue over TLS on a connection without a socket timeout fails",
+        (f"{SPIN}::test_the_sync_lane_spins_only_on_a_blocking_plain_socket",),
     ),
     Mutation(
         "sync-reply-spin-reply-dropped", "leasequeue/store/sync_lane.py",
