@@ -282,12 +282,10 @@ def test_an_eof_during_a_spin_fails_the_read_as_a_lost_connection(
 def test_a_lane_on_one_cpu_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> None:
     import redis
 
-    for module in (direct, sync_lane):
-        monkeypatch.setattr(module, "cpus", lambda: 1)
+    monkeypatch.setattr(spin, "cpus", lambda: 1)
     assert direct.Lane(Redis(), spin_us=50)._spin is None
     assert sync_lane.SyncLane(redis.Redis(), spin_us=50)._spin is None
-    for module in (direct, sync_lane):
-        monkeypatch.setattr(module, "cpus", lambda: 2)
+    monkeypatch.setattr(spin, "cpus", lambda: 2)
     assert direct.Lane(Redis(), spin_us=50)._spin is not None
     assert sync_lane.SyncLane(redis.Redis(), spin_us=50)._spin is not None
     assert direct.Lane(Redis(), spin_us=0)._spin is None

@@ -45,7 +45,7 @@ from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
-from .spin import ReplySpin, cpus
+from .spin import ReplySpin, reply_spin
 from .translate import TOPOLOGY_ERRORS, closed_transport
 
 Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and arguments
@@ -59,9 +59,8 @@ class Lane:
     def __init__(self, redis: Redis, spin_us: int = 0) -> None:
         self._pool: Any = redis.connection_pool
         self._idle: list[Any] = []
-        # the one-job enqueue's wait for its reply (run(spin=True)); None: off,
-        # and off on one CPU, where a spin would hold the CPU Redis needs
-        self._spin = ReplySpin(spin_us) if spin_us > 0 and cpus() > 1 else None
+        # the one-job enqueue's wait for its reply (run(spin=True)); None: off
+        self._spin = reply_spin(spin_us)
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
                   retry: bool = True, read_only: bool = False,

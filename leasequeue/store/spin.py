@@ -23,7 +23,7 @@ A spin stands aside when it would cost more than it saves:
   row, reset by a reply within the budget), so a client of a distant Redis
   spins once in 1,024 calls;
 - on one CPU, where it would hold the CPU Redis needs to answer (the lanes
-  make none there: ``cpus``).
+  make none there: ``reply_spin``).
 
 The reading is the caller's (``read_now``: a read of the socket that does
 not wait), into the connection's own hiredis reader, in order with all the
@@ -48,6 +48,11 @@ def cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
+
+
+def reply_spin(budget_us: int) -> ReplySpin | None:
+    """A lane's spin: None where it is off (a budget of 0, or one CPU)."""
+    return ReplySpin(budget_us) if budget_us > 0 and cpus() > 1 else None
 
 
 class ReplySpin:

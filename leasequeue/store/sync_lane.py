@@ -62,7 +62,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import SentinelManagedConnection
 
 from .direct import READ_SIZE, _NotDirect, _pack_evalsha
-from .spin import ReplySpin, cpus
+from .spin import ReplySpin, reply_spin
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
@@ -77,9 +77,8 @@ class SyncLane:
     def __init__(self, client: redis.Redis, spin_us: int = 0) -> None:
         self._pool: Any = client.connection_pool
         self._idle: list[Any] = []
-        # the one-job enqueue's wait for its reply (spin.py); None: off, and
-        # off on one CPU
-        self._spin = ReplySpin(spin_us) if spin_us > 0 and cpus() > 1 else None
+        # the one-job enqueue's wait for its reply (spin.py); None: off
+        self._spin = reply_spin(spin_us)
         _LANES.add(self)
 
     def run(self, script: Script, keys: Sequence[bytes], args: Sequence[Any],
