@@ -607,6 +607,57 @@ async def test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_s
     assert order[:3] == ["claim", "took j1", "claim"]
 
 
+async def test_in_a_backlog_the_next_claim_is_sent_before_the_batch_runs() -> None:
+    """A claim that came back with all it asked for (a backlog) and room for
+    another: the claimer sends the next claim before the executors run the
+    batch, so Redis leases it while this one runs (yielding first, the woken
+    executors ran the whole batch before the next claim was sent, and the
+    worker and Redis took turns)."""
+    from leasequeue.models import ClaimBatch, ClaimedJob
+    from leasequeue.runtime.claimer import Claimer, ClaimerParams
+    from leasequeue.runtime.dispatch import Dispatch
+    from leasequeue.runtime.slots import Slots
+
+    order: list[str] = []
+    counts: list[int] = []
+    second_claim = anyio.Event()
+
+    class Scripts:
+        async def claim(self, qk: Any, count: int, lease_ms: int, worker_id: str,
+                        start_now: int, claim_id: str) -> ClaimBatch:
+            order.append("claim")
+            counts.append(count)
+            if len(counts) == 1:  # a full batch: the queue has more
+                return ClaimBatch(0, -1, [ClaimedJob(f"j{i}", "q", 1, 1, "n", b"", 0, 0, 0, 0,
+                                                     0) for i in range(count)])
+            second_claim.set()
+            return ClaimBatch(0, -1, [])  # (a claim is shielded: it must return)
+
+    slots = Slots(100)
+    slots.ahead = 100  # a worker finishing fast: a batch may be claimed ahead
+    slots.refresh_ahead = lambda: None  # type: ignore[method-assign]
+    params = ClaimerParams(redis=None, scripts=Scripts(), queues=["q"],  # type: ignore[arg-type]
+                           keys=lambda q: _Keys(), slots=slots,  # type: ignore[arg-type,return-value]
+                           table=RunTable(30), lease_ms=30_000, worker_id="w",
+                           limited_queues=frozenset(), blocking=False)
+    dispatch = Dispatch()
+
+    async def executor() -> None:
+        run = await dispatch.get()
+        order.append(f"took {run.job.id}")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(executor)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(Claimer(params)._loop, dispatch)
+            await second_claim.wait()
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+    assert counts[:2] == [100, 100]
+    assert order[:3] == ["claim", "claim", "took j0"]
+
+
 async def test_a_stop_during_a_claim_still_hands_its_jobs_over() -> None:
     """A claim is shielded: a stop that comes while it is on the wire waits for
     its reply, so the jobs it leased reach the dispatch (whose executors start

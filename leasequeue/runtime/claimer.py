@@ -88,18 +88,24 @@ class Claimer:
                 with anyio.move_on_after(BATCH_WINDOW):
                     await self._slots.wait_free(threshold)
             try:
+                backlog = False
                 if claimed_empty is not None:
                     # the claim behind the wait just ran and found nothing: it
                     # was this round's claim
                     got, next_due_ms, claimed_empty = 0, claimed_empty, None
                 else:
-                    got, next_due_ms = await self._claim_round(dispatch)
+                    got, next_due_ms, backlog = await self._claim_round(dispatch)
                 # the claim itself was shielded: a stop that came meanwhile lands
                 # here, after its jobs were handed over (and will be released).
                 # With jobs handed over, yield: their executors start them before
                 # this loop prepares and sends its next claim (a job's way to its
-                # handler would otherwise wait behind that claim's client work)
-                if got:
+                # handler would otherwise wait behind that claim's client work).
+                # Not when the claim came back full and there is room for the next
+                # one: a backlog, where the next claim is sent now, so that Redis
+                # leases it while this batch runs (the woken executors would
+                # otherwise run the whole batch first, and the worker and Redis
+                # would take turns)
+                if got and not (backlog and self._slots.free >= threshold):
                     await anyio.lowlevel.checkpoint()
                 else:
                     await anyio.lowlevel.checkpoint_if_cancelled()
@@ -114,12 +120,14 @@ class Claimer:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
-    async def _claim_round(self, dispatch: Dispatch) -> tuple[int, int]:
+    async def _claim_round(self, dispatch: Dispatch) -> tuple[int, int, bool]:
         """One claim per queue (rotating the first one for fairness). A queue
         whose Redis fails is skipped this round, so one shard in a failover does
         not stall the others; only when every queue failed does the error rise
-        (and the claimer back off)."""
+        (and the claimer back off). Returns (jobs handed over, the next due in
+        ms or -1, whether a claim came back with all it asked for)."""
         got = 0
+        backlog = False
         next_due = -1
         n = len(self._queues)
         self._turn = (self._turn + 1) % n
@@ -130,8 +138,9 @@ class Claimer:
             if free <= 0:
                 break
             queue = self._queues[(self._turn + i) % n]
+            count = min(free, MAX_BATCH)
             try:
-                batch, sent_at = await self._claim(queue, min(free, MAX_BATCH), dispatch)
+                batch, sent_at = await self._claim(queue, count, dispatch)
             except (RedisUnavailable, ScriptError) as exc:
                 failure, failed = exc, failed + 1
                 continue
@@ -142,12 +151,13 @@ class Claimer:
                 # renewed from now on, started or not
                 dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at))
                 got += len(batch.jobs)
+                backlog = backlog or len(batch.jobs) == count
         if failure is not None and failed == n:
             raise failure
         if failure is not None and time.monotonic() - self._warned_at > 5:
             self._warned_at = time.monotonic()  # at most a line every 5 s
             self._log.warning("claim failed on a queue; the others go on", error=str(failure))
-        return got, next_due
+        return got, next_due, backlog
 
     async def _claim(self, queue: str, count: int,
                      dispatch: Dispatch) -> tuple[ClaimBatch, float]:

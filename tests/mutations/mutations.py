@@ -490,6 +490,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{RUNTIME}::test_a_partly_failed_ack_flush_resends_only_the_failed_group",),
     ),
     Mutation(
+        "claimer-yields-in-a-backlog", "leasequeue/runtime/claimer.py",
+        "                if got and not (backlog and self._slots.free >= threshold):\n",
+        "                if got:\n",
+        "a claim that came back full (a backlog) yields before the next claim: the woken "
+        "executors run the whole batch first, and the worker and Redis take turns",
+        (f"{RUNTIME}::test_in_a_backlog_the_next_claim_is_sent_before_the_batch_runs",),
+    ),
+    Mutation(
+        "claimer-claims-before-handing-over", "leasequeue/runtime/claimer.py",
+        "                if got and not (backlog and self._slots.free >= threshold):\n",
+        "                if got and not self._slots.free:\n",
+        "a claim that found the queue short still sends the next claim before its jobs "
+        "reach their executors: that claim's client work sits on every job's way to its "
+        "handler",
+        (f"{RUNTIME}::test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_sent",),
+    ),
+    Mutation(
         "claimer-new-claim-id", "leasequeue/runtime/claimer.py",
         'claim_id = self._unanswered.get(queue) or f"{self._claim_prefix}{next(self._claims)}"',
         'claim_id = f"{self._claim_prefix}{next(self._claims)}"',
