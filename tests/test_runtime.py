@@ -737,6 +737,48 @@ async def test_a_job_handed_to_idle_executors_wakes_one_of_them() -> None:
     assert taken[3:] == ["closed"] * 7
 
 
+async def test_a_batch_wakes_executors_only_as_it_keeps_them_busy() -> None:
+    """A batch handed to ten idle executors wakes one; each executor that
+    takes a job with more behind it wakes the next. Jobs that end at once
+    (a no-op) are run by the few woken first, and the others stay asleep on
+    the very futures they went to sleep on (woken one per job, most woke to
+    an empty hand-off and slept again). Jobs that wait on I/O each get an
+    executor of their own, with no further hand-off."""
+    from leasequeue.runtime.dispatch import YIELD_EVERY, Dispatch
+
+    dispatch = Dispatch()
+    takers: dict[str, int] = {}
+    io_done = anyio.Event()
+
+    async def executor(n: int) -> None:
+        while True:
+            job = await dispatch.get()
+            takers[job] = n  # type: ignore[index]
+            if str(job).startswith("io"):
+                await io_done.wait()
+
+    quick = [f"quick-{i}" for i in range(3 * YIELD_EVERY)]
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for n in range(10):
+                tg.start_soon(executor, n)
+            await anyio.wait_all_tasks_blocked()
+            asleep = list(dispatch._sleepers)
+            dispatch.put_many(quick)  # type: ignore[arg-type]
+            await anyio.wait_all_tasks_blocked()
+            assert sorted(takers) == sorted(quick)
+            untouched = [f for f in dispatch._sleepers if f in asleep and not f.done()]
+            assert len(untouched) >= 10 - 4, (len(untouched), len(set(takers.values())))
+            dispatch.put_many(["io-1", "io-2", "io-3", "io-4", "io-5"])  # type: ignore[list-item]
+            await anyio.wait_all_tasks_blocked()
+            io_takers = [takers.get(f"io-{i}") for i in range(1, 6)]
+            assert None not in io_takers and len(set(io_takers)) == 5, io_takers
+            assert len(dispatch) == 0
+            io_done.set()
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+
+
 async def test_an_executor_woken_then_cancelled_passes_its_job_on() -> None:
     """The executor woken for a job is cancelled before it runs (a stop): the
     wake goes to the next one, so the job is not left waiting for the next

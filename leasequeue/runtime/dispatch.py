@@ -28,16 +28,25 @@ class Dispatch:
     def __init__(self) -> None:
         self._jobs: deque[RunRecord] = deque()
         # one future per executor blocked in get(), oldest first: a hand-off
-        # wakes one executor per job, not every idle one (waking all of them
-        # ran each one's task for every job that reached an idle worker)
+        # wakes one executor, and each take with jobs left behind the next
+        # (put_many), not every idle one (waking all of them ran each one's
+        # task for every job that reached an idle worker)
         self._sleepers: deque[asyncio.Future[None]] = deque()
         self._closed = False
         self._taken = 0
         self._waiting = 0  # executors blocked in get(), woken ones until they run
+        self._woken = 0  # executors woken and not yet run
 
     def put_many(self, jobs: list[RunRecord]) -> None:
+        """Hand jobs over; one sleeping executor is woken for them (unless one
+        is on its way already), and each executor that takes a job with more
+        behind it wakes the next (get): as many run as the jobs keep busy.
+        Woken one per job, most of a batch's executors woke to an empty
+        hand-off, as the first few ran through the batch (a no-op job ends
+        without letting another task run), and went back to sleep."""
         self._jobs.extend(jobs)
-        self._wake(len(jobs))
+        if not self._woken:
+            self._wake(1)
 
     def _wake(self, count: int) -> None:
         sleepers = self._sleepers
@@ -45,6 +54,7 @@ class Dispatch:
             sleeper = sleepers.popleft()
             if not sleeper.done():  # (cancelled: its executor is leaving)
                 sleeper.set_result(None)
+                self._woken += 1
                 count -= 1
 
     def close(self) -> None:
@@ -63,7 +73,12 @@ class Dispatch:
                     await anyio.lowlevel.checkpoint()
                     if not self._jobs:
                         continue
-                return self._jobs.popleft()
+                run = self._jobs.popleft()
+                if self._jobs and not self._woken:
+                    # more behind it: the next executor, in case this run
+                    # waits on I/O (if it does not, this one takes them too)
+                    self._wake(1)
+                return run
             if self._closed:
                 raise Closed
             sleeper = asyncio.get_running_loop().create_future()
@@ -73,6 +88,7 @@ class Dispatch:
                 await sleeper
             except BaseException:
                 if sleeper.done() and not sleeper.cancelled():
+                    self._woken -= 1
                     if self._jobs:
                         self._wake(1)  # woken for a job, then cancelled: pass it on
                 else:
@@ -81,6 +97,7 @@ class Dispatch:
                 raise
             finally:
                 self._waiting -= 1
+            self._woken -= 1
 
     @property
     def idle_takers(self) -> int:

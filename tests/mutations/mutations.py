@@ -1017,11 +1017,43 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the hand-off to the executors -------------------------------------------
     Mutation(
         "dispatch-wakes-every-executor", "leasequeue/runtime/dispatch.py",
-        "        self._wake(len(jobs))\n",
+        "        if not self._woken:\n            self._wake(1)\n",
         "        self._wake(len(self._sleepers))\n",
         "a job handed to an idle worker wakes every idle executor (each runs its task "
-        "to find nothing), not one per job",
+        "to find nothing), not one",
         (f"{RUNTIME}::test_a_job_handed_to_idle_executors_wakes_one_of_them",),
+    ),
+    Mutation(
+        "dispatch-wakes-one-per-job", "leasequeue/runtime/dispatch.py",
+        "        if not self._woken:\n            self._wake(1)\n",
+        "        self._wake(len(jobs))\n",
+        "a batch wakes one executor per job: the first few run through it, and the "
+        "rest wake to an empty hand-off and sleep again",
+        (f"{RUNTIME}::test_a_batch_wakes_executors_only_as_it_keeps_them_busy",),
+    ),
+    Mutation(
+        "dispatch-take-passes-nothing-on", "leasequeue/runtime/dispatch.py",
+        "                if self._jobs and not self._woken:\n",
+        "                if False:\n",
+        "an executor that takes a job with more behind it wakes no other: jobs that "
+        "wait on I/O share one executor, one after the other",
+        (f"{RUNTIME}::test_a_batch_wakes_executors_only_as_it_keeps_them_busy",),
+    ),
+    Mutation(
+        "dispatch-woken-count-kept", "leasequeue/runtime/dispatch.py",
+        "                self._waiting -= 1\n            self._woken -= 1\n",
+        "                self._waiting -= 1\n",
+        "an executor that ran after its wake still counts as on its way: the next "
+        "hand-off wakes nobody, and its jobs wait",
+        (f"{RUNTIME}::test_a_job_handed_to_idle_executors_wakes_one_of_them",),
+    ),
+    Mutation(
+        "dispatch-woken-cancel-count-kept", "leasequeue/runtime/dispatch.py",
+        "                    self._woken -= 1\n                    if self._jobs:\n",
+        "                    if self._jobs:\n",
+        "an executor woken and cancelled before it ran still counts as on its way: "
+        "no later hand-off wakes anyone",
+        (f"{RUNTIME}::test_an_executor_woken_then_cancelled_passes_its_job_on",),
     ),
     Mutation(
         "dispatch-woken-cancel-keeps-job", "leasequeue/runtime/dispatch.py",
