@@ -54,6 +54,9 @@ local SEQ_SPAN = 68719476736 -- 2^36: (prio, seq) packs exactly into a double
 -- A job canceled while in the line leaves its entry there (an LREM is
 -- O(line)); the stats hash's `line_stale` counts such entries, and the claim
 -- that pops one takes it off (stats.lua subtracts them from the line's length).
+-- Its id, enqueued again once its record is gone, reads as live through both
+-- entries: a claim takes an id once a call, and a line entry of a job whose
+-- home is the ready set is stale (claim.lua pop_queued, claim_line.lua).
 local LINE_FLOOR = (PRIO_OFFSET + 1) * SEQ_SPAN  -- the score of priority -1, seq 0
 
 -- A payload of at most INLINE_MAX bytes is kept inside its job's record, after

@@ -271,19 +271,43 @@ local STALE_POPS = 8
 local function pop_queued(ready_key_, line_key_, jobs_key_, stats_key_, want)
   local ids, raws = {}, {}
   local stale, in_line, dropped = 0, 0, 0
+  -- An id can have more than one entry: a canceled job's stale line entry
+  -- stays, and the id, deleted and enqueued again (or put back in the ready
+  -- set), has a live one besides. Its record is queued, so both read as
+  -- live: one call must not lease it twice. The first entry taken is its
+  -- run; another in the same call is stale (seen), as is a line entry of a
+  -- job whose home is the ready set (popped in this call, or still in it).
+  local seen = {}
+  local counted  -- the stats' line_stale, read when a line entry needs it
   for _ = 1, STALE_POPS do
     local got, at = pop_ready(ready_key_, line_key_, int(want))
     local recs = bulk('HMGET', jobs_key_, got)
+    local from_ready = {}
+    for i, id in ipairs(got) do
+      if at[i] then
+        from_ready[id] = true
+      end
+    end
     dropped = 0
     for i, id in ipairs(got) do
       local raw = recs[i]
       -- the state is read by hand first (version 4, or '<version>|queued|');
       -- a record in another state (or unreadable: kept, to be buried) is parsed
-      if not raw or (string.byte(raw, 1) ~= V4 and string.sub(raw, 2, 9) ~= '|queued|'
-                     and parse_meta(raw)) then
+      local drop = not raw or seen[id] or (string.byte(raw, 1) ~= V4 and
+                   string.sub(raw, 2, 9) ~= '|queued|' and parse_meta(raw))
+      if not drop and not at[i] then
+        if from_ready[id] then
+          drop = true
+        else
+          counted = counted or tonumber(redis.call('HGET', stats_key_, 'line_stale') or '0') or 0
+          drop = counted > 0 and redis.call('ZSCORE', ready_key_, id) ~= false
+        end
+      end
+      if drop then
         dropped = dropped + 1
         in_line = in_line + (at[i] and 0 or 1)
       else
+        seen[id] = true
         ids[#ids + 1], raws[#raws + 1] = id, raw
       end
     end
@@ -298,7 +322,7 @@ local function pop_queued(ready_key_, line_key_, jobs_key_, stats_key_, want)
     redis.call('HINCRBY', stats_key_, 'garbage', int(stale))
   end
   if in_line > 0 then
-    local counted = tonumber(redis.call('HGET', stats_key_, 'line_stale') or '0') or 0
+    counted = counted or tonumber(redis.call('HGET', stats_key_, 'line_stale') or '0') or 0
     if counted > 0 then
       redis.call('HINCRBY', stats_key_, 'line_stale', int(-math.min(counted, in_line)))
     end

@@ -8,8 +8,8 @@
 -- CODE_GENERAL, and the client sends the same claim (the same claim id) to
 -- claim.lua: a retried claim id, a paused queue, a scheduled job due, an
 -- entry in the ready set, or a record at the front of the line that is not a
--- plain version 4 one (the front is read with LRANGE, and popped only once
--- every record in it is known plain). Each KEYS or ARGV entry is a Lua
+-- plain version 4 one, or an id twice in it (the front is read with LRANGE,
+-- and popped only once every record in it is known plain). Each KEYS or ARGV entry is a Lua
 -- string and a Redis object a call, and each helper a closure
 -- (benchmarks/results/claim_line.txt).
 -- KEYS[1] ready        ZSET   must be empty (else claim.lua: priorities, jobs put back)
@@ -60,16 +60,18 @@ local jobs_key, n = KEYS[4], #ids
 local raws = redis.call('HMGET', jobs_key, unpack(ids))
 local reply = {now_text, next_due, n}
 local elsewhere, at = {}, {}  -- ids whose payload is in the payloads hash, and its reply place
+local seen = {}  -- an id twice in the front: a stale entry, and the id enqueued again
 for i = 1, n do
   local raw = raws[i]
   local fields, payload, prio, seq, enq, ma, mi, name, grp
-  if raw and string.byte(raw, 1) == V4 then
+  if raw and string.byte(raw, 1) == V4 and not seen[ids[i]] then
     fields, payload = split_record(raw)
     prio, seq, enq, ma, mi, name, grp = string.match(fields, RECORD_PATTERN_V4)
   end
-  if grp ~= '' then  -- not a plain version 4 record (or a park group): claim.lua's
+  if grp ~= '' then  -- not a plain version 4 record (or a park group, or an id seen): claim.lua's
     return CODE_GENERAL
   end
+  seen[ids[i]] = true
   local r = 3 + (i - 1) * 11
   reply[r + 1], reply[r + 4], reply[r + 6], reply[r + 7] = ids[i], name, ma, mi
   reply[r + 8], reply[r + 9], reply[r + 10] = '0', '0', enq

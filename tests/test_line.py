@@ -15,7 +15,7 @@ from leasequeue.errors import ConfigError
 from leasequeue.producer import MAX_PRIORITY
 from leasequeue.store.record import LINE_FLOOR, PRIO_OFFSET, SEQ_SPAN
 from leasequeue.store.specs import FailReply, ReleaseReply
-from tests.helpers import START_ALL, fail_job, new_claim_id, ready_ids
+from tests.helpers import START_ALL, fail_job, new_claim_id, ready_ids, server_ms
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +113,54 @@ async def test_a_job_canceled_in_the_line_is_not_ready_and_does_not_empty_a_clai
     await app.scripts.release(qk, [("d", token)], 0, "shutdown")
     assert await app.cancel("d", Q) == "canceled"
     assert await counter(app, "line_stale") == 0 and await ready_ids(app, qk) == []
+
+
+async def _canceled_and_forgotten(app: App, job_id: str) -> None:
+    """``job_id`` enqueued, canceled in the line (its entry stays, counted
+    stale), and its record deleted once its retention ran out: the id is
+    free again, its stale entry still in the line."""
+    qk = app.keys(Q)
+    await app.enqueue("j", queue=Q, job_id=job_id)
+    assert await app.cancel(job_id, Q) == "canceled"
+    await app.redis.zadd(qk.done, {job_id: await server_ms(app) - 1}, xx=True)
+    assert await app.scripts.expire(qk, 100) == 1
+    assert await line(app) == [job_id] and await counter(app, "line_stale") == 1
+
+
+@pytest.mark.parametrize("count", [1, 10])
+async def test_an_id_enqueued_again_behind_its_stale_entry_is_leased_once(
+        app: App, count: int) -> None:
+    """Enqueued again, the id has two entries in the line, and its queued
+    record makes both read as live: a claim takes the first as its run and
+    the second as stale (it once leased the job twice in one call, two
+    tokens, two runs). The count of stale entries stays true throughout."""
+    await _canceled_and_forgotten(app, "x")
+    await app.enqueue("j", queue=Q, job_id="x")
+    assert await line(app) == ["x", "x"] and (await app.stats(Q)).ready == 1
+    assert await claim(app, count) == ["x"]
+    if count == 1:  # the second entry is popped by the next claim, as stale
+        assert await claim(app, count) == []
+    assert await line(app) == [] and await counter(app, "line_stale") == 0
+    assert (await app.get_job("x")).state == "leased"
+
+
+@pytest.mark.parametrize("count", [1, 10])
+async def test_a_stale_line_entry_of_a_job_now_in_the_ready_set_is_not_its_run(
+        app: App, count: int) -> None:
+    """Enqueued again at a priority below 0, the id's home is the ready set,
+    claimed after the line: its old line entry is stale even though its
+    record is queued. The claim leases the job once, from its home, and
+    takes the stale entry off the count (leased through the line entry, the
+    count stayed one too high, and the next job in the line went uncounted
+    in the stats)."""
+    await _canceled_and_forgotten(app, "x")
+    await app.enqueue("j", queue=Q, job_id="x", priority=-1)
+    assert (await app.stats(Q)).ready == 1
+    assert await claim(app, count) == ["x"]
+    assert await line(app) == [] and await counter(app, "line_stale") == 0
+    assert await ready_ids(app, app.keys(Q)) == []
+    await app.enqueue("j", queue=Q, job_id="y")
+    assert (await app.stats(Q)).ready == 1
 
 
 async def test_a_claim_behind_many_stale_entries_stops_and_says_claim_again(app: App) -> None:

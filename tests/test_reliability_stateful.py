@@ -315,10 +315,13 @@ class QueueMachine(RuleBasedStateMachine):
             out[name] = {x.decode() for x in members}
         raw: Any = await r.hgetall(qk.jobs)
         out["records"] = {k.decode(): parse_record(v) for k, v in raw.items()}
-        # the line (priority 0): its entries of queued jobs are homes; the rest
-        # are canceled jobs' stale entries, which the stats hash counts
+        # the line (priority 0): one entry of each queued job that is not in
+        # the ready set is its home; the rest are stale (a canceled job's, kept
+        # when its id is enqueued again or put back in the ready set), which
+        # the stats hash counts
         line = [x.decode() for x in await r.lrange(qk.line, 0, -1)]
-        live = {i for i in line if out["records"].get(i, {}).get("state") == "queued"}
+        live = {i for i in line if out["records"].get(i, {}).get("state") == "queued"
+                and i not in out["ready"]}
         out["ready"] |= live
         out["line"] = (len(line), len(live), int(await r.hget(qk.stats, "line_stale") or 0))
         for name in ("payloads", "errors", "results"):

@@ -94,9 +94,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: states and attempts -------------------------------------------------
     Mutation(
         "claim-ignores-state", "lua/claim.lua",
-        "      if not raw or (string.byte(raw, 1) ~= V4 and string.sub(raw, 2, 9) ~= '|queued|'\n"
-        "                     and parse_meta(raw)) then\n",
-        "      if not raw then\n",
+        "      local drop = not raw or seen[id] or (string.byte(raw, 1) ~= V4 and\n"
+        "                   string.sub(raw, 2, 9) ~= '|queued|' and parse_meta(raw))\n",
+        "      local drop = not raw or seen[id]\n",
         "claim.lua keeps an entry of the ready set or the line whatever its record's state "
         "(a leased or finished job's stale entry goes on to the lease loop)",
         (f"{SCRIPTS}::test_a_stale_ready_entry_does_not_lease_its_job",),
@@ -1380,6 +1380,35 @@ MUTATIONS: tuple[Mutation, ...] = (
          "again"),
     ),
     Mutation(
+        "claim-leases-an-id-twice", "lua/claim.lua",
+        "      local drop = not raw or seen[id] or (",
+        "      local drop = not raw or (",
+        "claim.lua leases a job twice in one call when its id has two entries (a canceled "
+        "job's stale one, and the id enqueued again): two tokens, two runs of one job",
+        ("tests/test_line.py::test_an_id_enqueued_again_behind_its_stale_entry_is_leased_"
+         "once",),
+    ),
+    Mutation(
+        "claim-line-entry-ignores-ready-home", "lua/claim.lua",
+        "          drop = counted > 0 and redis.call('ZSCORE', ready_key_, id) ~= false\n",
+        "          drop = false\n",
+        "claim.lua leases a job through a stale line entry while the job waits in the ready "
+        "set: the count of stale entries stays one too high, and a later job in the line "
+        "goes uncounted",
+        ("tests/test_line.py::test_a_stale_line_entry_of_a_job_now_in_the_ready_set_is_not_"
+         "its_run",),
+    ),
+    Mutation(
+        "claim-line-entry-ignores-ready-pop", "lua/claim.lua",
+        "        if from_ready[id] then\n",
+        "        if false then\n",
+        "claim.lua keeps a stale line entry of a job it popped from the ready set in the "
+        "same call (and drops the home entry as the duplicate): the stale count stays one "
+        "too high",
+        ("tests/test_line.py::test_a_stale_line_entry_of_a_job_now_in_the_ready_set_is_not_"
+         "its_run",),
+    ),
+    Mutation(
         "line-before-ready-set", "lua/claim.lua",
         "  while i < #popped and tonumber(popped[i + 1]) < LINE_FLOOR do\n",
         "  while false do\n",
@@ -1789,6 +1818,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         " then",
         "claim_line.lua leases the line ahead of a job of higher priority in the ready set",
         (f"{NOTHING}[ready set]",),
+    ),
+    Mutation(
+        "claim-line-leases-an-id-twice", "lua/claim_line.lua",
+        " and not seen[ids[i]] then",
+        " then",
+        "claim_line.lua leases a job twice in one call when its id has two entries in the "
+        "front of the line (a canceled job's stale one, and the id enqueued again)",
+        ("tests/test_line.py::test_an_id_enqueued_again_behind_its_stale_entry_is_leased_"
+         "once",),
     ),
     Mutation(
         "claim-line-takes-park-groups", "lua/claim_line.lua",
