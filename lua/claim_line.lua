@@ -8,10 +8,10 @@
 -- CODE_GENERAL, and the client sends the same claim (the same claim id) to
 -- claim.lua: a retried claim id, a paused queue, a scheduled job due, an
 -- entry in the ready set, or a record at the front of the line that is not a
--- plain version 4 one, or an id twice in it (the front is read with LRANGE,
--- and popped only once every record in it is known plain). Each KEYS or ARGV entry is a Lua
--- string and a Redis object a call, and each helper a closure
--- (benchmarks/results/claim_line.txt).
+-- plain version 4 one, or an id twice in it (the front is read with
+-- LRANGE, and popped only once every record in it is known plain). Each
+-- KEYS or ARGV entry is a Lua string and a Redis object a call, and each
+-- helper a closure (benchmarks/results/claim_line.txt).
 -- KEYS[1] ready        ZSET   must be empty (else claim.lua: priorities, jobs put back)
 -- KEYS[2] scheduled    ZSET   delayed ids, score = due ms: none due (else claim.lua)
 -- KEYS[3] leases       ZSET   leased ids, score = lease expiry ms
@@ -68,7 +68,8 @@ for i = 1, n do
     fields, payload = split_record(raw)
     prio, seq, enq, ma, mi, name, grp = string.match(fields, RECORD_PATTERN_V4)
   end
-  if grp ~= '' then  -- not a plain version 4 record (or a park group, or an id seen): claim.lua's
+  -- not a plain version 4 record (or a park group, or an id seen): claim.lua's
+  if grp ~= '' then
     return CODE_GENERAL
   end
   seen[ids[i]] = true
