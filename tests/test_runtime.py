@@ -565,13 +565,40 @@ async def test_a_claim_without_a_reply_is_sent_again_with_the_same_claim_id() ->
     assert sent[0] == sent[1] and sent[2] != sent[1]
 
 
+async def _an_executor_and_the_claimer(scripts: Any, slots: Any, order: list[str],
+                                       second_claim: anyio.Event) -> None:
+    """One idle executor, then the claimer's loop over ``scripts`` (fakes that
+    note each claim in ``order`` and set ``second_claim`` at the second) until
+    its second claim is sent and every task is blocked; the executor notes
+    the job it took in ``order``."""
+    from leasequeue.runtime.claimer import Claimer, ClaimerParams
+    from leasequeue.runtime.dispatch import Dispatch
+
+    params = ClaimerParams(redis=None, scripts=scripts, queues=["q"],  # type: ignore[arg-type]
+                           keys=lambda q: _Keys(), slots=slots,  # type: ignore[arg-type,return-value]
+                           table=RunTable(30), lease_ms=30_000, worker_id="w",
+                           limited_queues=frozenset(), blocking=False)
+    dispatch = Dispatch()
+
+    async def executor() -> None:
+        run = await dispatch.get()
+        order.append(f"took {run.job.id}")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(executor)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(Claimer(params)._loop, dispatch)
+            await second_claim.wait()
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+
+
 async def test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_sent() -> None:
     """The claimer yields after handing jobs over: an idle executor takes its
     job before the claimer prepares and sends its next claim (that claim's
     client work used to sit on every job's way to its handler)."""
     from leasequeue.models import ClaimBatch, ClaimedJob
-    from leasequeue.runtime.claimer import Claimer, ClaimerParams
-    from leasequeue.runtime.dispatch import Dispatch
     from leasequeue.runtime.slots import Slots
 
     order: list[str] = []
@@ -587,23 +614,7 @@ async def test_jobs_handed_over_reach_their_executors_before_the_next_claim_is_s
                 return ClaimBatch(0, -1, [ClaimedJob("j1", "q", 1, 1, "n", b"", 0, 0, 0, 0, 0)])
             return ClaimBatch(0, -1, [])  # (a claim is shielded: it must return)
 
-    params = ClaimerParams(redis=None, scripts=Scripts(), queues=["q"],  # type: ignore[arg-type]
-                           keys=lambda q: _Keys(), slots=Slots(10),  # type: ignore[arg-type,return-value]
-                           table=RunTable(30), lease_ms=30_000, worker_id="w",
-                           limited_queues=frozenset(), blocking=False)
-    dispatch = Dispatch()
-
-    async def executor() -> None:
-        run = await dispatch.get()
-        order.append(f"took {run.job.id}")
-
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(executor)
-            await anyio.wait_all_tasks_blocked()
-            tg.start_soon(Claimer(params)._loop, dispatch)
-            await second_claim.wait()
-            tg.cancel_scope.cancel()
+    await _an_executor_and_the_claimer(Scripts(), Slots(10), order, second_claim)
     assert order[:3] == ["claim", "took j1", "claim"]
 
 
@@ -614,8 +625,6 @@ async def test_in_a_backlog_the_next_claim_is_sent_before_the_batch_runs() -> No
     executors ran the whole batch before the next claim was sent, and the
     worker and Redis took turns)."""
     from leasequeue.models import ClaimBatch, ClaimedJob
-    from leasequeue.runtime.claimer import Claimer, ClaimerParams
-    from leasequeue.runtime.dispatch import Dispatch
     from leasequeue.runtime.slots import Slots
 
     order: list[str] = []
@@ -636,24 +645,7 @@ async def test_in_a_backlog_the_next_claim_is_sent_before_the_batch_runs() -> No
     slots = Slots(100)
     slots.ahead = 100  # a worker finishing fast: a batch may be claimed ahead
     slots.refresh_ahead = lambda: None  # type: ignore[method-assign]
-    params = ClaimerParams(redis=None, scripts=Scripts(), queues=["q"],  # type: ignore[arg-type]
-                           keys=lambda q: _Keys(), slots=slots,  # type: ignore[arg-type,return-value]
-                           table=RunTable(30), lease_ms=30_000, worker_id="w",
-                           limited_queues=frozenset(), blocking=False)
-    dispatch = Dispatch()
-
-    async def executor() -> None:
-        run = await dispatch.get()
-        order.append(f"took {run.job.id}")
-
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(executor)
-            await anyio.wait_all_tasks_blocked()
-            tg.start_soon(Claimer(params)._loop, dispatch)
-            await second_claim.wait()
-            await anyio.wait_all_tasks_blocked()
-            tg.cancel_scope.cancel()
+    await _an_executor_and_the_claimer(Scripts(), slots, order, second_claim)
     assert counts[:2] == [100, 100]
     assert order[:3] == ["claim", "claim", "took j0"]
 
