@@ -103,7 +103,7 @@ def one_drain(tree: Path, n: int) -> dict[str, Any]:
                 f"async def main():\n    app = lq_bench._app({server.url!r})\n"
                 f"    await lq_bench.fill(app, {n})\n    await app.close()\n"
                 "anyio.run(main)\n")
-        subprocess.run([sys.executable, "-c", fill], env=env, cwd=tree, check=True)
+        common.run_in_tree(tree, fill)
         code = (f"BENCH, URL, OUT = {bench!r}, {server.url!r}, {str(out)!r}\n" + WORKER)
         worker = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree)
         client, left = lq_bench.left_counter(server.url)
@@ -132,8 +132,9 @@ def read_timeline(events: list[list[Any]]) -> dict[str, Any]:
 
     middle = within("claim")
     jobs = sum(e[3] for e in middle)
-    held = [e[2] for e in within("held")]
-    asked = [e[3] for e in within("held")]
+    helds, acks = within("held"), within("ack")
+    held = [e[2] for e in helds]
+    asked = [e[3] for e in helds]
     marks = sorted((e[1], e[0]) for e in events if e[0] in ("empty", "fill") and lo <= e[1] < hi)
     empty, since = 0.0, None
     for t, kind in marks:
@@ -149,7 +150,7 @@ def read_timeline(events: list[list[Any]]) -> dict[str, Any]:
         "held_at_claim_p50": statistics.median(held) if held else None,
         "claim_round_trip_ms_p50": round(1e3 * statistics.median(e[2] - e[1] for e in middle), 3),
         "ack_round_trip_ms_p50": round(1e3 * statistics.median(
-            e[2] - e[1] for e in within("ack")), 3) if within("ack") else None,
+            e[2] - e[1] for e in acks), 3) if acks else None,
         "handover_empty_pct": round(100 * empty / span, 1),
         "gc_passes_per_1k_jobs": round(1e3 * len(gcs) / max(jobs, 1), 2),
         "gc_ms_per_1k_jobs": round(1e3 * 1e3 * sum(e[2] - e[1] for e in gcs) / max(jobs, 1), 3),
