@@ -5,7 +5,11 @@ interleaved, one redis-server). The worker's CPU time comes from
 /proc/<pid>/stat (user + system) over the trickle, after its boot; the
 figure is CPU microseconds per job, which a busy machine moves less than a
 latency. This is the load where the hand-off to the executors matters most:
-every job arrives at a worker whose executors all wait.
+every job arrives at a worker whose executors all wait. Beside it, over the
+same trickle, Redis's CPU per job (INFO's used_cpu_sys + used_cpu_user) and
+the commands Redis ran per job, scripts' own calls inside them included
+(INFO commandstats): the producer's enqueues are in both, alike for every
+tree.
 
   git worktree add /tmp/lq-old <commit>
   python benchmarks/trickle_cpu.py --tree /tmp/lq-old --tree . [--rounds 3]
@@ -56,9 +60,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def redis_cpu_and_calls(client: redis.Redis) -> tuple[float, int]:
+    """Redis's CPU seconds so far and the commands it ran (each script's own
+    calls counted too: commandstats counts them under their command)."""
+    cpu = client.info("cpu")
+    calls = sum(int(v["calls"]) for v in client.info("commandstats").values())
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), calls
+
+
 def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
-              concurrency: int) -> float:
-    """Worker CPU µs per job for one tree: boot, warm up, then the trickle."""
+              concurrency: int) -> tuple[float, float, float]:
+    """Worker CPU µs, Redis CPU µs and Redis commands per job for one tree:
+    boot, warm up, then the trickle."""
     server.flush()
     env = {**os.environ, "PYTHONPATH": str(tree)}
     code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=concurrency)
@@ -84,13 +97,18 @@ def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
         wait_for(50)
         time.sleep(0.2)
         before = cpu_seconds(worker.pid)
+        redis_before, calls_before = redis_cpu_and_calls(client)
         for _ in range(jobs):
             producer.enqueue("tick", queue=QUEUE)
             time.sleep(gap)
         wait_for(50 + jobs)
         spent = cpu_seconds(worker.pid) - before
+        redis_after, calls_after = redis_cpu_and_calls(client)
         producer.close()
-        return spent / jobs * 1e6
+        # (the two INFO calls and the polls of wait_for are in the count: a
+        # few hundred commands over the trickle, the same for every tree)
+        return (spent / jobs * 1e6, (redis_after - redis_before) / jobs * 1e6,
+                (calls_after - calls_before) / jobs)
     finally:
         client.close()
         worker.terminate()
@@ -115,11 +133,15 @@ def main() -> None:
     print(f"worker CPU per job, {args.jobs} jobs one every ~{args.gap_ms} ms, concurrency "
           f"{args.concurrency}, {args.rounds} rounds interleaved; load average "
           f"{os.getloadavg()[0]:.2f}")
-    print("| tree | worker CPU µs/job (median) | rounds |")
-    print("|---|---:|---|")
+    print("| tree | worker CPU µs/job (median) | rounds | Redis CPU µs/job (median) | rounds "
+          "| Redis commands/job (median) |")
+    print("|---|---:|---|---:|---|---:|")
     for tree, values in rows.items():
-        print(f"| {tree} | {statistics.median(values):.1f} | "
-              f"{', '.join(f'{v:.1f}' for v in values)} |")
+        worker_us, redis_us, calls = ([v[k] for v in values] for k in range(3))
+        print(f"| {tree} | {statistics.median(worker_us):.1f} | "
+              f"{', '.join(f'{v:.1f}' for v in worker_us)} | "
+              f"{statistics.median(redis_us):.1f} | "
+              f"{', '.join(f'{v:.1f}' for v in redis_us)} | {statistics.median(calls):.2f} |")
 
 
 if __name__ == "__main__":

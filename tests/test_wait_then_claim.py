@@ -13,7 +13,7 @@ import anyio
 import pytest
 import redis as redis_sync
 
-from leasequeue import App, Worker
+from leasequeue import App, JobRequest, Worker
 from leasequeue.store import direct
 from tests.helpers import eventually, worker_running
 
@@ -59,6 +59,69 @@ async def test_a_job_enqueued_during_the_wait_arrives_leased_without_a_claim_aft
         await eventually(lambda: job.id in ran, what="the job ran")
         assert by_wait == [job.id] and by_claim == []
         assert (await app.get_job(job.id)).attempt == 1
+
+
+def _count_claims(app: App, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """Each claim call's job count, by kind: "plain" (a claim sent alone)
+    and "behind" (the claim behind an idle wait)."""
+    calls: dict[str, list[int]] = {"plain": [], "behind": []}
+    claim, wait_then_claim = app.scripts.claim, app.scripts.wait_then_claim
+
+    async def plain(*args: Any, **kwargs: Any) -> Any:
+        batch = await claim(*args, **kwargs)
+        calls["plain"].append(len(batch.jobs))
+        return batch
+
+    async def behind(*args: Any, **kwargs: Any) -> Any:
+        batch = await wait_then_claim(*args, **kwargs)
+        calls["behind"].append(len(batch.jobs))
+        return batch
+
+    monkeypatch.setattr(app.scripts, "claim", plain)
+    monkeypatch.setattr(app.scripts, "wait_then_claim", behind)
+    return calls
+
+
+async def test_jobs_that_trickle_in_cost_no_claim_beyond_the_one_behind_the_wait(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One job at a time reaching an idle worker: the claim behind the wait
+    leases it and empties the line, so the worker waits again at once, with
+    no claim sent alone after the wake-up (it would find nothing: a Redis
+    call per job)."""
+    app = real_app
+    ran: list[str] = []
+    _register(app, ran)
+    calls = _count_claims(app, monkeypatch)
+    async with worker_running(app, concurrency=4) as worker:
+        await _waiting(worker)
+        calls["plain"].clear()  # the claim a worker sends as it starts
+        for _ in range(5):
+            await _waiting(worker)
+            job = await app.enqueue("j")
+            await eventually(lambda j=job.id: j in ran, what="the job ran")
+        await _waiting(worker)
+        assert calls["plain"] == []
+        assert sum(calls["behind"]) == 5
+
+
+async def test_a_wait_whose_claim_comes_back_full_claims_again_at_once(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim behind the wait took as many jobs as the worker had free
+    slots: more may be queued, so the next claims are sent as slots free,
+    not after another wait (a queue's tokens are capped: fewer than its
+    jobs)."""
+    app = real_app
+    ran: list[str] = []
+    _register(app, ran)
+    calls = _count_claims(app, monkeypatch)
+    async with worker_running(app, concurrency=2) as worker:
+        await _waiting(worker)
+        # one script call: the wait's claim finds all six in the line
+        jobs = await app.enqueue_many([JobRequest("j") for _ in range(6)])
+        await eventually(lambda: len(ran) == 6, what="the six jobs ran")
+        assert sorted(ran) == sorted(j.id for j in jobs)
+        assert calls["behind"][0] == 2 and sum(calls["behind"]) == 2
+        assert sum(calls["plain"]) == 4
 
 
 async def test_a_stop_ends_the_idle_wait_at_once(real_app: App) -> None:

@@ -80,7 +80,9 @@ class Claimer:
     async def _loop(self, dispatch: Dispatch) -> None:
         backoff = 0.1
         threshold = max(1, min(self._slots.size // 2, MAX_BATCH // 2))
-        claimed_empty: int | None = None  # a wait's claim found nothing: its next due
+        # the claim behind a wait came back short (the line held fewer jobs
+        # than it asked for, none included): its next due
+        claimed_short: int | None = None
         while True:
             self._slots.refresh_ahead()
             await self._slots.wait_free()
@@ -89,10 +91,13 @@ class Claimer:
                     await self._slots.wait_free(threshold)
             try:
                 backlog = False
-                if claimed_empty is not None:
-                    # the claim behind the wait just ran and found nothing: it
-                    # was this round's claim
-                    got, next_due_ms, claimed_empty = 0, claimed_empty, None
+                if claimed_short is not None:
+                    # the claim behind the wait just ran and emptied the line
+                    # (what it found is handed over): it was this round's
+                    # claim, and the wait is next. A job enqueued since left
+                    # a token that ends that wait at once; a claim sent now
+                    # would find nothing, a Redis call per job that trickles in
+                    got, next_due_ms, claimed_short = 0, claimed_short, None
                 else:
                     got, next_due_ms, backlog = await self._claim_round(dispatch)
                 # the claim itself was shielded: a stop that came meanwhile lands
@@ -110,7 +115,7 @@ class Claimer:
                 else:
                     await anyio.lowlevel.checkpoint_if_cancelled()
                 if not got:
-                    woken, claimed_empty = await self._idle(next_due_ms, dispatch)
+                    woken, claimed_short = await self._idle(next_due_ms, dispatch)
                     if woken:
                         await anyio.lowlevel.checkpoint()
                 backoff = 0.1
@@ -186,7 +191,8 @@ class Claimer:
     async def _idle(self, next_due_ms: int, dispatch: Dispatch) -> tuple[int, int | None]:
         """Wait for a wake token (or the next due job, at most IDLE_POLL).
         With the claim pipelined behind the wait: (the jobs it handed over,
-        its next due when it found none); else (0, None)."""
+        its next due when it came back with fewer jobs than it asked for, else
+        None); else (0, None)."""
         timeout = IDLE_POLL if next_due_ms < 0 else min(IDLE_POLL, next_due_ms / 1000.0)
         if timeout <= 0:
             return 0, None
@@ -214,6 +220,7 @@ class Claimer:
         queue = self._queues[0]
         qk = self._keys(queue)
         claim_id = self._claim_id(queue)
+        count = min(self._slots.free, MAX_BATCH)
         sent_at = time.monotonic()  # the lease starts later (at the wake): a safe underestimate
         self._wait_scope = new_scope(shield=True)
         batch: ClaimBatch | None = None
@@ -225,18 +232,19 @@ class Claimer:
                 # comes) is charged no attempt: its jobs are reaped unstarted
                 # after a lease. The executors mark them as they start
                 batch = await self._p.scripts.wait_then_claim(
-                    qk, [qk.wake, self._own_wake], block_for, min(self._slots.free, MAX_BATCH),
+                    qk, [qk.wake, self._own_wake], block_for, count,
                     self._p.lease_ms, self._p.worker_id, 0, claim_id)
         finally:
             self._wait_scope = None
         if batch is None:  # interrupt() cancelled the wait (the worker stops)
             raise RedisUnavailable("(own wake list)", RuntimeError("a stop cancelled the wait"))
         del self._unanswered[queue]
-        if not batch.jobs:
-            return 0, batch.next_due_in_ms
-        self._slots.take(len(batch.jobs))
-        dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at, time.monotonic()))
-        return len(batch.jobs), None
+        got = len(batch.jobs)
+        short = batch.next_due_in_ms if got < count else None
+        if got:
+            self._slots.take(got)
+            dispatch.put_many(self._p.table.claimed(batch.jobs, sent_at, time.monotonic()))
+        return got, short
 
     async def interrupt(self) -> None:
         """End an idle wait now (the worker is stopping): a token on this

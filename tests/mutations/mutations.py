@@ -790,6 +790,25 @@ MUTATIONS: tuple[Mutation, ...] = (
          "charged_no_attempt_for_the_job_it_took",),
     ),
     Mutation(
+        "wait-short-claim-claims-again", "leasequeue/runtime/claimer.py",
+        "        short = batch.next_due_in_ms if got < count else None\n",
+        "        short = batch.next_due_in_ms if not got else None\n",
+        "after a wake whose claim emptied the line, the worker sends a claim of its own "
+        "before it waits again: it finds nothing, a Redis call per job that trickles in",
+        ("tests/test_wait_then_claim.py::test_jobs_that_trickle_in_cost_no_claim_beyond_"
+         "the_one_behind_the_wait",),
+    ),
+    Mutation(
+        "wait-full-claim-waits-again", "leasequeue/runtime/claimer.py",
+        "        short = batch.next_due_in_ms if got < count else None\n",
+        "        short = batch.next_due_in_ms\n",
+        "after a wake whose claim took all it asked for, the worker waits for a token "
+        "before it claims again: the jobs behind (more than the tokens a queue keeps) "
+        "wait for tokens or the idle poll",
+        ("tests/test_wait_then_claim.py::test_a_wait_whose_claim_comes_back_full_claims_"
+         "again_at_once",),
+    ),
+    Mutation(
         "pipeline-not-resent-after-a-lost-reply", "leasequeue/store/direct.py",
         "            for keys, args in [*pending, *rest]:\n",
         "            for keys, args in rest:\n",
