@@ -45,7 +45,7 @@ from leasequeue import App, Context, Worker
 
 app = App({url!r}, prefix={prefix!r})
 
-@app.job
+@app.job(retention={retention})
 async def tick(ctx: Context) -> None:
     return None
 
@@ -69,12 +69,13 @@ def redis_cpu_and_calls(client: redis.Redis) -> tuple[float, int]:
 
 
 def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
-              concurrency: int) -> tuple[float, float, float]:
+              concurrency: int, retention: float = 24 * 3600.0) -> tuple[float, float, float]:
     """Worker CPU µs, Redis CPU µs and Redis commands per job for one tree:
     boot, warm up, then the trickle."""
     server.flush()
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=concurrency)
+    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=concurrency,
+                         retention=retention)
     worker = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = redis.Redis.from_url(server.url)
@@ -121,17 +122,22 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--gap-ms", type=float, default=1.0, help="pause after each enqueue")
     ap.add_argument("--concurrency", type=int, default=100)
+    ap.add_argument("--retention", type=float, default=24 * 3600.0,
+                    help="the job's retention in seconds (the default, a day, never runs out "
+                    "in a trickle; a short one is a queue past its first retention, where "
+                    "each ack also deletes the records whose retention ran out)")
     args = ap.parse_args()
     trees: list[Path] = args.tree
     server = RedisServer()
     server.start()
     try:
         rows = alternate(trees, args.rounds, lambda tree: one_round(
-            tree, server, args.jobs, args.gap_ms / 1000, args.concurrency))
+            tree, server, args.jobs, args.gap_ms / 1000, args.concurrency, args.retention))
     finally:
         server.stop()
     print(f"worker CPU per job, {args.jobs} jobs one every ~{args.gap_ms} ms, concurrency "
-          f"{args.concurrency}, {args.rounds} rounds interleaved; load average "
+          f"{args.concurrency}, retention {args.retention:g} s, {args.rounds} rounds "
+          f"interleaved; load average "
           f"{os.getloadavg()[0]:.2f}")
     print("| tree | worker CPU µs/job (median) | rounds | Redis CPU µs/job (median) | rounds "
           "| Redis commands/job (median) |")

@@ -81,7 +81,8 @@ def _measure(client: redis.Redis, worker_pid: int, trickle: Callable[[], None],
 
 def leasequeue_round(server: RedisServer, jobs: int, gap: float) -> dict[str, Any]:
     server.flush()
-    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=100)
+    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=100,
+                         retention=24 * 3600.0)
     worker = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": str(ROOT)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

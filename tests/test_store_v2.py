@@ -428,6 +428,27 @@ async def test_ack_deletes_expired_finished_records_up_to_expire_batch(app: App)
         assert await app.redis.hexists(qk.results, job_id) == 1
 
 
+async def test_expiry_deletes_a_batch_in_a_fixed_number_of_calls(real_app: App) -> None:
+    """Fifty records past their retention go in one expire call of ten Redis
+    commands (ZCOUNT, ZRANGEBYSCORE, ZREM, HMGET and six HDEL), not eight a
+    record: with a call per record, a worker's acks spent eight calls on
+    each job that had finished a retention before."""
+    app = real_app
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", job_id=f"x{i}", queue=Q) for i in range(50)])
+    jobs = (await claim(app, 50, start_now=50)).jobs
+    await app.scripts.ack(qk, "succeeded", 60_000, [(j.id, j.token, b"\x01", "") for j in jobs])
+    now = await server_ms(app)
+    await app.redis.zadd(qk.done, {j.id: now - 10 for j in jobs}, xx=True)  # retention ran out
+    await app.redis.config_resetstat()
+    assert await app.scripts.expire(qk, 100) == 50
+    stats = await app.redis.info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+    assert (calls.get("zrem"), calls.get("hmget"), calls.get("hdel")) == (1, 1, 6)
+    for key in (qk.jobs, qk.payloads, qk.results, qk.done):
+        assert await app.redis.exists(key) == 0
+
+
 async def test_the_dead_set_is_capped_by_count(app: App) -> None:
     qk = app.keys(Q)
     settings(app, dead_max=3)

@@ -269,6 +269,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "expiry deletes finished records before their retention ran out",
         (f"{STORE}::test_ack_deletes_expired_finished_records_up_to_expire_batch",),
     ),
+    Mutation(
+        "expire-forgets-one-by-one", "lua/_lib.lua",
+        "  forget_all(gone, k)\n  return #ids\n",
+        "  for _, id in ipairs(gone) do\n    forget(id, k)\n  end\n  return #ids\n",
+        "expiry deletes each record's traces in calls of its own (six a record): a worker's "
+        "acks spend them on every job that finished a retention before",
+        (f"{STORE}::test_expiry_deletes_a_batch_in_a_fixed_number_of_calls",),
+    ),
+    Mutation(
+        "forget-all-keeps-runstate", "lua/_lib.lua",
+        "  bulk('HDEL', k.runstate, fields)\n",
+        "",
+        "records deleted by expiry leave their checkpoints, saga and progress in Redis forever",
+        (f"{KIT}::test_run_state_is_kept_across_replay_and_deleted_with_the_record",),
+    ),
     # -- Lua: the limiter -------------------------------------------------------------
     Mutation(
         "limiter-grants-all", "lua/limiter_acquire.lua",
