@@ -469,6 +469,30 @@ local function forget_all(ids, k)
   bulk('HDEL', k.runstate, fields)
 end
 
+-- take `ids` out of the sorted set `set_key` and forget the jobs whose record
+-- is gone, malformed or in one of the states `ended` (a set of names; a record
+-- in another state is live again, never expected, and stays): what expiry,
+-- purge and the dead set's trim do with a batch, in a fixed number of calls
+local function drop_ended(set_key, ids, ended, k)
+  if #ids == 0 then
+    return
+  end
+  bulk('ZREM', set_key, ids)
+  local raws = bulk('HMGET', k.jobs, ids)
+  local gone = {}
+  for i, id in ipairs(ids) do
+    local meta = raws[i] and parse_meta(raws[i])
+    if not meta or ended[meta.state] then
+      gone[#gone + 1] = id
+    end
+  end
+  forget_all(gone, k)
+end
+
+-- drop_ended's `ended` of the done set (expiry) and of the dead set
+local FINISHED = {succeeded = true, skipped = true, canceled = true}
+local DEAD = {dead = true}
+
 -- wake the waiters (App.wait) of jobs that just ended: only the ids a waiter
 -- registered in the waiting set (watch.lua) get a token, on the list
 -- `<waiting key>:<id>` (keys.py QueueKeys.notify builds the same name; a
@@ -530,16 +554,7 @@ local function expire_done(k, now, batch)
   -- a call per record and six per forget(), a worker's acks spent eight
   -- calls on each job that finished a retention before
   local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', due, 'LIMIT', '0', int(batch))
-  bulk('ZREM', k.done, ids)
-  local raws = bulk('HMGET', k.jobs, ids)
-  local gone = {}
-  for i, id in ipairs(ids) do
-    local meta = raws[i] and parse_meta(raws[i])
-    if not meta or meta.state == 'succeeded' or meta.state == 'skipped' or meta.state == 'canceled' then
-      gone[#gone + 1] = id
-    end
-  end
-  forget_all(gone, k)
+  drop_ended(k.done, ids, FINISHED, k)
   return #ids
 end
 
@@ -551,19 +566,15 @@ local function trim_dead(k, dead_key, stats_key, now, dead_max, dead_retention_m
   local over = redis.call('ZCARD', dead_key) - dead_max
   local cutoff = now - dead_retention_ms
   local oldest = redis.call('ZRANGE', dead_key, 0, TRIM_DEAD_BATCH - 1, 'WITHSCORES')
-  local n = 0
+  local ids = {}
   for i = 1, #oldest, 2 do
-    if n >= over and tonumber(oldest[i + 1]) > cutoff then
+    if #ids >= over and tonumber(oldest[i + 1]) > cutoff then
       break
     end
-    local id = oldest[i]
-    redis.call('ZREM', dead_key, id)
-    local meta = load_meta(k.jobs, id)
-    if not meta or meta.state == 'dead' then
-      forget(id, k)
-    end
-    n = n + 1
+    ids[#ids + 1] = oldest[i]
   end
+  drop_ended(dead_key, ids, DEAD, k)
+  local n = #ids
   if n > 0 then
     redis.call('HINCRBY', stats_key, 'dead', -n)
     redis.call('HINCRBY', stats_key, 'dead_trimmed', n)

@@ -18,13 +18,7 @@ local k = {jobs = jobs_key, payloads = payloads_key, errors = errors_key, result
 local batch = tonumber(ARGV[1])
 
 local ids = redis.call('ZRANGE', dead_key, 0, batch - 1)
-for _, id in ipairs(ids) do
-  redis.call('ZREM', dead_key, id)
-  local meta = load_meta(jobs_key, id)
-  if not meta or meta.state == 'dead' then
-    forget(id, k)
-  end
-end
+drop_ended(dead_key, ids, DEAD, k)
 if #ids > 0 then
   redis.call('HINCRBY', stats_key, 'dead', -#ids)
   redis.call('HINCRBY', stats_key, 'purged', #ids)

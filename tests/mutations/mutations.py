@@ -256,9 +256,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "expire-deletes-live", "lua/_lib.lua",
-        "if not meta or meta.state == 'succeeded' or meta.state == 'skipped' "
-        "or meta.state == 'canceled' then",
-        "if true then",
+        "    if not meta or ended[meta.state] then\n",
+        "    if true then\n",
         "expiry (expire.lua, ack.lua) deletes a record that is live again",
         (f"{SCRIPTS}::test_expire_leaves_a_live_record_alone",),
     ),
@@ -271,11 +270,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "expire-forgets-one-by-one", "lua/_lib.lua",
-        "  forget_all(gone, k)\n  return #ids\n",
-        "  for _, id in ipairs(gone) do\n    forget(id, k)\n  end\n  return #ids\n",
-        "expiry deletes each record's traces in calls of its own (six a record): a worker's "
-        "acks spend them on every job that finished a retention before",
+        "  forget_all(gone, k)\nend\n",
+        "  for _, id in ipairs(gone) do\n    forget(id, k)\n  end\nend\n",
+        "expiry (and purge, and the dead set's trim) deletes each record's traces in calls "
+        "of its own, six a record: a worker's acks spend them on every job that finished a "
+        "retention before",
         (f"{STORE}::test_expiry_deletes_a_batch_in_a_fixed_number_of_calls",),
+    ),
+    Mutation(
+        "trim-dead-keeps-dead", "lua/_lib.lua",
+        "local DEAD = {dead = true}\n",
+        "local DEAD = {}\n",
+        "the dead set's trim and purge take a dead job out of the dead set and keep its "
+        "record, payload and errors for good",
+        (f"{STORE}::test_the_dead_set_is_capped_by_count",),
     ),
     Mutation(
         "forget-all-keeps-runstate", "lua/_lib.lua",
