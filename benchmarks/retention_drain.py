@@ -33,25 +33,11 @@ import redis
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import alternate, tree_args
 from redis_server import RedisServer
-from trickle_cpu import redis_cpu_and_calls
+from trickle_cpu import WORKER, redis_cpu_and_calls
 
 from leasequeue import App, JobRequest
 
 PREFIX, QUEUE = "retention", "default"
-
-WORKER = """
-import asyncio
-
-from leasequeue import App, Context, Worker
-
-app = App({url!r}, prefix={prefix!r})
-
-@app.job(retention={retention})
-async def tick(ctx: Context) -> None:
-    return None
-
-asyncio.run(Worker(app, queues=[{queue!r}], concurrency=100, handle_signals=True).run())
-"""
 
 
 async def fill(url: str, n: int) -> None:
@@ -74,7 +60,9 @@ def one_round(tree: Path, server: RedisServer, n: int, retention: float) -> dict
     asyncio.run(fill(server.url, n))
     client = redis.Redis.from_url(server.url)
     stats = f"{{{PREFIX}:{QUEUE}}}:stats"
-    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, retention=retention)
+    # trickle_cpu's worker: one process, a no-op job of this retention
+    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=100,
+                         retention=retention)
     worker = subprocess.Popen([sys.executable, "-c", code], cwd=tree,
                               env={**os.environ, "PYTHONPATH": str(tree)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

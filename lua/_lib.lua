@@ -436,21 +436,11 @@ local function wake(wake_key, count, cap)
   end
 end
 
--- every trace of a job: its record, payload, last error, result, run logs,
--- and what its runs left for the next one (checkpoints, saga, progress: one
--- hash, three fields per job, so one HDEL)
-local function forget(id, k)
-  redis.call('HDEL', k.jobs, id)
-  redis.call('HDEL', k.payloads, id)
-  redis.call('HDEL', k.errors, id)
-  redis.call('HDEL', k.results, id)
-  redis.call('HDEL', k.logs, id)
-  redis.call('HDEL', k.runstate, 'c:' .. id, 's:' .. id, 'p:' .. id)
-end
-
--- forget() of many jobs in six calls, whatever their number: each
--- redis.call costs several times a field's own delete (forget per job cost
--- an expired record six HDEL calls)
+-- every trace of jobs `ids`: their records, payloads, last errors, results,
+-- run logs, and what their runs left for the next one (checkpoints, saga,
+-- progress: one hash, three fields per job), in six calls however many jobs
+-- (each redis.call costs several times a field's own delete: a call per job
+-- cost an expired record six)
 local function forget_all(ids, k)
   if #ids == 0 then
     return
@@ -467,6 +457,11 @@ local function forget_all(ids, k)
     fields[#fields + 1] = 'p:' .. id
   end
   bulk('HDEL', k.runstate, fields)
+end
+
+-- every trace of one job
+local function forget(id, k)
+  forget_all({id}, k)
 end
 
 -- take `ids` out of the sorted set `set_key` and forget the jobs whose record

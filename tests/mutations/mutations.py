@@ -289,7 +289,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "forget-all-keeps-runstate", "lua/_lib.lua",
         "  bulk('HDEL', k.runstate, fields)\n",
         "",
-        "records deleted by expiry leave their checkpoints, saga and progress in Redis forever",
+        "a deleted job's checkpoints, saga and progress stay in Redis forever (every path "
+        "that deletes a job: expiry, purge, the dead set's trim, retention 0)",
         (f"{KIT}::test_run_state_is_kept_across_replay_and_deleted_with_the_record",),
     ),
     # -- Lua: the limiter -------------------------------------------------------------
@@ -615,13 +616,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                continue\n",
         "a resumed compensation undoes the steps already undone again",
         (f"{KIT}::test_a_saga_killed_mid_compensation_ends_fully_compensated",),
-    ),
-    Mutation(
-        "forget-keeps-runstate", "lua/_lib.lua",
-        "  redis.call('HDEL', k.runstate, 'c:' .. id, 's:' .. id, 'p:' .. id)\n",
-        "",
-        "a deleted job's checkpoints, saga and progress stay in Redis forever",
-        (f"{KIT}::test_run_state_is_kept_across_replay_and_deleted_with_the_record",),
     ),
     # -- the resilience kit ---------------------------------------------------------
     Mutation(
