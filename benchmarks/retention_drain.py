@@ -31,7 +31,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import alternate, tree_args
+from common import alternate, stop, tree_args
 from redis_server import RedisServer
 from trickle_cpu import WORKER, redis_cpu_and_calls
 
@@ -85,8 +85,7 @@ def one_round(tree: Path, server: RedisServer, n: int, retention: float) -> dict
                 "commands": (k1 - k0) / jobs}
     finally:
         client.close()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker, 30)  # SIGTERM: the worker's graceful stop
 
 
 def main() -> None:

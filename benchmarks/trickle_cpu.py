@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if "PYTHONPATH" not in os.environ:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import alternate, tree_args
+from common import alternate, stop, tree_args
 from redis_server import RedisServer
 
 from leasequeue import SyncApp
@@ -112,8 +112,7 @@ def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
                 (calls_after - calls_before) / jobs)
     finally:
         client.close()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker, 30)  # SIGTERM: the worker's graceful stop
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ from typing import Any
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import stop
 from redis_server import RedisServer
 from trickle_cpu import PREFIX, QUEUE, WORKER, cpu_seconds, redis_cpu_and_calls
 
@@ -107,8 +108,7 @@ def leasequeue_round(server: RedisServer, jobs: int, gap: float) -> dict[str, An
     finally:
         producer.close()
         client.close()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker, 30)  # SIGTERM: the worker's graceful stop
 
 
 def bee_round(server: RedisServer, jobs: int, gap: float) -> dict[str, Any]:
@@ -147,8 +147,7 @@ def bee_round(server: RedisServer, jobs: int, gap: float) -> dict[str, Any]:
         return _measure(client, worker.pid, lambda: go(proc), done, jobs)
     finally:
         client.close()
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker, 30)  # SIGTERM: the worker's graceful stop
 
 
 def main() -> None:
