@@ -67,11 +67,11 @@ def enqueue_call(app: App, *args: Any, **kw: Any) -> Callable[[], Awaitable[Enqu
 
 def unspun_app(redis_server: RedisProcess, prefix: str, **options: Any) -> App:
     """An App whose one-job enqueue does not read its reply off the socket
-    (StoreSettings.reply_spin_us=0). On uvloop's loop the spin cannot see
-    the other tasks ready to run (its ready queue cannot be read), so a lone
-    call of a burst may be answered before the burst's other callers park,
-    and the next caller goes alone too: the spin, not the coalescer, then
-    decides how many calls a burst takes. These tests are of the coalescer."""
+    (StoreSettings.reply_spin_us=0): these tests are of the coalescer, and
+    a spun lone call is answered before the burst's other callers run, so
+    how many calls a burst takes would hang on the spin's timing too (on
+    uvloop, before spin.LoopTurn, up to all of them alone). The spin's own
+    bursts are tested in test_reply_spin.py."""
     return App(redis_server.url, prefix=prefix, settings=StoreSettings(reply_spin_us=0),
                **options)
 

@@ -8,19 +8,22 @@ own would."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import socket
 import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import hiredis
 import pytest
+import redis as redis_sync
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -28,9 +31,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from leasequeue import App, StoreSettings, SyncApp
 from leasequeue.store import direct, spin, sync_lane
 from tests.harness.redis_proc import RedisProcess, stall_in_background
+from tests.test_coalesce import script_calls
 
 pytestmark = pytest.mark.anyio
 
+T = TypeVar("T")
 SECOND_US = 1_000_000
 STALL_BUDGET_US = 50_000  # a budget well under the tests' stall of Redis (0.3 s)
 
@@ -113,6 +118,9 @@ async def test_a_reply_within_the_budget_is_read_off_the_socket_not_by_the_loop(
     app, lane, seen = await _app_with_spin(redis_server.url, prefix, SECOND_US, monkeypatch)
     try:
         for i in range(20):
+            # the loop turns between two calls: each call a streak of its own
+            # (a streak's bound has tests of its own, below)
+            await anyio.lowlevel.checkpoint()
             job = await app.enqueue("j", {"i": i}, job_id=f"s{i}")
             assert (job.id, job.created, job.state) == (f"s{i}", True, "queued")
         assert seen.spins == ["hit"] * 20
@@ -169,6 +177,152 @@ async def test_no_spin_while_another_callback_is_ready_on_asyncio_s_loop(
         assert seen.spins == ["hit"] and seen.by_loop == []
     finally:
         await app.close()
+
+
+LOOPS = ["asyncio"] + (["uvloop"] if importlib.util.find_spec("uvloop") else [])
+
+
+def _run_on(loop: str, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """main() on a loop of its own: asyncio's, or uvloop's (whose ready
+    queue cannot be read), whatever loop the suite's async tests run on."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main())
+    return asyncio.run(main())
+
+
+def _spinning_app(url: str, prefix: str) -> App:
+    """An App whose spin waits up to a second for a reply (whatever the
+    CPUs): every spin hits, so what ends a streak is the loop's turn alone."""
+    app = App(url, prefix=prefix, settings=StoreSettings(reply_spin_us=SECOND_US))
+    app.job(lambda ctx: None, name="j")
+    assert app.scripts._lane is not None
+    app.scripts._lane._spin = spin.ReplySpin(SECOND_US)
+    return app
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_streak_is_one_task_s_until_the_loop_turns(loop: str) -> None:
+    async def main() -> None:
+        # the tasks alone (asyncio's ready queue, which would show the other
+        # task waiting at once, has a test of its own below)
+        turn, running, ready = spin.LoopTurn(), asyncio.get_running_loop(), None
+        seen: list[bool] = []
+
+        async def other() -> None:
+            seen.append(turn.held(running, ready))
+
+        task = asyncio.create_task(other())  # ready before the streak's end
+        assert not turn.held(running, ready)  # a new streak
+        assert not turn.held(running, ready)  # the same task (its end queued is no work)
+        assert not turn.overdue()
+        await task  # the other task runs first, within the streak
+        assert seen == [True]
+        assert turn.handle is None  # then the loop ran the streak's end
+        assert not turn.held(running, ready) and not turn.overdue()  # a new streak, its own
+
+    _run_on(loop, main)
+
+
+def test_a_callback_ready_on_asyncio_s_loop_is_work_waiting() -> None:
+    async def main() -> None:
+        turn, running = spin.LoopTurn(), asyncio.get_running_loop()
+        ready = running._ready  # type: ignore[attr-defined]
+        assert not turn.held(running, ready) and list(ready) == [turn.handle]
+        assert not turn.held(running, ready)  # the streak's own end is no work
+        running.call_soon(lambda: None)
+        assert turn.held(running, ready)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_streak_past_its_bound_is_overdue_until_the_loop_turns(
+        loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spin, "MAX_STREAK_NS", 2_000_000)  # 2 ms (as it is)
+
+    async def main() -> None:
+        turn, running = spin.LoopTurn(), asyncio.get_running_loop()
+        assert not turn.held(running, None) and not turn.overdue()
+        time.sleep(0.003)  # noqa: ASYNC251 (the loop held 3 ms, as spins hold it)
+        assert turn.overdue()
+        assert not turn.held(running, None)  # overdue, not held: the call yields first
+        await asyncio.sleep(0)
+        assert not turn.overdue() and turn.handle is None
+
+    _run_on(loop, main)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_task_that_enqueues_in_a_loop_lets_the_loop_turn_at_each_streak_s_end(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch,
+        loop: str) -> None:
+    # a spun call returns without the loop's turn: 1,000 calls in a row,
+    # each spin a hit, held a 0.5 ms timer for all of them (before; 25.9 ms
+    # for 3,000 calls on asyncio's loop, 13.4 on uvloop's, budget 50 us). A
+    # streak yields after MAX_STREAK_NS (2 ms): the timer runs about every 2
+    # ms (the streak's first call: spin.LoopTurn)
+    seen = Seen(monkeypatch)
+
+    async def main() -> tuple[int, float]:
+        app = _spinning_app(redis_server.url, prefix)
+        ticks, stop = 0, False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop:
+                await asyncio.sleep(0.0005)
+                ticks += 1
+
+        try:
+            await app.enqueue("j", job_id="warm")
+            task = asyncio.create_task(ticker())
+            await asyncio.sleep(0.01)  # the ticker's first sleep has begun
+            seen.clear()
+            before, started = ticks, time.perf_counter()
+            for i in range(1000):
+                await app.enqueue("j", {"i": i})
+            elapsed = time.perf_counter() - started
+            during = ticks - before
+            stop = True
+            await task
+            assert (await app.stats()).ready == 1001
+            return during, elapsed
+        finally:
+            await app.close()
+
+    during, elapsed = _run_on(loop, main)
+    # at least once every 20 ms (ten streaks' bound), and 3 times in all
+    assert during >= max(3, int(elapsed * 50)), (during, elapsed)
+    # and the spin still reads the replies (a call that finds the timer's
+    # task ready after a yield parks: at most one a streak)
+    assert seen.spins.count("hit") >= 500 and "miss" not in seen.spins, seen.spins
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_burst_of_concurrent_enqueues_batches_while_spins_hit(
+        redis_server: RedisProcess, prefix: str, sync_redis: redis_sync.Redis,
+        loop: str) -> None:
+    # 100 tasks ready at once, each with one enqueue, on a fresh App: the
+    # first call goes alone, and the other tasks park behind the next one
+    # that finds the loop's other work waiting (asyncio's queue; on uvloop,
+    # another task run within the first one's streak) and go in batches.
+    # Before, on uvloop, each call was answered by its spin before the next
+    # task ran: 101 script calls a burst with this budget
+    async def main(i: int) -> int:
+        app = _spinning_app(redis_server.url, f"{prefix}{i}")
+        try:
+            before = script_calls(sync_redis)
+            jobs = await asyncio.gather(*(app.enqueue("j", {"k": k}) for k in range(100)))
+            assert all(job.created for job in jobs) and len({job.id for job in jobs}) == 100
+            return script_calls(sync_redis) - before
+        finally:
+            await app.close()
+
+    calls = [_run_on(loop, lambda i=i: main(i)) for i in range(3)]  # type: ignore[misc]
+    # a queue check, the first call alone, the second, then batches
+    assert max(calls) <= 10, calls
 
 
 def _sync_with_spin(url: str, prefix: str, budget_us: int) -> tuple[SyncApp, Any]:

@@ -45,7 +45,7 @@ from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
-from .spin import ReplySpin, reply_spin
+from .spin import LoopTurn, ReplySpin, reply_spin
 from .translate import TOPOLOGY_ERRORS, closed_transport
 
 Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and arguments
@@ -61,6 +61,7 @@ class Lane:
         self._idle: list[Any] = []
         # the one-job enqueue's wait for its reply (run(spin=True)); None: off
         self._spin = reply_spin(spin_us)
+        self._turn = LoopTurn()  # whether a spin would hold the loop's other work
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
                   retry: bool = True, read_only: bool = False,
@@ -74,6 +75,8 @@ class Lane:
         for on the socket itself, within the lane's budget (ReplySpin)."""
         command = "EVALSHA_RO" if read_only else "EVALSHA"
         attempts: tuple[int, ...] = (1, 2)
+        if spin and self._turn.overdue():
+            await asyncio.sleep(0)  # the loop's turn: spun calls held it a streak's bound
         idle = self._idle
         if idle and _direct_io(idle[-1]):
             # the hot path, inline: an idle direct connection, the call packed,
@@ -93,7 +96,7 @@ class Lane:
                     _write(conn, packed)
                     spinner = self._spin if spin else None
                     reply = await (_read(conn) if spinner is None
-                                   else _read_spinning(conn, spinner))
+                                   else _read_spinning(conn, spinner, self._turn))
                 except NoScriptError:
                     idle.append(conn)
                 except ResponseError:
@@ -429,15 +432,18 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
     return reply
 
 
-async def _read_spinning(conn: Any, spin: ReplySpin) -> Any:
+async def _read_spinning(conn: Any, spin: ReplySpin, turn: LoopTurn) -> Any:
     """_read, the socket read first by ``spin`` (spin.py) where the lane's
     protocol would be handed the bytes: a socket of its own, nothing in
-    redis-py's stream."""
+    redis-py's stream; not while ``turn`` says the loop's other work would
+    wait for it."""
     proto = conn.__dict__.get("_lq_proto")
     stream = conn._reader
     if proto is not None and proto.stream is stream and _stream_empty(stream):
         try:
-            reply = spin.reply(proto.read_now, proto.ready, conn._parser._reader)
+            read_now = proto.read_now  # (none: a TLS socket, which never spins)
+            held = read_now is None or turn.held(proto.loop, proto.ready)
+            reply = spin.reply(read_now, held, conn._parser._reader)
         except OSError as exc:
             raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
         if isinstance(reply, PushNotification):  # (RESP3: no reply; as _read)

@@ -16,8 +16,17 @@ benchmarks/reply_spin.py.
 A spin stands aside when it would cost more than it saves:
 
 - another callback is ready on asyncio's own loop (``ready``, the loop's
-  queue): the loop has work, so its turn is no sleep (uvloop's queue cannot
-  be read: there the budget alone bounds the spin);
+  queue): the loop has work, so its turn is no sleep;
+- on an event loop, the calls spun since the loop's last turn add up to
+  ``MAX_STREAK_NS``, or another task runs before the loop turned
+  (``LoopTurn``): a spun call returns without the loop's turn, so a task
+  that enqueues in a loop held every other task, timer and socket of its
+  loop for as long as its spins hit (a 0.5 ms timer waited 25.9 ms on
+  asyncio's loop and 13.4 on uvloop's while one task made 3,000 calls:
+  benchmarks/results/loop_turn.txt), and
+  on uvloop, whose queue cannot be read, a burst of concurrent enqueues
+  could go as lone calls, each answered before the burst's other tasks ran
+  and parked behind it;
 - after a spin that ran out (a Redis far away, or slow this moment) the
   next 1, 3, 7 ... 1,023 calls do not spin (doubling with each miss in a
   row, reset by a reply within the budget), so a client of a distant Redis
@@ -34,12 +43,16 @@ back-off by a call, nothing else."""
 from __future__ import annotations
 
 import os
+from asyncio import AbstractEventLoop, Handle, current_task
+from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any
 
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.exceptions import ConnectionError as RedisConnectionError
+
+MAX_STREAK_NS = 2_000_000  # about the longest a loop's other work waits for spun calls
 
 
 def cpus() -> int:
@@ -70,8 +83,9 @@ class ReplySpin:
 
     def reply(self, read_now: Callable[[], bytes] | None, ready: Any, reader: Any) -> Any:
         """The reply; NOT_ENOUGH_DATA when this call does not spin (no
-        ``read_now``, callbacks ``ready``, or a back-off), or its budget ran
-        out first (what came by then is in the reader)."""
+        ``read_now``, ``ready``: the loop's other work would wait for it, as
+        LoopTurn.held says; or a back-off), or its budget ran out first (what
+        came by then is in the reader)."""
         if self.skip:
             self.skip -= 1
             return NOT_ENOUGH_DATA
@@ -98,3 +112,45 @@ class ReplySpin:
             if reply is not NOT_ENOUGH_DATA:
                 self.misses = 0
                 return reply
+
+
+class LoopTurn:
+    """Whether a spin would hold an event loop's other work (spin.py's
+    docstring). The calls of one task since the loop's last turn make a
+    streak, which ends when the loop turns (a callback it runs then, put
+    in its queue at the streak's first call). A streak older than
+    ``MAX_STREAK_NS`` is ``overdue``: its task's next spun call gives the
+    loop a turn before it is sent (a yield costs less than a call that
+    parks for its reply: about 1% of one-per-call's rate at 2 ms).
+    Another task run within a streak, and on asyncio's loop a callback
+    ready in its queue other than the streak's own, are work waiting now:
+    that call does not spin but parks, its call in flight (``held``). One
+    per lane (the tasks of one loop share it)."""
+
+    __slots__ = ("handle", "loop", "since", "task")
+
+    def __init__(self) -> None:
+        self.handle: Handle | None = None  # the streak's end; None: the loop turned since
+        self.loop: AbstractEventLoop | None = None
+        self.task: object = None  # the streak's task
+        self.since = 0  # the streak's first call (perf_counter_ns)
+
+    def overdue(self) -> bool:
+        """Whether the streak has held the loop long enough: the next spun
+        call yields first."""
+        return self.handle is not None and perf_counter_ns() - self.since > MAX_STREAK_NS
+
+    def held(self, loop: AbstractEventLoop, ready: deque[Handle] | None) -> bool:
+        """Whether a call of the running task, sent, must not spin now."""
+        if ready:  # asyncio's queue: anything but this streak's end is work waiting
+            if len(ready) > 1 or ready[0] is not self.handle:
+                return True
+        task = current_task(loop)
+        if self.handle is None or self.loop is not loop:  # a new streak
+            self.loop, self.task, self.since = loop, task, perf_counter_ns()
+            self.handle = loop.call_soon(self._turned)
+            return False
+        return task is not self.task
+
+    def _turned(self) -> None:
+        self.handle = None

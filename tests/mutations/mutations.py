@@ -2041,6 +2041,49 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{SPIN}::test_no_spin_without_a_read_of_its_own_or_with_a_callback_ready"),
     ),
     Mutation(
+        "spin-streak-never-yields", "leasequeue/store/direct.py",
+        "        if spin and self._turn.overdue():\n",
+        "        if False:\n",
+        "a task that enqueues in a loop never gives the event loop a turn while its spins hit: "
+        "its other tasks, timers and sockets wait for the whole loop",
+        (f"{SPIN}::test_a_task_that_enqueues_in_a_loop_lets_the_loop_turn_at_each_streak_s_end",),
+    ),
+    Mutation(
+        "spin-streak-never-overdue", "leasequeue/store/spin.py",
+        "        return self.handle is not None and perf_counter_ns() - self.since "
+        "> MAX_STREAK_NS\n",
+        "        return False\n",
+        "a streak of spun calls has no bound: the loop's other work waits as long as the spins hit",
+        (f"{SPIN}::test_a_streak_past_its_bound_is_overdue_until_the_loop_turns",
+         f"{SPIN}::test_a_task_that_enqueues_in_a_loop_lets_the_loop_turn_at_each_streak_s_end"),
+    ),
+    Mutation(
+        "spin-streak-ignores-other-tasks", "leasequeue/store/spin.py",
+        "        return task is not self.task\n",
+        "        return False\n",
+        "a task run within another's streak spins too: on uvloop a burst of concurrent "
+        "enqueues goes as lone calls, each answered before the next task runs",
+        (f"{SPIN}::test_a_streak_is_one_task_s_until_the_loop_turns",
+         f"{SPIN}::test_a_burst_of_concurrent_enqueues_batches_while_spins_hit"),
+    ),
+    Mutation(
+        "spin-streak-own-end-is-work", "leasequeue/store/spin.py",
+        "            if len(ready) > 1 or ready[0] is not self.handle:\n",
+        "            if True:\n",
+        "on asyncio's loop the streak's own end, queued, counts as work waiting: every "
+        "second call of a task parks instead of spinning",
+        (f"{SPIN}::test_a_callback_ready_on_asyncio_s_loop_is_work_waiting",),
+    ),
+    Mutation(
+        "spin-streak-never-ends", "leasequeue/store/spin.py",
+        "    def _turned(self) -> None:\n        self.handle = None\n",
+        "    def _turned(self) -> None:\n        pass\n",
+        "the loop's turn does not end a streak: after its first one every call of another "
+        "task parks, and a task's streak stays overdue",
+        (f"{SPIN}::test_a_streak_is_one_task_s_until_the_loop_turns",
+         f"{SPIN}::test_a_streak_past_its_bound_is_overdue_until_the_loop_turns"),
+    ),
+    Mutation(
         "reply-spin-reads-tls", "leasequeue/store/direct.py",
         "        if sock is not None and transport.get_extra_info(\"sslcontext\") is None \\\n"
         "                and transport.get_extra_info(\"ssl_object\") is None:\n",
