@@ -49,19 +49,22 @@ local finished = 0
 local leases, records, done, results = {}, {}, {}, {}
 local done_until = int(now + retention_ms)
 local finished_now = {}  -- an id named twice in one batch finishes once
+-- the finished jobs not kept (retention 0): forgotten together after the loop,
+-- in forget_all's six calls, where a forget() each took six calls a job
+local forgotten = {}
 for i, id in ipairs(ids) do
   local base = 6 + (i - 1) * FIELDS
   local result = ARGV[base + 2]
   -- The common ack (a leased record of version 2 or 3, its token as sent, kept
-  -- for retention, no note or logs) finishes from the record's text, as
+  -- for retention with no note or logs, or not kept) finishes from the record's text, as
   -- claim.lua leases: FINISH_PATTERN captures what stays, the new record is
   -- joined around what the finish sets, without parse_meta's table and
   -- encode_meta (test_an_ack_writes_what_encode_meta_writes). Everything else
   -- takes the general path below.
   local raw = raws[i]
   local v, tok, att, budgets, started, middle, name, worker, tail
-  if raw and retention_ms > 0 and not finished_now[id] and ARGV[base + 3] == ''
-      and ARGV[base + 4] == '' then
+  if raw and not finished_now[id] and (retention_ms == 0 or (ARGV[base + 3] == ''
+      and ARGV[base + 4] == '')) then
     v, tok, att, budgets, started, middle, name, worker, tail = string.match(raw, FINISH_PATTERN)
     if tok ~= ARGV[base + 1] then
       v = nil  -- another token (or the same one written otherwise): the general path decides
@@ -74,15 +77,17 @@ for i, id in ipairs(ids) do
     end
   end
   -- by: the finishing run's worker, when this id finishes; record: its
-  -- finished record, when it is kept for retention (else meta: finish() forgets it)
+  -- finished record, when it is kept for retention (else it is forgotten)
   local by, record, meta
   if v then
     by = worker
-    if started ~= '1' then
-      att = int(tonumber(att) + 1)  -- it ran: the attempt counts
+    if retention_ms > 0 then
+      if started ~= '1' then
+        att = int(tonumber(att) + 1)  -- it ran: the attempt counts
+      end
+      record = v .. '|' .. outcome .. '|' .. tok .. '|' .. att .. '|' .. budgets .. '|0|0|' ..
+        middle .. '|' .. now_text .. '|' .. name .. '|' .. worker .. '|' .. tail
     end
-    record = v .. '|' .. outcome .. '|' .. tok .. '|' .. att .. '|' .. budgets .. '|0|0|' ..
-      middle .. '|' .. now_text .. '|' .. name .. '|' .. worker .. '|' .. tail
   else
     meta = raws[i] and not finished_now[id] and parse_meta(raws[i])
     if meta and meta.state == 'leased' and tonumber(meta.token) == tonumber(ARGV[base + 1]) then
@@ -122,7 +127,7 @@ for i, id in ipairs(ids) do
         results[#results + 1] = result
       end
     else
-      finish(meta, id, now, outcome, 0, k)
+      forgotten[#forgotten + 1] = id  -- retention 0: every trace goes, after the loop
     end
     finished = finished + 1
     reply[#reply + 1] = CODE_FINISHED
@@ -134,6 +139,7 @@ bulk('ZREM', leases_key, leases)
 bulk('HSET', jobs_key, records)
 bulk('ZADD', done_key, done)
 bulk('HSET', results_key, results)
+forget_all(forgotten, k)
 signal(waiting_key, leases)
 if finished > 0 then
   redis.call('HINCRBY', stats_key, outcome, int(finished))

@@ -449,6 +449,33 @@ async def test_expiry_deletes_a_batch_in_a_fixed_number_of_calls(real_app: App) 
         assert await app.redis.exists(key) == 0
 
 
+async def test_an_ack_not_kept_forgets_its_batch_in_a_fixed_number_of_calls(
+        real_app: App) -> None:
+    """Fifty jobs acked with retention 0 lose every trace (record, payload,
+    error history, result, logs, run state) in six HDEL for the batch, not
+    six a job: a queue that keeps no records paid for each job it finished."""
+    app = real_app
+    qk = app.keys(Q)
+    await app.enqueue_many([JobRequest("j", {"i": i}, job_id=f"z{i}", queue=Q)
+                            for i in range(50)])
+    jobs = (await claim(app, 50, start_now=50)).jobs
+    for key in (qk.errors, qk.results, qk.logs):  # traces a run may leave
+        await app.redis.hset(key, mapping={j.id: b"x" for j in jobs})
+    await app.redis.hset(qk.runstate, mapping={f"{p}:{j.id}": b"x" for j in jobs
+                                               for p in ("c", "s", "p")})
+    await app.redis.config_resetstat()
+    replies = await app.scripts.ack(qk, "succeeded", 0, [(j.id, j.token, b"\x01", "")
+                                                          for j in jobs])
+    assert replies == [1] * 50
+    stats = await app.redis.info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+    assert (calls.get("hmget"), calls.get("hdel")) == (1, 6), calls
+    for key in (qk.jobs, qk.payloads, qk.errors, qk.results, qk.logs, qk.runstate,
+                qk.leases, qk.done):
+        assert await app.redis.exists(key) == 0, key
+    assert (await counters(app))["succeeded"] == 50
+
+
 async def test_the_dead_set_is_capped_by_count(app: App) -> None:
     qk = app.keys(Q)
     settings(app, dead_max=3)

@@ -168,8 +168,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "finish-text-skips-attempt", "lua/ack.lua",
-        "    if started ~= '1' then\n      att = int(tonumber(att) + 1)",
-        "    if false then\n      att = int(tonumber(att) + 1)",
+        "      if started ~= '1' then\n        att = int(tonumber(att) + 1)",
+        "      if false then\n        att = int(tonumber(att) + 1)",
         "ack.lua's finish from the record's text does not count the attempt of a run "
         "leased ahead and never marked started",
         ("tests/test_lua_contracts.py::test_an_ack_writes_what_encode_meta_writes",),
@@ -276,6 +276,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         "of its own, six a record: a worker's acks spend them on every job that finished a "
         "retention before",
         (f"{STORE}::test_expiry_deletes_a_batch_in_a_fixed_number_of_calls",),
+    ),
+    Mutation(
+        "ack-not-kept-forgets-one-by-one", "lua/ack.lua",
+        "forget_all(forgotten, k)\n",
+        "for _, id in ipairs(forgotten) do\n  forget(id, k)\nend\n",
+        "an ack with retention 0 deletes each job's traces in calls of its own, six a job",
+        (f"{STORE}::test_an_ack_not_kept_forgets_its_batch_in_a_fixed_number_of_calls",),
+    ),
+    Mutation(
+        "ack-not-kept-keeps-traces", "lua/ack.lua",
+        "forget_all(forgotten, k)\n",
+        "",
+        "an ack with retention 0 deletes nothing: records, payloads and results of finished "
+        "jobs stay forever",
+        (f"{STORE}::test_an_ack_not_kept_forgets_its_batch_in_a_fixed_number_of_calls",),
+    ),
+    Mutation(
+        "ack-fast-not-kept-writes-record", "lua/ack.lua",
+        "    if retention_ms > 0 then\n      if started ~= '1' then\n",
+        "    if true then\n      if started ~= '1' then\n",
+        "an ack with retention 0 on the record's text keeps the finished record (due at once), "
+        "where it should forget it",
+        (f"{STORE}::test_an_ack_not_kept_forgets_its_batch_in_a_fixed_number_of_calls",),
     ),
     Mutation(
         "trim-dead-keeps-dead", "lua/_lib.lua",
