@@ -219,7 +219,8 @@ def test_a_streak_is_one_task_s_until_the_loop_turns(loop: str) -> None:
         assert not turn.overdue()
         await task  # the other task runs first, within the streak
         assert seen == [True]
-        assert turn.handle is None  # then the loop ran the streak's end
+        # then the loop ran the streak's end, which lets go of the task
+        assert turn.handle is None and turn.task is None
         assert not turn.held(running, ready) and not turn.overdue()  # a new streak, its own
 
     _run_on(loop, main)

@@ -154,3 +154,4 @@ class LoopTurn:
 
     def _turned(self) -> None:
         self.handle = None
+        self.task = None  # (not kept alive by the lane past its streak)
