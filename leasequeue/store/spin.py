@@ -15,8 +15,8 @@ benchmarks/reply_spin.py.
 
 A spin stands aside when it would cost more than it saves:
 
-- another callback is ready on asyncio's own loop (``ready``, the loop's
-  queue): the loop has work, so its turn is no sleep;
+- another callback is ready on asyncio's own loop (its queue, which
+  ``LoopTurn.held`` reads): the loop has work, so its turn is no sleep;
 - on an event loop, the calls spun since the loop's last turn add up to
   ``MAX_STREAK_NS``, or another task runs before the loop turned
   (``LoopTurn``): a spun call returns without the loop's turn, so a task
@@ -81,15 +81,15 @@ class ReplySpin:
         self.misses = 0  # spins in a row that ran out
         self.skip = 0  # calls left that do not spin
 
-    def reply(self, read_now: Callable[[], bytes] | None, ready: Any, reader: Any) -> Any:
+    def reply(self, read_now: Callable[[], bytes] | None, held: object, reader: Any) -> Any:
         """The reply; NOT_ENOUGH_DATA when this call does not spin (no
-        ``read_now``, ``ready``: the loop's other work would wait for it, as
-        LoopTurn.held says; or a back-off), or its budget ran out first (what
-        came by then is in the reader)."""
+        ``read_now``; ``held``, true where the loop's other work would wait
+        for it, as LoopTurn.held says; or a back-off), or its budget ran out
+        first (what came by then is in the reader)."""
         if self.skip:
             self.skip -= 1
             return NOT_ENOUGH_DATA
-        if read_now is None or ready:
+        if read_now is None or held:
             return NOT_ENOUGH_DATA
         return self.read(read_now, reader)
 

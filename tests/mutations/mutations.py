@@ -2056,7 +2056,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "reply-spin-while-the-loop-has-work", "leasequeue/store/spin.py",
-        "        if read_now is None or ready:\n",
+        "        if read_now is None or held:\n",
         "        if read_now is None:\n",
         "the one-job enqueue spins while asyncio's loop has another callback ready: the "
         "other tasks wait out the spin instead of running while Redis answers",
