@@ -203,7 +203,10 @@ def _spinning_app(url: str, prefix: str) -> App:
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_streak_is_one_task_s_until_the_loop_turns(loop: str) -> None:
+def test_a_streak_is_one_task_s_until_the_loop_turns(
+        loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spin, "perf_counter_ns", lambda: 0)  # no streak is overdue here
+
     async def main() -> None:
         # the tasks alone (asyncio's ready queue, which would show the other
         # task waiting at once, has a test of its own below)
@@ -239,13 +242,18 @@ def test_a_callback_ready_on_asyncio_s_loop_is_work_waiting() -> None:
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_streak_past_its_bound_is_overdue_until_the_loop_turns(loop: str) -> None:
+def test_a_streak_past_its_bound_is_overdue_until_the_loop_turns(
+        loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert spin.MAX_STREAK_NS == 2_000_000  # the README's 2 ms
+    clock = [10**12]  # the streak's clock, moved by hand
+    monkeypatch.setattr(spin, "perf_counter_ns", lambda: clock[0])
 
     async def main() -> None:
         turn, running = spin.LoopTurn(), asyncio.get_running_loop()
         assert not turn.held(running, None) and not turn.overdue()
-        time.sleep(0.003)  # noqa: ASYNC251 (the loop held 3 ms, as spins hold it)
+        clock[0] += 2_000_000
+        assert not turn.overdue()  # at its bound, not past it
+        clock[0] += 1
         assert turn.overdue()
         assert not turn.held(running, None)  # overdue, not held: the call yields first
         await asyncio.sleep(0)
@@ -293,8 +301,9 @@ def test_a_task_that_enqueues_in_a_loop_lets_the_loop_turn_at_each_streak_s_end(
             await app.close()
 
     during, elapsed = _run_on(loop, main)
-    # at least once every 20 ms (ten streaks' bound), and 3 times in all
-    assert during >= max(3, int(elapsed * 50)), (during, elapsed)
+    # 3 times in all, and at least once every 100 ms (50 times the bound:
+    # a loaded host may hold this process between two calls of a streak)
+    assert during >= max(3, int(elapsed * 10)), (during, elapsed)
     # and the spin still reads the replies (a call that finds the timer's
     # task ready after a yield parks: at most one a streak)
     assert seen.spins.count("hit") >= 500 and "miss" not in seen.spins, seen.spins
