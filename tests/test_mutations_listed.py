@@ -1,0 +1,25 @@
+"""RELIABILITY.md's table of planted bugs is the catalogue in
+tests/mutations/mutations.py: every mutation has its row, with its file
+and the tests that must fail, and no row names a mutation that is gone."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.mutations.mutations import MUTATIONS
+
+RELIABILITY = Path(__file__).resolve().parent.parent / "RELIABILITY.md"
+ROW = re.compile(r"^\| `([a-z0-9-]+)` \| `([^`]+)` \| .* \| (.+) \|$", re.M)
+
+
+def test_every_planted_bug_has_its_row_and_every_row_its_bug() -> None:
+    rows = {name: (path, tests) for name, path, tests in ROW.findall(RELIABILITY.read_text())}
+    names = {m.name for m in MUTATIONS}
+    assert sorted(names - rows.keys()) == [], "mutations without a row in RELIABILITY.md"
+    assert sorted(rows.keys() - names) == [], "rows of RELIABILITY.md naming no mutation"
+    for m in MUTATIONS:
+        path, tests = rows[m.name]
+        assert path == m.path, m.name
+        for selection in m.selection:
+            assert f"`{selection.removeprefix('tests/')}`" in tests, (m.name, selection)
