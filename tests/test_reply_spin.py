@@ -95,16 +95,25 @@ class Seen:
         self.by_loop.clear()
 
 
+def _spinning_app(url: str, prefix: str, budget_us: int = SECOND_US) -> App:
+    """An App whose spin waits up to ``budget_us`` for a reply (whatever the
+    CPUs); with the default second every spin hits, so what ends a streak is
+    the loop's turn alone."""
+    app = App(url, prefix=prefix, settings=StoreSettings(reply_spin_us=budget_us))
+    app.job(lambda ctx: None, name="j")
+    assert app.scripts._lane is not None
+    app.scripts._lane._spin = spin.ReplySpin(budget_us)
+    return app
+
+
 async def _app_with_spin(url: str, prefix: str, budget_us: int,
                          monkeypatch: pytest.MonkeyPatch) -> tuple[App, Any, Seen]:
     """An App whose lane has one warm connection and a spin of ``budget_us``
     (whatever the CPUs), and what its reads do from then on."""
-    app = App(url, prefix=prefix, settings=StoreSettings(reply_spin_us=budget_us))
-    app.job(lambda ctx: None, name="j")
+    app = _spinning_app(url, prefix, budget_us)
     await app.enqueue("j", job_id="warm")
     lane = app.scripts._lane
     assert lane is not None and len(lane._idle) == 1
-    lane._spin = spin.ReplySpin(budget_us)
     proto = lane._idle[0]._writer.transport.get_protocol()
     assert isinstance(proto, direct._LaneProtocol) and proto.read_now is not None
     seen = Seen(monkeypatch)
@@ -190,16 +199,6 @@ def _run_on(loop: str, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
         return uvloop.run(main())
     return asyncio.run(main())
-
-
-def _spinning_app(url: str, prefix: str) -> App:
-    """An App whose spin waits up to a second for a reply (whatever the
-    CPUs): every spin hits, so what ends a streak is the loop's turn alone."""
-    app = App(url, prefix=prefix, settings=StoreSettings(reply_spin_us=SECOND_US))
-    app.job(lambda ctx: None, name="j")
-    assert app.scripts._lane is not None
-    app.scripts._lane._spin = spin.ReplySpin(SECOND_US)
-    return app
 
 
 @pytest.mark.parametrize("loop", LOOPS)
