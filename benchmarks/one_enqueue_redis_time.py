@@ -70,7 +70,7 @@ def main() -> None:
             qk = sync.producer.keys_for("default", "x")
 
             def our_call() -> bytes:  # the bytes SyncApp.enqueue sends for a new no-op job
-                _, job = sync.producer.one("noop", None, None, "default", NO_DELAY, NO_PRIORITY,
+                *_, job = sync.producer.one("noop", None, None, "default", NO_DELAY, NO_PRIORITY,
                                            None, None, None, None, None)
                 made = sync.scripts._one_job.call(sync.scripts.settings, qk, job,
                                                   sync.scripts._keys_of)

@@ -306,13 +306,12 @@ class App:
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:
-            logical_queue, job = self.producer.one(
+            logical_queue, qk, job = self.producer.one(
                 name, payload, job_id, queue, delay, priority, correlation_id, request_id,
                 max_attempts, max_infra_attempts, infos)
             if (logical_queue not in self._verified  # (already logical, but for "q#k")
                     and logical(logical_queue) not in self._verified):
                 await self._verify_once(logical_queue)
-            qk = self.producer.keys_for(logical_queue, job.id)
             # concurrent calls for one queue go as one script call (store/coalesce.py)
             created, state = await self.coalescer.enqueue(qk, job)
             # tuple.__new__: the named tuple's own __new__ is a Python function around it

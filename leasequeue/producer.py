@@ -44,6 +44,11 @@ _CREATED, _STATE = itemgetter(0), itemgetter(1)  # an enqueue reply's (created, 
 # payload, delay_ms, priority, max_attempts, max_infra); a plain tuple, as
 # one enqueue call makes one too and unpacks it at once
 Shape = tuple[str, "JobDefinition | None", int, int, int, int]
+# Producer.one()'s entry for a name whose common call (a name and a payload,
+# every other argument at its default) needs nothing from the payload but the
+# payload itself: (logical queue, its keys, delay_ms, priority, max_attempts,
+# max_infra)
+Plain = tuple[str, QueueKeys, int, int, int, int]
 # route(): (logical queue, definition or None, whether it has limit keys)
 Route = tuple[str, "JobDefinition | None", bool]
 MAX_PRIORITY = 32767
@@ -96,6 +101,9 @@ class Producer:
         # read once a call and replaced whole, so that no thread can pair one
         # version with another version's answers
         self._shapes: tuple[int, dict[str | tuple[str, str], Shape]] = (registry.version, {})
+        # one()'s entries of the common call by name (Plain, None: not plain),
+        # made from default_shape's and dropped with them (the same reasons)
+        self._plains: tuple[int, dict[str, Plain | None]] = (registry.version, {})
 
     @property
     def shards(self) -> Shards:
@@ -107,6 +115,7 @@ class Producer:
     def shards(self, shards: Shards) -> None:
         self._shards = shards
         self._shapes = (self.registry.version, {})
+        self._plains = (self.registry.version, {})
 
     @property
     def queue_rates(self) -> dict[str, Rate]:
@@ -118,6 +127,7 @@ class Producer:
     def queue_rates(self, rates: dict[str, Rate]) -> None:
         self._queue_rates = rates
         self._shapes = (self.registry.version, {})
+        self._plains = (self.registry.version, {})
 
     def route(self, name: str, queue: str | None) -> Route:
         """Where a job of ``name`` goes (``queue`` when given): (logical queue,
@@ -152,19 +162,50 @@ class Producer:
     def one(self, name: str, payload: dict[str, Any] | None, job_id: str | None,
             queue: str | None, delay: float, priority: int, correlation_id: str | None,
             request_id: str | None, max_attempts: int | None, max_infra: int | None,
-            infos: list[EnqueueInfo] | None) -> tuple[str, NewJob]:
-        """prepare() of one enqueue call's arguments (App.enqueue,
-        SyncApp.enqueue) without a JobRequest: a call that leaves delay,
-        priority (the very NO_DELAY, NO_PRIORITY objects) and both budgets
-        at their defaults takes its shape from default_shape's cache."""
+            infos: list[EnqueueInfo] | None) -> tuple[str, QueueKeys, NewJob]:
+        """prepare() and keys_for() of one enqueue call's arguments
+        (App.enqueue, SyncApp.enqueue) without a JobRequest: (logical queue,
+        the keys of the queue that takes the job, the job). A call that leaves
+        delay, priority (the very NO_DELAY, NO_PRIORITY objects) and both
+        budgets at their defaults takes its shape from default_shape's cache;
+        the common call, which gives a name and a payload and leaves every
+        other argument at its default (no hook asks for it either), takes
+        its queue, keys and shape from one entry by name (_plain), where the
+        name's jobs need nothing more (no limit keys rendered from the
+        payload, no shard chosen by the job's id): one lookup for what
+        default_shape, make and keys_for find in three layers."""
         if (delay is NO_DELAY and priority is NO_PRIORITY and max_attempts is None
                 and max_infra is None):
+            if (job_id is None and queue is None and correlation_id is None
+                    and request_id is None and infos is None):
+                known = self._plain(name)
+                if known is not None:
+                    logical_queue, keys, delay_ms, prio, attempts, infra = known
+                    envelope = codec.encode_envelope(payload, "", "", self.max_payload_bytes)
+                    return logical_queue, keys, _new(NewJob, (
+                        new_job_id(), name, envelope, delay_ms, prio, attempts, infra, ""))
             shape = self.default_shape(name, queue)
         else:
             shape = self.shape(JobRequest(name, None, None, queue, delay, priority, None, None,
                                           max_attempts, max_infra))
-        return self.make(name, payload, job_id, correlation_id, request_id, shape, infos,
-                         "", delay)
+        logical_queue, job = self.make(name, payload, job_id, correlation_id, request_id, shape,
+                                       infos, "", delay)
+        return logical_queue, self._shards.keys_for(logical_queue, job.id), job
+
+    def _plain(self, name: str) -> Plain | None:
+        """one()'s entry for ``name`` (None: its calls take the longer way):
+        made once from default_shape's, so a name that cannot be enqueued
+        raises its typed error here as there, and is never cached."""
+        version, plains = self._plains
+        if version != self.registry.version:
+            version, plains = self._plains = (self.registry.version, {})
+        known = plains.get(name) if name.__class__ is str else None
+        if known is None and name.__class__ is str and name not in plains:
+            queue, keyed, delay_ms, priority, attempts, infra = self.default_shape(name, None)
+            if keyed is None and self._shards.count(queue) == 1:
+                known = (queue, self._shards.keys(queue), delay_ms, priority, attempts, infra)
+            plains[name] = known
+        return known
 
     def shape(self, r: JobRequest,
               routes: dict[tuple[str, str | None], Route] | None = None) -> Shape:

@@ -104,13 +104,12 @@ class SyncApp:
     ) -> EnqueuedJob:
         """Enqueue one job (App.enqueue, synchronously). A ``job_id`` that
         exists already returns that job with ``created=False``."""
-        logical_queue, job = self.producer.one(
+        logical_queue, keys, job = self.producer.one(
             name, payload, job_id, queue, delay, priority, correlation_id, request_id,
             max_attempts, max_infra_attempts, None)
         if logical_queue not in self._verified:
             self.verify_queues([logical_queue])
-        ((created, state),) = self.scripts.enqueue(
-            self.producer.keys_for(logical_queue, job.id), [job])
+        ((created, state),) = self.scripts.enqueue(keys, [job])
         # tuple.__new__: the named tuple's own __new__ is a Python function around it
         return _new(EnqueuedJob, (job.id, logical_queue, job.name, created, state))
 

@@ -180,6 +180,22 @@ async def test_enqueue_hooks_see_failures_and_batches(real_app: App) -> None:
     assert stored.payload == {}  # headers do not leak into the handler's kwargs
 
 
+async def test_enqueue_hooks_see_the_common_call(real_app: App) -> None:
+    """The common call (a job's name and payload, nothing else) goes a
+    cached way while no hook asks for enqueues (Producer.one): a hook added
+    once that way is cached sees every later such call, before and after."""
+    app = real_app
+
+    @app.job
+    async def plain(ctx: Context, n: int) -> None: ...
+
+    before = await app.enqueue("plain", {"n": 1})  # no hook yet: the cached way
+    rec = app.add_hook(Recorder())
+    after = await app.enqueue("plain", {"n": 2})
+    assert rec.of(before.id) == []
+    assert rec.of(after.id) == [("before_enqueue", "default"), ("after_enqueue", True)]
+
+
 class Raising(lq.Hooks):
     """Raises in exactly one method."""
 

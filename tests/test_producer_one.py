@@ -33,9 +33,13 @@ class Level(enum.IntEnum):
 
 
 def _one(producer: producer_module.Producer, r: JobRequest) -> Any:
-    return producer.one(r.name, r.payload, r.job_id, r.queue, r.delay, r.priority,
-                        r.correlation_id, r.request_id, r.max_attempts,
-                        r.max_infra_attempts, None)
+    """Producer.one's (queue, job), checked to come with the keys that
+    keys_for gives that job: the keys its plain entry holds are those."""
+    queue, keys, job = producer.one(r.name, r.payload, r.job_id, r.queue, r.delay, r.priority,
+                                    r.correlation_id, r.request_id, r.max_attempts,
+                                    r.max_infra_attempts, None)
+    assert keys == producer.keys_for(queue, job.id)
+    return queue, job
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -114,8 +118,9 @@ def test_default_shapes_are_dropped_when_the_registry_gains_a_job() -> None:
 
     def one(name: str, payload: dict[str, Any] | None = None,
             queue: str | None = None) -> Any:
-        return producer.one(name, payload, None, queue, NO_DELAY, NO_PRIORITY, None, None,
-                            None, None, None)
+        queue, _keys, job = producer.one(name, payload, None, queue, NO_DELAY, NO_PRIORITY,
+                                         None, None, None, None, None)
+        return queue, job
 
     assert one("anything")[0] == Q  # producer-only: the default queue
     assert one("later", queue="theirs")[1].grp == ""
@@ -148,14 +153,43 @@ def test_a_shard_s_cached_shape_is_dropped_when_the_shards_change() -> None:
     producer = app.producer
 
     def one(queue: str) -> Any:
-        return producer.one("x", None, None, queue, NO_DELAY, NO_PRIORITY, None, None, None,
-                            None, None)
+        logical_queue, _keys, job = producer.one("x", None, None, queue, NO_DELAY, NO_PRIORITY,
+                                                 None, None, None, None, None)
+        return logical_queue, job
 
     assert one("hot#3")[0] == "hot#3"
     producer.shards = Shards(app.prefix, {"hot": 2})
     with pytest.raises(ConfigError, match="not a shard"):
         one("hot#3")
     assert one("hot#1")[0] == "hot#1"
+
+
+def test_the_common_call_goes_to_its_job_s_shard() -> None:
+    """A name's common call (a name and a payload, nothing else) takes its
+    keys from one cached entry only where they cannot depend on the job:
+    a sharded queue's jobs spread over its shards by their ids, the first
+    call and the cached ones alike, and a queue that becomes sharded (the
+    dashboard sets the counts recorded in Redis) drops the entry."""
+    app = lq.App("memory://one-plain-shards", queue_shards={"hot": 4})
+
+    @app.job(queue="hot")
+    async def spread() -> None: ...
+
+    @app.job()
+    async def steady() -> None: ...
+
+    producer = app.producer
+
+    def common(name: str) -> tuple[str, str]:
+        queue, keys, job = producer.one(name, None, None, None, NO_DELAY, NO_PRIORITY, None,
+                                        None, None, None, None)
+        assert keys == producer.keys_for(queue, job.id)
+        return queue, keys.queue
+
+    assert {common("spread") for _ in range(64)} == {("hot", f"hot#{k}") for k in range(4)}
+    assert {common("steady") for _ in range(8)} == {(Q, Q)}  # not sharded: its entry
+    producer.shards = Shards(app.prefix, {"hot": 4, Q: 2})
+    assert {common("steady") for _ in range(64)} == {(Q, f"{Q}#{k}") for k in range(2)}
 
 
 def test_job_ids_from_many_threads_are_all_distinct() -> None:

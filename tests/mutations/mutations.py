@@ -1982,8 +1982,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "default-shape-survives-register", "leasequeue/producer.py",
-        "        if version != self.registry.version:",
-        "        if False:",
+        "        version, shapes = self._shapes\n        if version != self.registry.version:",
+        "        version, shapes = self._shapes\n        if False:",
         "a call's cached default shape outlives the registry gaining a job: a producer-only "
         "App's names keep going to its default queue, a name's new limit keys go unchecked",
         (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
@@ -1995,6 +1995,64 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a call's cached default shape outlives queue_rates being set: a queue's rate key "
         "is never rendered, its jobs never parked by tenant",
         (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
+    ),
+    Mutation(
+        "plain-survives-register", "leasequeue/producer.py",
+        "        version, plains = self._plains\n        if version != self.registry.version:",
+        "        version, plains = self._plains\n        if False:",
+        "a name's cached common call outlives the registry gaining a job: a producer-only "
+        "App's names keep going to its default queue, a name's new limit keys go unchecked",
+        (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
+    ),
+    Mutation(
+        "plain-survives-queue-rates", "leasequeue/producer.py",
+        "        self._queue_rates = rates\n        self._shapes = (self.registry.version, {})\n"
+        "        self._plains = (self.registry.version, {})\n",
+        "        self._queue_rates = rates\n        self._shapes = (self.registry.version, {})\n",
+        "a name's cached common call outlives queue_rates being set: the queue's rate key is "
+        "never rendered from its payloads, its jobs never parked by tenant",
+        (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
+    ),
+    Mutation(
+        "plain-survives-shards", "leasequeue/producer.py",
+        "        self._shards = shards\n        self._shapes = (self.registry.version, {})\n"
+        "        self._plains = (self.registry.version, {})\n",
+        "        self._shards = shards\n        self._shapes = (self.registry.version, {})\n",
+        "a name's cached common call outlives the shards being set: a queue that became "
+        "sharded keeps taking every job into its unsharded keys",
+        (f"{ONE}::test_the_common_call_goes_to_its_job_s_shard",),
+    ),
+    Mutation(
+        "plain-ignores-limit-keys", "leasequeue/producer.py",
+        "            if keyed is None and self._shards.count(queue) == 1:",
+        "            if self._shards.count(queue) == 1:",
+        "a name with limit keys takes the common call's cached entry: its keys are never "
+        "rendered from the payload (no park group, no error for a payload without them)",
+        (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
+    ),
+    Mutation(
+        "plain-ignores-shards", "leasequeue/producer.py",
+        "            if keyed is None and self._shards.count(queue) == 1:",
+        "            if keyed is None:",
+        "a sharded queue's common call takes one cached entry: every job of the name goes "
+        "to the keys of its first job's shard",
+        (f"{ONE}::test_the_common_call_goes_to_its_job_s_shard",),
+    ),
+    Mutation(
+        "plain-ignores-given-id", "leasequeue/producer.py",
+        "            if (job_id is None and queue is None and correlation_id is None",
+        "            if (queue is None and correlation_id is None",
+        "a call that gives its job id takes the common call's entry: the job gets a fresh "
+        "id, and enqueueing it twice makes two jobs",
+        (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
+    ),
+    Mutation(
+        "plain-ignores-hooks", "leasequeue/producer.py",
+        "                    and request_id is None and infos is None):",
+        "                    and request_id is None):",
+        "an enqueue with hooks takes the common call's entry: before_enqueue never sees "
+        "the job, and a trace context is never added to it",
+        ("tests/test_hooks.py::test_enqueue_hooks_see_the_common_call",),
     ),
     Mutation(
         "one-defaults-by-equality", "leasequeue/producer.py",
