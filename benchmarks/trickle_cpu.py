@@ -23,6 +23,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -37,6 +40,7 @@ from redis_server import RedisServer
 from leasequeue import SyncApp
 
 PREFIX, QUEUE = "trickle", "default"
+WARM_UP = 50  # jobs a worker runs before it is measured
 
 WORKER = """
 import asyncio
@@ -68,51 +72,73 @@ def redis_cpu_and_calls(client: redis.Redis) -> tuple[float, int]:
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), calls
 
 
+@dataclass(frozen=True)
+class Warm:
+    """A leasequeue worker up and warm (warm_worker): its pid, a client on
+    its Redis, the producer that feeds it, and how many of its jobs have
+    succeeded so far."""
+
+    pid: int
+    client: redis.Redis
+    producer: SyncApp
+    done: Callable[[], int]
+
+
+def wait_for(done: Callable[[], int], count: int, what: str) -> None:
+    """Until ``done()`` reaches ``count``, a minute at most."""
+    deadline = time.monotonic() + 60
+    while done() < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: {done()} of {count} jobs done")
+        time.sleep(0.01)
+
+
+@contextmanager
+def warm_worker(tree: Path, server: RedisServer, concurrency: int,
+                retention: float) -> Iterator[Warm]:
+    """A worker of ``tree`` on an emptied ``server``, booted and warmed up
+    (WARM_UP jobs done: its scripts loaded), stopped gracefully after."""
+    server.flush()
+    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=concurrency,
+                         retention=retention)
+    worker = subprocess.Popen([sys.executable, "-c", code], cwd=tree,
+                              env={**os.environ, "PYTHONPATH": str(tree)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis.from_url(server.url)
+    producer = SyncApp(server.url, prefix=PREFIX)
+    stats = f"{{{PREFIX}:{QUEUE}}}:stats"
+    try:
+        def done() -> int:
+            return int(client.hget(stats, "succeeded") or 0)
+
+        for _ in range(WARM_UP):
+            producer.enqueue("tick", queue=QUEUE)
+        wait_for(done, WARM_UP, "the warm-up")
+        time.sleep(0.2)
+        yield Warm(worker.pid, client, producer, done)
+    finally:
+        producer.close()
+        client.close()
+        stop(worker, 30)  # SIGTERM: the worker's graceful stop
+
+
 def one_round(tree: Path, server: RedisServer, jobs: int, gap: float,
               concurrency: int, retention: float = 24 * 3600.0) -> tuple[float, float, float]:
     """Worker CPU µs, Redis CPU µs and Redis commands per job for one tree:
     boot, warm up, then the trickle."""
-    server.flush()
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=concurrency,
-                         retention=retention)
-    worker = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tree,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis.from_url(server.url)
-    try:
-        producer = SyncApp(server.url, prefix=PREFIX)
-        stats = f"{{{PREFIX}:{QUEUE}}}:stats"
-
-        def succeeded() -> int:
-            return int(client.hget(stats, "succeeded") or 0)
-
-        def wait_for(count: int) -> None:
-            deadline = time.monotonic() + 60
-            while succeeded() < count:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{succeeded()} of {count} jobs done")
-                time.sleep(0.01)
-
-        for _ in range(50):  # warm-up: the worker is up, its scripts loaded
-            producer.enqueue("tick", queue=QUEUE)
-        wait_for(50)
-        time.sleep(0.2)
-        before = cpu_seconds(worker.pid)
-        redis_before, calls_before = redis_cpu_and_calls(client)
+    with warm_worker(tree, server, concurrency, retention) as w:
+        before = cpu_seconds(w.pid)
+        redis_before, calls_before = redis_cpu_and_calls(w.client)
         for _ in range(jobs):
-            producer.enqueue("tick", queue=QUEUE)
+            w.producer.enqueue("tick", queue=QUEUE)
             time.sleep(gap)
-        wait_for(50 + jobs)
-        spent = cpu_seconds(worker.pid) - before
-        redis_after, calls_after = redis_cpu_and_calls(client)
-        producer.close()
+        wait_for(w.done, WARM_UP + jobs, "the trickle")
+        spent = cpu_seconds(w.pid) - before
+        redis_after, calls_after = redis_cpu_and_calls(w.client)
         # (the two INFO calls and the polls of wait_for are in the count: a
         # few hundred commands over the trickle, the same for every tree)
         return (spent / jobs * 1e6, (redis_after - redis_before) / jobs * 1e6,
                 (calls_after - calls_before) / jobs)
-    finally:
-        client.close()
-        stop(worker, 30)  # SIGTERM: the worker's graceful stop
 
 
 def main() -> None:

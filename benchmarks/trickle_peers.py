@@ -36,23 +36,19 @@ import redis
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import stop
 from redis_server import RedisServer
-from trickle_cpu import PREFIX, QUEUE, WORKER, cpu_seconds, redis_cpu_and_calls
-
-from leasequeue import SyncApp
+from trickle_cpu import (
+    QUEUE,
+    WARM_UP,
+    cpu_seconds,
+    redis_cpu_and_calls,
+    wait_for,
+    warm_worker,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 NODE = HERE / "node"
-WARM_UP = 50
 REDIS_US = "redis_us"
-
-
-def _wait_for(done: Callable[[], int], count: int, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while done() < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: {done()} of {count} jobs done")
-        time.sleep(0.01)
 
 
 def _by_command(client: redis.Redis) -> dict[str, tuple[int, int]]:
@@ -69,7 +65,7 @@ def _measure(client: redis.Redis, worker_pid: int, trickle: Callable[[], None],
     started = time.monotonic()
     trickle()
     seconds = time.monotonic() - started
-    _wait_for(done, WARM_UP + jobs, "the trickle")
+    wait_for(done, WARM_UP + jobs, "the trickle")
     worker_s = cpu_seconds(worker_pid) - before
     redis_after, calls_after = redis_cpu_and_calls(client)
     by_command = {name: ((calls - commands_before.get(name, (0, 0))[0]) / jobs,
@@ -81,34 +77,13 @@ def _measure(client: redis.Redis, worker_pid: int, trickle: Callable[[], None],
 
 
 def leasequeue_round(server: RedisServer, jobs: int, gap: float) -> dict[str, Any]:
-    server.flush()
-    code = WORKER.format(url=server.url, prefix=PREFIX, queue=QUEUE, concurrency=100,
-                         retention=24 * 3600.0)
-    worker = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis.from_url(server.url)
-    producer = SyncApp(server.url, prefix=PREFIX)
-    stats = f"{{{PREFIX}:{QUEUE}}}:stats"
-    try:
-        def done() -> int:
-            return int(client.hget(stats, "succeeded") or 0)
-
-        for _ in range(WARM_UP):  # the worker is up, its scripts loaded
-            producer.enqueue("tick", queue=QUEUE)
-        _wait_for(done, WARM_UP, "the warm-up")
-        time.sleep(0.2)
-
+    with warm_worker(ROOT, server, 100, 24 * 3600.0) as w:
         def trickle() -> None:
             for _ in range(jobs):
-                producer.enqueue("tick", queue=QUEUE)
+                w.producer.enqueue("tick", queue=QUEUE)
                 time.sleep(gap)
 
-        return _measure(client, worker.pid, trickle, done, jobs)
-    finally:
-        producer.close()
-        client.close()
-        stop(worker, 30)  # SIGTERM: the worker's graceful stop
+        return _measure(w.client, w.pid, trickle, w.done, jobs)
 
 
 def bee_round(server: RedisServer, jobs: int, gap: float) -> dict[str, Any]:
@@ -141,7 +116,7 @@ def bee_round(server: RedisServer, jobs: int, gap: float) -> dict[str, Any]:
             return int(client.scard("bq:bench:succeeded"))
 
         go(producer(WARM_UP))
-        _wait_for(done, WARM_UP, "the warm-up")
+        wait_for(done, WARM_UP, "the warm-up")
         time.sleep(0.2)
         proc = producer(jobs)
         return _measure(client, worker.pid, lambda: go(proc), done, jobs)
