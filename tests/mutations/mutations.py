@@ -2078,14 +2078,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{ONE}::test_one_makes_the_job_and_the_error_prepare_makes",),
     ),
     Mutation(
-        "default-shape-survives-shards", "leasequeue/producer.py",
-        "        self._shards = shards\n        self._shapes = (self.registry.version, {})\n",
-        "        self._shards = shards\n",
-        "a call's cached default shape outlives the shards being set (the dashboard's routing "
-        "by the counts in Redis): a shard named outright that no longer exists is accepted",
-        (f"{ONE}::test_a_shard_s_cached_shape_is_dropped_when_the_shards_change",),
-    ),
-    Mutation(
         "reply-spin-past-its-budget", "leasequeue/store/spin.py",
         "                if perf_counter_ns() < deadline:\n                    continue\n",
         "                if True:\n                    continue\n",
