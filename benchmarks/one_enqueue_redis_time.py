@@ -71,7 +71,7 @@ def main() -> None:
 
             def our_call() -> bytes:  # the bytes SyncApp.enqueue sends for a new no-op job
                 *_, job = sync.producer.one("noop", None, None, "default", NO_DELAY, NO_PRIORITY,
-                                           None, None, None, None, None)
+                                            None, None, None, None, None)
                 made = sync.scripts._one_job.call(sync.scripts.settings, qk, job,
                                                   sync.scripts._keys_of)
                 assert made is not None and made[2] == "enqueue_one"

@@ -114,8 +114,7 @@ class Producer:
     @shards.setter
     def shards(self, shards: Shards) -> None:
         self._shards = shards
-        self._shapes = (self.registry.version, {})
-        self._plains = (self.registry.version, {})
+        self._drop_cached()
 
     @property
     def queue_rates(self) -> dict[str, Rate]:
@@ -126,6 +125,11 @@ class Producer:
     @queue_rates.setter
     def queue_rates(self, rates: dict[str, Rate]) -> None:
         self._queue_rates = rates
+        self._drop_cached()
+
+    def _drop_cached(self) -> None:
+        """Drop default_shape's and one()'s cached answers: what they were
+        made from changed (the shards, the queues' rates)."""
         self._shapes = (self.registry.version, {})
         self._plains = (self.registry.version, {})
 

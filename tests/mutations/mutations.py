@@ -1990,10 +1990,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "default-shape-survives-queue-rates", "leasequeue/producer.py",
-        "        self._queue_rates = rates\n        self._shapes = (self.registry.version, {})\n",
+        "        self._queue_rates = rates\n        self._drop_cached()\n",
         "        self._queue_rates = rates\n",
-        "a call's cached default shape outlives queue_rates being set: a queue's rate key "
-        "is never rendered, its jobs never parked by tenant",
+        "a call's cached default shape and common-call entry outlive queue_rates being set: a "
+        "queue's rate key is never rendered, its jobs never parked by tenant",
         (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
     ),
     Mutation(
@@ -2005,21 +2005,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
     ),
     Mutation(
-        "plain-survives-queue-rates", "leasequeue/producer.py",
-        "        self._queue_rates = rates\n        self._shapes = (self.registry.version, {})\n"
+        "plain-survives-the-drop", "leasequeue/producer.py",
+        "        self._shapes = (self.registry.version, {})\n"
         "        self._plains = (self.registry.version, {})\n",
-        "        self._queue_rates = rates\n        self._shapes = (self.registry.version, {})\n",
-        "a name's cached common call outlives queue_rates being set: the queue's rate key is "
-        "never rendered from its payloads, its jobs never parked by tenant",
-        (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",),
+        "        self._shapes = (self.registry.version, {})\n",
+        "a name's cached common call outlives queue_rates or the shards being set: the "
+        "queue's rate key is never rendered from its payloads, a queue that became sharded "
+        "keeps taking every job into its unsharded keys",
+        (f"{ONE}::test_default_shapes_are_dropped_when_the_registry_gains_a_job",
+         f"{ONE}::test_the_common_call_goes_to_its_job_s_shard"),
     ),
     Mutation(
-        "plain-survives-shards", "leasequeue/producer.py",
-        "        self._shards = shards\n        self._shapes = (self.registry.version, {})\n"
-        "        self._plains = (self.registry.version, {})\n",
-        "        self._shards = shards\n        self._shapes = (self.registry.version, {})\n",
-        "a name's cached common call outlives the shards being set: a queue that became "
-        "sharded keeps taking every job into its unsharded keys",
+        "cached-survive-shards", "leasequeue/producer.py",
+        "        self._shards = shards\n        self._drop_cached()\n",
+        "        self._shards = shards\n",
+        "a call's cached default shape and common-call entry outlive the shards being set: "
+        "a queue that became sharded keeps taking every job into its unsharded keys",
         (f"{ONE}::test_the_common_call_goes_to_its_job_s_shard",),
     ),
     Mutation(
