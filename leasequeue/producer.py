@@ -203,8 +203,10 @@ class Producer:
         version, plains = self._plains
         if version != self.registry.version:
             version, plains = self._plains = (self.registry.version, {})
-        known = plains.get(name) if name.__class__ is str else None
-        if known is None and name.__class__ is str and name not in plains:
+        if name.__class__ is not str:  # (never cached: default_shape decides, as for any call)
+            return None
+        known = plains.get(name)
+        if known is None and name not in plains:
             queue, keyed, delay_ms, priority, attempts, infra = self.default_shape(name, None)
             if keyed is None and self._shards.count(queue) == 1:
                 known = (queue, self._shards.keys(queue), delay_ms, priority, attempts, infra)
