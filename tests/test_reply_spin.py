@@ -319,7 +319,7 @@ def test_a_burst_of_concurrent_enqueues_batches_while_spins_hit(
     # Before, on uvloop, each call was answered by its spin before the next
     # task ran: 101 script calls a burst with this budget
     async def main(i: int) -> int:
-        app = _spinning_app(redis_server.url, f"{prefix}{i}")
+        app = _spinning_app(redis_server.url, f"{prefix}-burst{i}")
         try:
             before = script_calls(sync_redis)
             jobs = await asyncio.gather(*(app.enqueue("j", {"k": k}) for k in range(100)))
