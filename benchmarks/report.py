@@ -169,6 +169,9 @@ def _header(results: dict[str, Any], out: list[str]) -> None:
       "at the end (anything else running skews the figures)")
     w(f"- Python {m['python']}, Redis {results['versions'].get('redis')} (one local "
       "redis-server, loopback, no persistence, shared by every run below)")
+    if results.get("busy"):
+        w(f"- **beside a process busy {results['busy']:.0%} of the time** (`--busy "
+          f"{results['busy']}`, duty_load.py): a busy host, not the quiet one")
     w(f"- leasequeue commit: {results.get('git', '?')}; code fingerprint "
       f"{results.get('code_fingerprint_start')}"
       + ("" if results.get("code_fingerprint_end") == results.get("code_fingerprint_start")
@@ -178,7 +181,9 @@ def _header(results: dict[str, Any], out: list[str]) -> None:
     w(f"- harness time: {results['bench_seconds']:.0f} s "
       f"(+ {results['install_seconds']:.0f} s installing peers)")
     w("- produced by `python benchmarks/run.py" + (" --quick" if results["mode"] == "quick"
-                                                   else "") + "`; see benchmarks/README.md\n")
+                                                   else "")
+      + (f" --busy {results['busy']}" if results.get("busy") else "")
+      + "`; see benchmarks/README.md\n")
 
 
 def _peers_table(results: dict[str, Any], out: list[str]) -> None:

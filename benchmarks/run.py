@@ -30,7 +30,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import envs  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+import duty_load  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+import envs  # noqa: E402
 import report  # noqa: E402
 from common import cpu_model  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
@@ -289,7 +290,12 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS), help="folder for results.{json,md,png}")
     ap.add_argument("--replace", action="store_true",
                     help="write over a run kept in --out (the default folder is always replaced)")
+    ap.add_argument("--busy", type=float, default=0.0, metavar="DUTY",
+                    help="run beside a process busy DUTY (0-1) of the time, as a busy host's "
+                         "other work (duty_load.py; README, 'On a busy host')")
     args = ap.parse_args()
+    if not 0 <= args.busy < 1:
+        raise SystemExit("--busy is a share of the time: from 0 up to, not including, 1")
     if (Path(args.out).resolve() != RESULTS.resolve() and (Path(args.out) / "results.json").exists()
             and not args.replace):
         # a named folder holds a run the README or the history may cite
@@ -314,7 +320,7 @@ def main() -> None:
         "machine": machine(),
         "versions": {"leasequeue": leasequeue.__version__, **client_versions()},
         "git": git_state(), "code_fingerprint_start": code_fingerprint(),
-        "ceiling": {}, "leasequeue": {}, "peers": {},
+        "busy": args.busy, "ceiling": {}, "leasequeue": {}, "peers": {},
     }
     statuses = install(selected)
     plot_env = envs.ensure_pip_env("plot")  # matplotlib, for the PNG at the end
@@ -325,6 +331,9 @@ def main() -> None:
     server.start()
     log(f"redis-server {server.version()} on {server.url} (no persistence)")
     results["versions"]["redis"] = server.version()
+    loads = duty_load.start(args.busy, 1)
+    if loads:
+        log(f"beside a process busy {args.busy:.0%} of the time (duty_load.py)")
     try:
         run_ceiling(server, mode, results["ceiling"])
         run_lq_claim(server, mode, results["leasequeue"])
@@ -342,6 +351,7 @@ def main() -> None:
                 run_peer_rep(spec, statuses[spec.name], server, mode,
                              results["peers"][spec.name], rep)
     finally:
+        duty_load.stop(loads)
         server.stop()
     results["code_fingerprint_end"] = code_fingerprint()
     if results["code_fingerprint_end"] != results["code_fingerprint_start"]:
