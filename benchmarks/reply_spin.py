@@ -55,6 +55,14 @@ async def _async_round(app: lq.App, n: int) -> tuple[float, float]:
 
 
 def rates(url: str, calls: int, rounds: int, loop: str) -> dict[str, list[tuple[float, float]]]:
+    """(calls/s, client CPU us a call) per round: App's rows on ``loop``, then SyncApp's."""
+    return {**app_rates(url, calls, rounds, loop), **sync_rates(url, calls, rounds)}
+
+
+def app_rates(url: str, calls: int, rounds: int,
+              loop: str) -> dict[str, list[tuple[float, float]]]:
+    """App's one enqueue per call on ``loop``, with the spin and without it,
+    alternating: (calls/s, client CPU us a call) per round, by "App, <mode>"."""
     figures: dict[str, list[tuple[float, float]]] = {}
     runner = asyncio.run
     if loop == "uvloop":
@@ -74,11 +82,11 @@ def rates(url: str, calls: int, rounds: int, loop: str) -> dict[str, list[tuple[
             await app.close()
 
     runner(async_rounds())
-    figures.update(sync_rates(url, calls, rounds))
     return figures
 
 
 def sync_rates(url: str, calls: int, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """SyncApp's, as app_rates (by "SyncApp, <mode>")."""
     figures: dict[str, list[tuple[float, float]]] = {}
     syncs = {name: lq.SyncApp(url, prefix=f"rs{budget}",
                               settings=lq.StoreSettings(reply_spin_us=budget))
