@@ -479,3 +479,32 @@ def test_the_sync_lane_spins_only_on_a_blocking_plain_socket(
                                                   do_handshake_on_connect=False) as tls:
         tls.settimeout(None)
         assert sync_lane.read_now(SimpleNamespace(_sock=tls)) is None
+
+
+def test_a_spin_gives_its_cpu_to_a_waiting_process_between_reads(
+        pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two reads that found nothing the spin yields its CPU (to a
+    process waiting for it, where one is: on a busy host, Redis or another
+    program); a reply there at the first read is taken with no yield."""
+    if hasattr(os, "sched_yield"):
+        assert spin._SCHED_YIELD is os.sched_yield
+    a, b = pair
+    yields: list[int] = []
+    monkeypatch.setattr(spin, "_SCHED_YIELD", lambda: yields.append(1))
+    spinner, reader = spin.ReplySpin(SECOND_US), _reader()
+
+    def later() -> None:
+        time.sleep(0.02)
+        b.sendall(b"+ok\r\n")
+
+    t = threading.Thread(target=later)
+    t.start()
+    try:
+        assert spinner.reply(_now(a), None, reader) == b"ok"
+    finally:
+        t.join()
+    assert len(yields) > 0
+    yields.clear()
+    b.sendall(b"+now\r\n")
+    assert spinner.reply(_now(a), None, reader) == b"now"
+    assert yields == []
