@@ -37,10 +37,11 @@ A spin stands aside when it would cost more than it saves:
 Between two reads the spin gives its CPU to any process waiting for it
 (``sched_yield``; on a host with CPUs to spare none waits, and it returns at
 once). On a host busy with other work a spin that kept its CPU held Redis
-and the other processes off it: one enqueue per call from App ran 0.70-0.87x
-as fast as without the spin beside a process busy half the time, and
-1.41-1.87x as fast with the yield (benchmarks/busy_host.py;
-benchmarks/results/reply_spin_yield.txt).
+and the other processes off it: with the yield, one enqueue per call from
+App ran 1.35-2.23x as fast beside a process busy half the time and
+1.51-1.66x beside one busy 90% of it, 0.97-1.08x on a quiet host, and
+from SyncApp 0.91-1.06x (benchmarks/busy_host.py, the two versions
+alternating; benchmarks/results/reply_spin_yield.txt).
 
 The reading is the caller's (``read_now``: a read of the socket that does
 not wait), into the connection's own hiredis reader, in order with all the
