@@ -377,21 +377,28 @@ def test_a_sync_reply_later_than_the_budget_is_read_by_a_blocking_recv(
         assert seen.spins == ["hit"] and lane._spin.misses == 0
 
 
-def test_the_spin_reads_a_reply_in_pieces(pair: tuple[socket.socket, socket.socket]) -> None:
+def _spun_while_sent_later(spinner: spin.ReplySpin, pair: tuple[socket.socket, socket.socket],
+                           data: bytes, delay: float) -> Any:
+    """The spin's reply read off the pair's first end while a thread sends
+    ``data`` on the other after ``delay`` seconds."""
     a, b = pair
-    spinner, reader = spin.ReplySpin(SECOND_US), _reader()
-    b.sendall(b"$5\r\nhel")
 
-    def rest() -> None:
-        time.sleep(0.05)
-        b.sendall(b"lo\r\n")
+    def later() -> None:
+        time.sleep(delay)
+        b.sendall(data)
 
-    t = threading.Thread(target=rest)
+    t = threading.Thread(target=later)
     t.start()
     try:
-        assert spinner.reply(_now(a), None, reader) == b"hello"
+        return spinner.reply(_now(a), None, _reader())
     finally:
         t.join()
+
+
+def test_the_spin_reads_a_reply_in_pieces(pair: tuple[socket.socket, socket.socket]) -> None:
+    spinner = spin.ReplySpin(SECOND_US)
+    pair[1].sendall(b"$5\r\nhel")
+    assert _spun_while_sent_later(spinner, pair, b"lo\r\n", 0.05) == b"hello"
     assert spinner.misses == 0
 
 
@@ -491,20 +498,10 @@ def test_a_spin_gives_its_cpu_to_a_waiting_process_between_reads(
     a, b = pair
     yields: list[int] = []
     monkeypatch.setattr(spin, "_SCHED_YIELD", lambda: yields.append(1))
-    spinner, reader = spin.ReplySpin(SECOND_US), _reader()
-
-    def later() -> None:
-        time.sleep(0.02)
-        b.sendall(b"+ok\r\n")
-
-    t = threading.Thread(target=later)
-    t.start()
-    try:
-        assert spinner.reply(_now(a), None, reader) == b"ok"
-    finally:
-        t.join()
+    spinner = spin.ReplySpin(SECOND_US)
+    assert _spun_while_sent_later(spinner, pair, b"+ok\r\n", 0.02) == b"ok"
     assert len(yields) > 0
     yields.clear()
     b.sendall(b"+now\r\n")
-    assert spinner.reply(_now(a), None, reader) == b"now"
+    assert spinner.reply(_now(a), None, _reader()) == b"now"
     assert yields == []
