@@ -28,6 +28,7 @@ from .runtime.claimer import Claimer, ClaimerParams
 from .runtime.dispatch import Dispatch
 from .runtime.executor import Executor, ExecutorParams
 from .runtime.heartbeater import Heartbeater, HeartbeaterParams
+from .runtime.held import HeldParams, HeldRuns
 from .runtime.janitor import Janitor, JanitorParams
 from .runtime.limits import Limits, LimitsParams
 from .runtime.rates import Rates, RatesParams
@@ -144,6 +145,7 @@ class Worker:
                       or any(d.breakers for d in definitions if d.queue == logical(q))),
             blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis),
             lane=app.scripts.lane))
+        self.held = HeldRuns(HeldParams(self.slots, self.executor.give_back))
         self.heartbeater = Heartbeater(HeartbeaterParams(
             app.scripts, keys, self.table, lease, self.limits.limiter, self.limits.lease_s))
         self.reaper = Reaper(ReaperParams(
@@ -233,6 +235,7 @@ class Worker:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._wait_stop_then_cancel, tg.cancel_scope)
+                tg.start_soon(self.held.run, dispatch)
                 await self.claimer.run(dispatch)
         finally:
             # executors release what was claimed but not started, finish what

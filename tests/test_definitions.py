@@ -160,7 +160,7 @@ def test_the_documented_settings_are_the_code_s() -> None:
     from leasequeue import Defaults, Worker
     from leasequeue.app import ENQUEUE_CHUNK, MAX_PRIORITY
     from leasequeue.backoff import Exponential
-    from leasequeue.runtime import executor, heartbeater, limits, slots, starter, timeouts
+    from leasequeue.runtime import executor, heartbeater, held, limits, slots, starter, timeouts
 
     d = Defaults()
     assert (d.max_attempts, d.max_infra_attempts, d.timeout, d.stop_grace, d.retention,
@@ -175,6 +175,8 @@ def test_the_documented_settings_are_the_code_s() -> None:
     assert (executor.SLOT_WAIT, limits.SLOT_POLL, executor.CONFIRM_AFTER) == (1.0, 0.05, 0.05)
     assert (slots.AHEAD_HORIZON, timeouts.TICK, starter.COALESCE) == (0.02, 0.05, 0.005)
     assert heartbeater.DEADLINE_SHARE == 0.25 and executor.MIN_LEASE_SHARE == 1 / 3
+    # "Runs held ahead behind a long run go back": 100 jobs, 100 ms, every 50 ms
+    assert (slots.AHEAD_MAX, held.HOLD_MAX, held.TICK) == (100, 0.1, 0.05)
 
 
 def test_the_documented_constants_of_wait_logs_and_schedules() -> None:

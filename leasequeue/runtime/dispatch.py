@@ -99,6 +99,15 @@ class Dispatch:
                 self._waiting -= 1
             self._woken -= 1
 
+    def take_back(self, count: int, handed_before: float) -> list[RunRecord]:
+        """Up to ``count`` runs taken back out of the hand-off, the newest
+        first, when its oldest was claimed before ``handed_before`` (no
+        executor has taken a run since): held.py gives them back."""
+        jobs = self._jobs
+        if not jobs or jobs[0].claimed_at > handed_before:
+            return []
+        return [jobs.pop() for _ in range(min(count, len(jobs)))]
+
     @property
     def idle_takers(self) -> int:
         """Executors that would take a job handed over now, beyond what waits."""

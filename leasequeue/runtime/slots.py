@@ -5,8 +5,11 @@ Claiming ahead: at most ``concurrency`` jobs run (one executor each), but the
 claimer may hold a few more, ``ahead``, so the next batch is on its way
 while this one runs and Redis and Python work at the same time. ``ahead`` is
 what this worker has been finishing in AHEAD_HORIZON, capped at the
-concurrency: about zero for long jobs (no hoarding from other workers), a
-full batch for short ones."""
+concurrency or at AHEAD_MAX, whichever is larger: about zero for long jobs
+(no hoarding from other workers), a full batch for short ones, at a low
+concurrency too (a worker of concurrency 1 running short jobs would
+otherwise pay a claim and an ack round trip for every job or two). What a
+stalled worker holds beyond that goes back to the queue (held.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import time
 import anyio
 
 AHEAD_HORIZON = 0.02  # seconds of work a worker may hold beyond what it runs
+AHEAD_MAX = 100  # jobs held ahead at most, unless the concurrency is larger (a claim's batch)
 RATE_WINDOW = 0.05
 
 
@@ -53,7 +57,7 @@ class Slots:
         rate = (self.completed - self._rate_count) / elapsed
         self._rate = rate if rate < self._rate else (self._rate + rate) / 2
         self._rate_since, self._rate_count = now, self.completed
-        self.ahead = min(self.size, int(self._rate * AHEAD_HORIZON))
+        self.ahead = min(max(self.size, AHEAD_MAX), int(self._rate * AHEAD_HORIZON))
 
     def _notify(self) -> None:
         # wake the waiters only when one of them can go on: a wake-up (and a

@@ -36,6 +36,7 @@ SAME = f"{LINE}::test_a_line_claim_writes_and_answers_what_claim_lua_does"
 NOTHING = f"{LINE}::test_where_claim_lua_has_more_to_do_the_line_claim_writes_nothing"
 ONE = "tests/test_producer_one.py"
 SPIN = "tests/test_reply_spin.py"
+AHEAD = "tests/test_claim_ahead.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -2207,5 +2208,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Redis and the other processes off the CPU it waits on (App's one enqueue per "
         "call fell to 0.70-0.87x of no spin beside a half-busy process)",
         (f"{SPIN}::test_a_spin_gives_its_cpu_to_a_waiting_process_between_reads",),
+    ),
+    Mutation(
+        "claim-ahead-capped-at-concurrency", "leasequeue/runtime/slots.py",
+        "self.ahead = min(max(self.size, AHEAD_MAX), int(self._rate * AHEAD_HORIZON))",
+        "self.ahead = min(self.size, int(self._rate * AHEAD_HORIZON))",
+        "a worker holds ahead no more than its concurrency: at concurrency 1 a claim and "
+        "an ack round trip for every job or two (a drain at 1 ran at a fifth of the rate)",
+        (f"{AHEAD}::test_a_fast_worker_holds_up_to_a_batch_ahead_at_any_concurrency",
+         f"{AHEAD}::test_a_worker_of_concurrency_one_claims_short_jobs_in_batches"),
+    ),
+    Mutation(
+        "held-runs-never-given-back", "leasequeue/runtime/held.py",
+        "            if excess <= 0:\n",
+        "            if True:\n",
+        "runs claimed ahead wait out a long run in the worker that holds them, however "
+        "long, while other workers could run them",
+        (f"{AHEAD}::test_runs_held_behind_a_long_run_go_back_for_another_worker",),
+    ),
+    Mutation(
+        "held-runs-taken-back-at-once", "leasequeue/runtime/dispatch.py",
+        "        if not jobs or jobs[0].claimed_at > handed_before:\n",
+        "        if not jobs:\n",
+        "runs claimed ahead are given back as soon as the rate dips, before any waited "
+        "HOLD_MAX: a worker churns its claims (claimed, released, claimed again)",
+        (f"{AHEAD}::test_runs_are_taken_back_only_once_the_oldest_waited_and_newest_first",),
     ),
 )

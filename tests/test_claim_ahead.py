@@ -1,0 +1,123 @@
+"""Claiming ahead at any concurrency (slots.py) and the give-back of what a
+stalled worker holds (held.py): a worker of concurrency 1 running short jobs
+claims them in batches, and the runs it holds behind a long run go back to
+the queue, unstarted, for another worker."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from leasequeue import App, Context, JobRequest
+from leasequeue.runtime.dispatch import Dispatch
+from leasequeue.runtime.slots import AHEAD_MAX, Slots
+from tests.helpers import eventually, worker_running
+
+pytestmark = pytest.mark.anyio
+
+
+def _finishing(slots: Slots, jobs_per_s: int) -> None:
+    """The slots' rate window, passed with ``jobs_per_s`` finished in it."""
+    slots._rate_since -= 0.1
+    slots.completed += jobs_per_s // 10
+    slots._rate = float(jobs_per_s)
+    slots.refresh_ahead()
+
+
+def test_a_fast_worker_holds_up_to_a_batch_ahead_at_any_concurrency() -> None:
+    one = Slots(1)
+    _finishing(one, 10_000)  # 200 jobs in the 20 ms horizon
+    assert (one.ahead, one.free) == (AHEAD_MAX, 1 + AHEAD_MAX) == (100, 101)
+    wide = Slots(300)
+    _finishing(wide, 10_000)
+    assert 190 <= wide.ahead <= 200  # the horizon (20 ms of work), under the concurrency
+    slow = Slots(1)
+    _finishing(slow, 40)  # a job every 25 ms: none ahead
+    assert slow.ahead == 0
+
+
+class _Run:
+    def __init__(self, name: str, claimed_at: float) -> None:
+        self.name, self.claimed_at = name, claimed_at
+
+
+def test_runs_are_taken_back_only_once_the_oldest_waited_and_newest_first() -> None:
+    now = time.monotonic()
+    dispatch = Dispatch()
+    dispatch.put_many([_Run(f"r{i}", now - 1.0) for i in range(5)])  # type: ignore[misc]
+    assert dispatch.take_back(3, now - 2.0) == []  # the oldest waited less: none
+    taken: list[Any] = dispatch.take_back(3, now - 0.5)
+    assert [r.name for r in taken] == ["r4", "r3", "r2"]
+    assert len(dispatch) == 2
+    assert [r.name for r in dispatch.take_back(9, now)] == ["r1", "r0"]  # type: ignore[attr-defined]
+    assert dispatch.take_back(1, now) == []
+
+
+async def test_a_worker_of_concurrency_one_claims_short_jobs_in_batches(
+        real_app: App) -> None:
+    app = real_app
+    held: list[int] = []
+    runs: dict[str, int] = {}
+    count = 3000
+
+    async def quick(ctx: Context) -> None:
+        runs[ctx.job_id] = runs.get(ctx.job_id, 0) + 1
+        held.append(worker.slots.in_use)
+
+    app.job(quick)
+    await app.enqueue_many([JobRequest("quick", job_id=f"q{i}") for i in range(count)])
+    async with worker_running(app, concurrency=1) as worker:
+        await eventually(lambda: len(runs) == count, what="every job run")
+    assert set(runs.values()) == {1}
+    # a run and up to AHEAD_MAX more held at once (it held 2 when capped at
+    # the concurrency: a claim and an ack round trip for every job or two)
+    assert 10 <= max(held) <= 1 + AHEAD_MAX, max(held)
+
+
+async def test_runs_held_behind_a_long_run_go_back_for_another_worker(
+        real_app: App) -> None:
+    app = real_app
+    release = anyio.Event()
+    started = anyio.Event()
+    attempts: dict[str, list[int]] = {}
+
+    async def quick(ctx: Context) -> None:
+        attempts.setdefault(ctx.job_id, []).append(ctx.attempt)
+
+    async def long(ctx: Context) -> None:
+        started.set()
+        await release.wait()
+
+    app.job(quick)
+    app.job(long)
+    await app.enqueue_many([JobRequest("quick", job_id=f"a{i}") for i in range(1500)]
+                           + [JobRequest("long", job_id="long")]
+                           + [JobRequest("quick", job_id=f"b{i}") for i in range(300)])
+    async with worker_running(app, concurrency=1, lease=10.0) as first:
+        with anyio.fail_after(20):
+            await started.wait()
+        # the runs it claimed ahead behind the long one go back: only the
+        # long run stays leased, the rest wait in the queue
+        await eventually(lambda: first.held.given_back > 0, what="runs given back")
+        stats = await eventually(lambda: _leased_only_the_long_run(app), what="one lease")
+        assert stats.ready == 300
+        async with worker_running(app, concurrency=4):
+            await eventually(lambda: all(f"b{i}" in attempts for i in range(300)),
+                             what="the jobs behind the long run, run by the other worker")
+        assert not release.is_set()  # all while the long run held the first worker
+        release.set()
+        await eventually(lambda: _finished(app, "long"), what="the long run finished")
+    assert len(attempts) == 1800
+    assert all(a == [1] for a in attempts.values())  # each run once: no attempt spent
+
+
+async def _leased_only_the_long_run(app: App) -> Any:
+    stats = await app.stats()
+    return stats if stats.leased == 1 else None
+
+
+async def _finished(app: App, job_id: str) -> bool:
+    return (await app.get_job(job_id)).state == "succeeded"
