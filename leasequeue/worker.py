@@ -145,7 +145,7 @@ class Worker:
                       or any(d.breakers for d in definitions if d.queue == logical(q))),
             blocking=not is_memory_url(app.url), cluster=is_cluster(app.redis),
             lane=app.scripts.lane))
-        self.held = HeldRuns(HeldParams(self.slots, self.executor.give_back))
+        self.held = HeldRuns(HeldParams(app.scripts, keys, self.table, self.slots))
         self.heartbeater = Heartbeater(HeartbeaterParams(
             app.scripts, keys, self.table, lease, self.limits.limiter, self.limits.lease_s))
         self.reaper = Reaper(ReaperParams(

@@ -13,6 +13,7 @@ import pytest
 
 from leasequeue import App, Context, JobRequest
 from leasequeue.runtime.dispatch import Dispatch
+from leasequeue.runtime.held import HOLD_MAX, HeldParams, HeldRuns
 from leasequeue.runtime.slots import AHEAD_MAX, Slots
 from tests.helpers import eventually, worker_running
 
@@ -21,16 +22,16 @@ pytestmark = pytest.mark.anyio
 
 def _finishing(slots: Slots, jobs_per_s: int) -> None:
     """The slots' rate window, passed with ``jobs_per_s`` finished in it."""
-    slots._rate_since -= 0.1
     slots.completed += jobs_per_s // 10
     slots._rate = float(jobs_per_s)
+    slots._rate_since = time.monotonic() - 0.1
     slots.refresh_ahead()
 
 
 def test_a_fast_worker_holds_up_to_a_batch_ahead_at_any_concurrency() -> None:
     one = Slots(1)
     _finishing(one, 10_000)  # 200 jobs in the 20 ms horizon
-    assert (one.ahead, one.free) == (AHEAD_MAX, 1 + AHEAD_MAX) == (100, 101)
+    assert (one.ahead, one.free, one.idle) == (AHEAD_MAX, 1 + AHEAD_MAX, 1) == (100, 101, 1)
     wide = Slots(300)
     _finishing(wide, 10_000)
     assert 190 <= wide.ahead <= 200  # the horizon (20 ms of work), under the concurrency
@@ -39,21 +40,36 @@ def test_a_fast_worker_holds_up_to_a_batch_ahead_at_any_concurrency() -> None:
     assert slow.ahead == 0
 
 
+def test_runs_given_back_do_not_count_as_finished() -> None:
+    slots = Slots(1)
+    slots.take(5)
+    slots.give(4, finished=False)
+    slots.give()
+    assert (slots.in_use, slots.completed) == (0, 1)
+
+
 class _Run:
-    def __init__(self, name: str, claimed_at: float) -> None:
-        self.name, self.claimed_at = name, claimed_at
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
-def test_runs_are_taken_back_only_once_the_oldest_waited_and_newest_first() -> None:
-    now = time.monotonic()
+def test_the_excess_goes_back_once_runs_waited_with_none_taken_newest_first() -> None:
+    slots = Slots(1)
+    slots.take(5)  # one running, four held; nothing finished: none ahead
     dispatch = Dispatch()
-    dispatch.put_many([_Run(f"r{i}", now - 1.0) for i in range(5)])  # type: ignore[misc]
-    assert dispatch.take_back(3, now - 2.0) == []  # the oldest waited less: none
-    taken: list[Any] = dispatch.take_back(3, now - 0.5)
-    assert [r.name for r in taken] == ["r4", "r3", "r2"]
-    assert len(dispatch) == 2
-    assert [r.name for r in dispatch.take_back(9, now)] == ["r1", "r0"]  # type: ignore[attr-defined]
-    assert dispatch.take_back(1, now) == []
+    dispatch.put_many([_Run(f"r{i}") for i in range(4)])  # type: ignore[misc]
+    held = HeldRuns(HeldParams(None, None, None, slots))  # type: ignore[arg-type]
+    filled = dispatch.filled_at
+    assert held.due(dispatch, filled + 0.05) == 0  # waited less than HOLD_MAX
+    assert held.due(dispatch, filled + HOLD_MAX + 0.01) == 4
+    dispatch._taken += 1  # an executor took a run: the wait starts again
+    assert held.due(dispatch, filled + HOLD_MAX + 0.02) == 0
+    assert held.due(dispatch, filled + 2 * HOLD_MAX + 0.03) == 4
+    slots.ahead = 3  # an allowance ahead keeps that many
+    assert held.due(dispatch, filled + 2 * HOLD_MAX + 0.04) == 1
+    taken: list[Any] = dispatch.take_back(3)
+    assert [r.name for r in taken] == ["r3", "r2", "r1"]
+    assert len(dispatch) == 1
 
 
 async def test_a_worker_of_concurrency_one_claims_short_jobs_in_batches(
@@ -103,7 +119,7 @@ async def test_runs_held_behind_a_long_run_go_back_for_another_worker(
         # long run stays leased, the rest wait in the queue
         await eventually(lambda: first.held.given_back > 0, what="runs given back")
         stats = await eventually(lambda: _leased_only_the_long_run(app), what="one lease")
-        assert stats.ready == 300
+        assert stats.ready == 300  # those given back, in line with those never claimed
         async with worker_running(app, concurrency=4):
             await eventually(lambda: all(f"b{i}" in attempts for i in range(300)),
                              what="the jobs behind the long run, run by the other worker")
@@ -121,3 +137,36 @@ async def _leased_only_the_long_run(app: App) -> Any:
 
 async def _finished(app: App, job_id: str) -> bool:
     return (await app.get_job(job_id)).state == "succeeded"
+
+
+async def test_an_idle_worker_s_wait_claims_for_its_executors_not_ahead(
+        real_app: App) -> None:
+    """The claim behind an idle wait asks for what the executors could start,
+    not for what the worker held ahead while busy: two idle workers of
+    concurrency 1 that drained short jobs each take one of two long ones,
+    and neither has to give one back."""
+    app = real_app
+    done: list[str] = []
+    started: dict[str, str] = {}
+    release = anyio.Event()
+
+    async def quick(ctx: Context) -> None:
+        done.append(ctx.job_id)
+
+    async def long(ctx: Context) -> None:
+        started[ctx.job_id] = ctx.worker_id
+        await release.wait()
+
+    app.job(quick)
+    app.job(long)
+    async with worker_running(app, concurrency=1, lease=10.0, worker_id="w1") as w1, \
+            worker_running(app, concurrency=1, lease=10.0, worker_id="w2") as w2:
+        await app.enqueue_many([JobRequest("quick") for _ in range(3000)])
+        await eventually(lambda: len(done) == 3000, what="the short jobs drained")
+        await eventually(lambda: w1.claimer._wait_scope and w2.claimer._wait_scope,
+                         what="both workers in their idle wait")
+        await app.enqueue_many([JobRequest("long", job_id=f"l{i}") for i in range(2)])
+        await eventually(lambda: len(started) == 2, what="both long jobs started")
+        assert sorted(started.values()) == ["w1", "w2"]
+        assert w1.held.given_back == w2.held.given_back == 0
+        release.set()

@@ -199,7 +199,7 @@ class Claimer:
         if not self._p.blocking:
             await anyio.sleep(min(timeout, 0.01))
             return 0, None
-        if self._pipelined and self._slots.free > 0:
+        if self._pipelined and self._slots.idle > 0:
             # at most a quarter lease: the claim's lease is dated from the send
             # (a safe underestimate), so a run it leases arrives with at least
             # three quarters of its lease left by this worker's clock
@@ -214,13 +214,16 @@ class Claimer:
         runs the claim as the wait ends, so a job enqueued meanwhile reaches
         this worker leased, with no claim round trip after the wake-up.
         Shielded like any claim (a stop ends it through interrupt()); its
-        count is this moment's free slots, which only grow while the claimer
-        waits. Its runs count as claimed when its reply came (their lease as
-        confirmed at the send)."""
+        count is this moment's idle executors (Slots.idle), never what the
+        worker may hold ahead: that is what it finished lately, and the
+        claim may run long after, when a burst comes (a worker of
+        concurrency 1 would take up to 101 jobs of it, long ones too). Its
+        runs count as claimed when its reply came (their lease as confirmed
+        at the send)."""
         queue = self._queues[0]
         qk = self._keys(queue)
         claim_id = self._claim_id(queue)
-        count = min(self._slots.free, MAX_BATCH)
+        count = min(self._slots.idle, MAX_BATCH)
         sent_at = time.monotonic()  # the lease starts later (at the wake): a safe underestimate
         self._wait_scope = new_scope(shield=True)
         batch: ClaimBatch | None = None

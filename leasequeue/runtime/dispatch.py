@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 
 import anyio
@@ -36,6 +37,7 @@ class Dispatch:
         self._taken = 0
         self._waiting = 0  # executors blocked in get(), woken ones until they run
         self._woken = 0  # executors woken and not yet run
+        self.filled_at = 0.0  # monotonic: when the hand-off last went from empty to not
 
     def put_many(self, jobs: list[RunRecord]) -> None:
         """Hand jobs over; one sleeping executor is woken for them (unless one
@@ -44,6 +46,8 @@ class Dispatch:
         Woken one per job, most of a batch's executors woke to an empty
         hand-off, as the first few ran through the batch (a no-op job ends
         without letting another task run), and went back to sleep."""
+        if not self._jobs:
+            self.filled_at = time.monotonic()  # runs wait here from now on
         self._jobs.extend(jobs)
         if not self._woken:
             self._wake(1)
@@ -99,13 +103,15 @@ class Dispatch:
                 self._waiting -= 1
             self._woken -= 1
 
-    def take_back(self, count: int, handed_before: float) -> list[RunRecord]:
+    @property
+    def taken(self) -> int:
+        """How many runs executors have taken so far."""
+        return self._taken
+
+    def take_back(self, count: int) -> list[RunRecord]:
         """Up to ``count`` runs taken back out of the hand-off, the newest
-        first, when its oldest was claimed before ``handed_before`` (no
-        executor has taken a run since): held.py gives them back."""
+        first (held.py gives them back)."""
         jobs = self._jobs
-        if not jobs or jobs[0].claimed_at > handed_before:
-            return []
         return [jobs.pop() for _ in range(min(count, len(jobs)))]
 
     @property

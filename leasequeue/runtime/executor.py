@@ -403,16 +403,6 @@ class Executor:
                 return
         await self._release(run, why)
 
-    async def give_back(self, runs: list[RunRecord]) -> None:
-        """Runs taken back out of the hand-off, unstarted (held.py): each back
-        to the queue, no attempt spent, and its slot freed."""
-        for run in runs:
-            try:
-                await self._not_started(run, "held ahead behind busy executors")
-            finally:
-                run.ctx = None
-                self._p.slots.give()
-
     async def _fail(self, run: RunRecord, d: JobDefinition, outcome: Outcome) -> None:
         job = run.job
         if outcome.ending is Ending.INFRA:

@@ -40,12 +40,21 @@ class Slots:
         """How many more jobs the claimer may take now."""
         return self.size + self.ahead - self.in_use
 
+    @property
+    def idle(self) -> int:
+        """How many more jobs the executors could start now (none ahead)."""
+        return self.size - self.in_use
+
     def take(self, n: int = 1) -> None:
         self.in_use += n  # fewer free slots: no waiter can proceed because of it
 
-    def give(self, n: int = 1) -> None:
+    def give(self, n: int = 1, finished: bool = True) -> None:
+        """``n`` slots free again: runs that ended, or (``finished`` False)
+        runs given back unstarted, which the finishing rate must not count
+        (it would hold that much ahead again, the same jobs first in line)."""
         self.in_use -= n
-        self.completed += n
+        if finished:
+            self.completed += n
         self._notify()
 
     def refresh_ahead(self) -> None:

@@ -2220,18 +2220,37 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "held-runs-never-given-back", "leasequeue/runtime/held.py",
-        "            if excess <= 0:\n",
-        "            if True:\n",
+        "        if excess <= 0 or not len(dispatch):\n",
+        "        if True:\n",
         "runs claimed ahead wait out a long run in the worker that holds them, however "
         "long, while other workers could run them",
-        (f"{AHEAD}::test_runs_held_behind_a_long_run_go_back_for_another_worker",),
+        (f"{AHEAD}::test_runs_held_behind_a_long_run_go_back_for_another_worker",
+         f"{AHEAD}::test_the_excess_goes_back_once_runs_waited_with_none_taken_newest_first"),
     ),
     Mutation(
-        "held-runs-taken-back-at-once", "leasequeue/runtime/dispatch.py",
-        "        if not jobs or jobs[0].claimed_at > handed_before:\n",
-        "        if not jobs:\n",
+        "held-runs-taken-back-at-once", "leasequeue/runtime/held.py",
+        "        if now - max(self._still_since, dispatch.filled_at) < HOLD_MAX:\n",
+        "        if False:\n",
         "runs claimed ahead are given back as soon as the rate dips, before any waited "
-        "HOLD_MAX: a worker churns its claims (claimed, released, claimed again)",
-        (f"{AHEAD}::test_runs_are_taken_back_only_once_the_oldest_waited_and_newest_first",),
+        "HOLD_MAX with none taken: a worker churns its claims (claimed, released, claimed "
+        "again) and gives back runs its executors are about to take",
+        (f"{AHEAD}::test_the_excess_goes_back_once_runs_waited_with_none_taken_newest_first",),
+    ),
+    Mutation(
+        "given-back-counted-as-finished", "leasequeue/runtime/slots.py",
+        "        if finished:\n            self.completed += n\n",
+        "        self.completed += n\n",
+        "runs given back count in the finishing rate: the worker holds as many ahead again, "
+        "the same jobs first in line, and gives them back again",
+        (f"{AHEAD}::test_runs_given_back_do_not_count_as_finished",),
+    ),
+    Mutation(
+        "idle-claim-takes-ahead", "leasequeue/runtime/claimer.py",
+        "        count = min(self._slots.idle, MAX_BATCH)\n",
+        "        count = min(self._slots.free, MAX_BATCH)\n",
+        "the claim behind an idle wait asks for what the worker held ahead while busy: a "
+        "worker of concurrency 1 takes up to 101 jobs of the next burst, long ones too, "
+        "and gives them back only after HOLD_MAX",
+        (f"{AHEAD}::test_an_idle_worker_s_wait_claims_for_its_executors_not_ahead",),
     ),
 )
