@@ -1,0 +1,148 @@
+"""One enqueue per call by where the client runs: on Redis's CPU or on the
+other one. On a quiet 2-CPU VM this column moves between runs by more than
+any client's own cost (bee-queue's one per call at 10,000 calls/s in one
+harness run and 36,600 in the next), and the scheduler's placement is why:
+a client that shares Redis's CPU hands it the CPU at each call, where one
+on the other CPU wakes an idle CPU at each call, which on these VMs waits
+for the hypervisor. This pins redis-server (this tool's own, on a free
+port) to CPU 0 and each producer in turn to CPU 0 ("same CPU") or CPU 1
+("other CPU"), alternating the producers and the placements, so that each
+peer is measured in both and compared within each.
+
+  python benchmarks/placement.py [--calls 5000] [--rounds 3] [--reps 3]
+  python benchmarks/placement.py client --url U --producer app-asyncio  (run by the tool)
+
+Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
+it). Producers: bee-queue (benchmarks/node/one_call.mjs), leasequeue's App
+on asyncio's loop and on uvloop's, SyncApp; each a process of its own,
+warmed by 200 calls, then rounds of ``calls`` calls (calls/s per round)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if "PYTHONPATH" not in os.environ:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import cpu_model
+from redis_server import RedisServer
+
+HERE = Path(__file__).resolve().parent
+PLACEMENTS = {"same CPU": 0, "other CPU": 1}  # the client's CPU; Redis's is 0
+PRODUCERS = ("bee-queue", "app-asyncio", "app-uvloop", "sync")
+
+
+def client(url: str, producer: str, calls: int, rounds: int) -> None:
+    """One producer's rounds, a JSON line each (run pinned by main())."""
+    import leasequeue as lq
+
+    def report(seconds: float) -> None:
+        print(json.dumps({"producer": producer, "calls_per_s": calls / seconds}), flush=True)
+
+    if producer == "sync":
+        sync = lq.SyncApp(url, prefix="placement")
+        for _ in range(200):
+            sync.enqueue("noop")
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                sync.enqueue("noop")
+            report(time.perf_counter() - t0)
+        sync.close()
+        return
+
+    async def rounds_of_app() -> None:
+        app = lq.App(url, prefix="placement")
+        app.job(lambda ctx: None, name="noop")
+        for _ in range(200):
+            await app.enqueue("noop")
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                await app.enqueue("noop")
+            report(time.perf_counter() - t0)
+        await app.close()
+
+    if producer == "app-uvloop":
+        import uvloop
+        uvloop.run(rounds_of_app())
+    else:
+        asyncio.run(rounds_of_app())
+
+
+def run_pinned(argv: list[str], cpu: int, cwd: Path | None = None) -> list[float]:
+    """``argv`` on CPU ``cpu`` only: its rounds' calls/s."""
+    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
+                         check=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    return [json.loads(line)["calls_per_s"] for line in out.stdout.splitlines()
+            if line.startswith("{")]
+
+
+def producer_argv(producer: str, redis: RedisServer, calls: int, rounds: int) -> list[str]:
+    if producer == "bee-queue":
+        node = shutil.which("node") or "node"
+        return [node, "one_call.mjs", "--port", str(redis.port), "--calls", str(calls),
+                "--rounds", str(rounds)]
+    return [sys.executable, str(HERE / "placement.py"), "client", "--url", redis.url,
+            "--producer", producer, "--calls", str(calls), "--rounds", str(rounds)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", nargs="?", default="measure", choices=["measure", "client"])
+    ap.add_argument("--url", default="")
+    ap.add_argument("--producer", choices=PRODUCERS, default="sync")
+    ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    if args.role == "client":
+        client(args.url, args.producer, args.calls, args.rounds)
+        return
+    if len(os.sched_getaffinity(0)) < 2:
+        raise SystemExit("placement.py needs two CPUs")
+    redis = RedisServer()
+    redis.start()
+    try:
+        assert redis.proc is not None
+        os.sched_setaffinity(redis.proc.pid, {0})
+        rates: dict[tuple[str, str], list[float]] = {}
+        for rep in range(args.reps):
+            placements = list(PLACEMENTS.items())
+            for place, cpu in placements if rep % 2 == 0 else placements[::-1]:
+                producers = PRODUCERS if rep % 2 == 0 else PRODUCERS[::-1]
+                for producer in producers:
+                    cwd = HERE / "node" if producer == "bee-queue" else None
+                    got = run_pinned(producer_argv(producer, redis, args.calls, args.rounds),
+                                     cpu, cwd)
+                    rates.setdefault((place, producer), []).extend(got)
+                    redis.flush()
+    finally:
+        redis.stop()
+    print(f"# one enqueue per call by placement: redis-server on CPU 0, the client on CPU 0 "
+          f"(same CPU) or 1 (other CPU); {args.reps} reps x {args.rounds} rounds of "
+          f"{args.calls} calls, medians; {cpu_model()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| placement | producer | calls/s (median) | lowest-highest | ÷ bee-queue |")
+    print("|---|---|---:|---:|---:|")
+    for place in PLACEMENTS:
+        bee = statistics.median(rates[(place, "bee-queue")])
+        for producer in PRODUCERS:
+            r = rates[(place, producer)]
+            med = statistics.median(r)
+            print(f"| {place} | {producer} | {med:,.0f} | {min(r):,.0f}-{max(r):,.0f} "
+                  f"| {med / bee:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
