@@ -10,7 +10,15 @@ port) to CPU 0 and each producer in turn to CPU 0 ("same CPU") or CPU 1
 peer is measured in both and compared within each.
 
   python benchmarks/placement.py [--calls 5000] [--rounds 3] [--reps 3]
+  python benchmarks/placement.py --what e2s [--reps 5]
   python benchmarks/placement.py client --url U --producer app-asyncio  (run by the tool)
+
+``--what e2s``: the harness's enqueue→start probe (200 probes, the
+harness's settings) of leasequeue (lq_bench.py) and bee-queue (node
+bee.mjs), each bench process pinned as above with the worker it starts
+(a child keeps its parent's CPU): all on Redis's CPU, or both clients on
+the other one; p50 and p99 by placement, bee-queue ÷ ours (above 1: ours
+is faster).
 
 Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
 it). Producers: bee-queue (benchmarks/node/one_call.mjs), leasequeue's App
@@ -97,6 +105,62 @@ def producer_argv(producer: str, redis: RedisServer, calls: int, rounds: int) ->
             "--producer", producer, "--calls", str(calls), "--rounds", str(rounds)]
 
 
+E2S_ARGS = ["--sections", "e2s", "--e2s-n", "200", "--e2s-budget", "2.0", "--e2s-min", "20"]
+
+
+def e2s_pinned(peer: str, redis: RedisServer, cpu: int) -> dict[str, float]:
+    """One bench process's e2s line (p50_ms, p99_ms), pinned with its worker."""
+    if peer == "bee-queue":
+        argv = [shutil.which("node") or "node", "bee.mjs", "bench", "--url", redis.url,
+                *E2S_ARGS]
+        cwd: Path | None = HERE / "node"
+    else:
+        argv = [sys.executable, str(HERE / "lq_bench.py"), "bench", "--url", redis.url,
+                *E2S_ARGS]
+        cwd = None
+    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
+                         check=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            if row.get("metric") == "e2s" and "p50_ms" in row:
+                return {"p50_ms": float(row["p50_ms"]), "p99_ms": float(row["p99_ms"])}
+    raise RuntimeError(f"{peer}: no e2s figure\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+
+
+def e2s_main(reps: int) -> None:
+    redis = RedisServer()
+    redis.start()
+    figures: dict[tuple[str, str], list[dict[str, float]]] = {}
+    try:
+        assert redis.proc is not None
+        os.sched_setaffinity(redis.proc.pid, {0})
+        peers = ["bee-queue", "leasequeue"]
+        for rep in range(reps):
+            placements = list(PLACEMENTS.items())
+            for place, cpu in placements if rep % 2 == 0 else placements[::-1]:
+                for peer in peers if rep % 2 == 0 else peers[::-1]:
+                    figures.setdefault((place, peer), []).append(e2s_pinned(peer, redis, cpu))
+                    redis.flush()
+    finally:
+        redis.stop()
+    print(f"# enqueue->start by placement: redis-server on CPU 0, each bench process (and the "
+          f"worker it starts) on CPU 0 (same CPU) or 1 (other CPU); {reps} reps, 200 probes "
+          f"each; medians of the reps' p50 and p99; {cpu_model()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| placement | bee-queue p50 / p99 (ms) | leasequeue p50 / p99 (ms) "
+          "| bee-queue ÷ ours, p50 / p99 | per rep, p50 |")
+    print("|---|---:|---:|---:|---|")
+    for place in PLACEMENTS:
+        bee, lq = figures[(place, "bee-queue")], figures[(place, "leasequeue")]
+        b50, b99 = (statistics.median(f[k] for f in bee) for k in ("p50_ms", "p99_ms"))
+        l50, l99 = (statistics.median(f[k] for f in lq) for k in ("p50_ms", "p99_ms"))
+        per_rep = ", ".join(f"{b['p50_ms'] / m['p50_ms']:.2f}×"
+                            for b, m in zip(bee, lq, strict=True))
+        print(f"| {place} | {b50:.3f} / {b99:.3f} | {l50:.3f} / {l99:.3f} "
+              f"| {b50 / l50:.2f}× / {b99 / l99:.2f}× | {per_rep} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("role", nargs="?", default="measure", choices=["measure", "client"])
@@ -105,12 +169,17 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--what", choices=["one", "e2s"], default="one",
+                    help="one enqueue per call (default) or enqueue->start")
     args = ap.parse_args()
     if args.role == "client":
         client(args.url, args.producer, args.calls, args.rounds)
         return
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("placement.py needs two CPUs")
+    if args.what == "e2s":
+        e2s_main(args.reps)
+        return
     redis = RedisServer()
     redis.start()
     try:

@@ -172,6 +172,9 @@ def _header(results: dict[str, Any], out: list[str]) -> None:
     if results.get("busy"):
         w(f"- **beside a process busy {results['busy']:.0%} of the time** (`--busy "
           f"{results['busy']}`, duty_load.py): a busy host, not the quiet one")
+    if results.get("pinned"):
+        w("- **pinned** (`--pin`): redis-server on CPU 0, every client and its workers on "
+          "the other CPUs")
     w(f"- leasequeue commit: {results.get('git', '?')}; code fingerprint "
       f"{results.get('code_fingerprint_start')}"
       + ("" if results.get("code_fingerprint_end") == results.get("code_fingerprint_start")
@@ -183,6 +186,7 @@ def _header(results: dict[str, Any], out: list[str]) -> None:
     w("- produced by `python benchmarks/run.py" + (" --quick" if results["mode"] == "quick"
                                                    else "")
       + (f" --busy {results['busy']}" if results.get("busy") else "")
+      + (" --pin" if results.get("pinned") else "")
       + "`; see benchmarks/README.md\n")
 
 

@@ -87,6 +87,9 @@ PEERS = [
 ]
 
 
+CLIENT_CPUS: set[int] | None = None  # --pin: every bench process on these CPUs
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -99,9 +102,12 @@ def run_lines(argv: list[str], timeout: float,
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("BENCH_URL", None)
+    cpus = CLIENT_CPUS  # (run.py --pin: the clients' CPUs, their workers' too)
     with open(TMP / f"{name}.stderr", "wb") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=HERE, env=env,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=None if cpus is None
+                                else lambda: os.sched_setaffinity(0, cpus))
         error = None
         try:
             out, _ = proc.communicate(timeout=timeout)
@@ -282,6 +288,30 @@ def git_state() -> str:
     return head + (" + uncommitted changes in leasequeue/ or lua/" if dirty else "")
 
 
+def prepare_host(server: RedisServer, pinned: bool, busy: float) -> list[Any]:
+    """--pin and --busy: the CPUs pinned, the background load started (its
+    processes, for duty_load.stop)."""
+    if pinned:
+        pin(server)
+    loads = duty_load.start(busy, 1)
+    if loads:
+        log(f"beside a process busy {busy:.0%} of the time (duty_load.py)")
+    return loads
+
+
+def pin(server: RedisServer) -> None:
+    """run.py --pin: redis-server on CPU 0, every bench process started from
+    now on (and its workers) on the other CPUs."""
+    global CLIENT_CPUS
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2 or 0 not in cpus:
+        raise SystemExit("--pin needs CPU 0 and at least one other")
+    CLIENT_CPUS = cpus - {0}
+    assert server.proc is not None
+    os.sched_setaffinity(server.proc.pid, {0})
+    log(f"pinned: redis-server on CPU 0, the clients on {sorted(CLIENT_CPUS)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1 repetition, small sizes (< 60 s)")
@@ -293,6 +323,10 @@ def main() -> None:
     ap.add_argument("--busy", type=float, default=0.0, metavar="DUTY",
                     help="run beside a process busy DUTY (0-1) of the time, as a busy host's "
                          "other work (duty_load.py; README, 'On a busy host')")
+    ap.add_argument("--pin", action="store_true",
+                    help="redis-server on CPU 0, every client (and its workers) on the "
+                         "others: the scheduler's placement out of the figures "
+                         "(placement.py; README, 'Where it is behind')")
     args = ap.parse_args()
     if not 0 <= args.busy < 1:
         raise SystemExit("--busy is a share of the time: from 0 up to, not including, 1")
@@ -320,7 +354,7 @@ def main() -> None:
         "machine": machine(),
         "versions": {"leasequeue": leasequeue.__version__, **client_versions()},
         "git": git_state(), "code_fingerprint_start": code_fingerprint(),
-        "busy": args.busy, "ceiling": {}, "leasequeue": {}, "peers": {},
+        "busy": args.busy, "pinned": args.pin, "ceiling": {}, "leasequeue": {}, "peers": {},
     }
     statuses = install(selected)
     plot_env = envs.ensure_pip_env("plot")  # matplotlib, for the PNG at the end
@@ -331,9 +365,7 @@ def main() -> None:
     server.start()
     log(f"redis-server {server.version()} on {server.url} (no persistence)")
     results["versions"]["redis"] = server.version()
-    loads = duty_load.start(args.busy, 1)
-    if loads:
-        log(f"beside a process busy {args.busy:.0%} of the time (duty_load.py)")
+    loads = prepare_host(server, args.pin, args.busy)
     try:
         run_ceiling(server, mode, results["ceiling"])
         run_lq_claim(server, mode, results["leasequeue"])

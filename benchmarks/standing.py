@@ -8,8 +8,9 @@ host's speed (bee-queue's bulk rose 1.4-1.5x between two days, ours
 1.0-1.25x), so a band over days is the fairer standing. The hosts differ
 too (an AMD EPYC one, an Intel Xeon one, a run's "machine" in its
 results.json): --by host bands the same runs per kind of host instead of
-per day. A run beside a background load (run.py --busy) is left out: the
-band is the quiet host's.
+per day. A run beside a background load (run.py --busy) or pinned to CPUs
+(run.py --pin) is left out: the band is the quiet host's, its processes
+placed by its scheduler.
 
   python benchmarks/standing.py                      # every node_peers_* run
   python benchmarks/standing.py --since 2026-12-03   # the runs from that day on
@@ -50,8 +51,8 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
         if not path.is_file():
             continue
         results = json.loads(path.read_text())
-        if results.get("busy"):  # a busy host's run (run.py --busy): not this band's
-            continue
+        if results.get("busy") or results.get("pinned"):  # run.py --busy / --pin: other
+            continue  # conditions than this band's (a quiet host, placed by its scheduler)
         peers = results.get("summary", {}).get("peers", {})
         if all(peers.get(p, {}).get("version") for p in NODE_PEERS):
             results["_dir"] = d.name
