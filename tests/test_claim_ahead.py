@@ -170,3 +170,33 @@ async def test_an_idle_worker_s_wait_claims_for_its_executors_not_ahead(
         assert sorted(started.values()) == ["w1", "w2"]
         assert w1.held.given_back == w2.held.given_back == 0
         release.set()
+
+
+async def test_only_runs_that_ran_count_in_the_finishing_rate(real_app: App) -> None:
+    """A run skipped at its limit frees its slot without counting as work
+    done: a key at its limit would otherwise have the worker claim ahead as
+    fast as it sends runs back."""
+    app = real_app
+    release = anyio.Event()
+
+    @app.job(max_concurrent=1, on_conflict="skip")
+    async def hold(ctx: Context) -> None:
+        await release.wait()
+
+    await app.enqueue("hold", job_id="first")
+    async with worker_running(app, concurrency=2) as worker:
+        await eventually(lambda: _state_is(app, "first", "leased"), what="the first run")
+        await app.enqueue_many([JobRequest("hold", job_id=f"s{i}") for i in range(20)])
+        await eventually(lambda: _all_skipped(app, 20), what="the others skipped")
+        assert worker.slots.completed == 0  # twenty slots freed, no run ran to its end
+        release.set()
+        await eventually(lambda: _state_is(app, "first", "succeeded"), what="the first done")
+        await eventually(lambda: worker.slots.completed == 1, what="one run counted")
+
+
+async def _state_is(app: App, job_id: str, state: str) -> bool:
+    return (await app.get_job(job_id)).state == state
+
+
+async def _all_skipped(app: App, count: int) -> bool:
+    return all([await _state_is(app, f"s{i}", "skipped") for i in range(count)])

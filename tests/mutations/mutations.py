@@ -2253,4 +2253,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "and gives them back only after HOLD_MAX",
         (f"{AHEAD}::test_an_idle_worker_s_wait_claims_for_its_executors_not_ahead",),
     ),
+    Mutation(
+        "unstarted-runs-counted-as-finished", "leasequeue/runtime/executor.py",
+        "                self._p.slots.give(finished=run.started_at > 0.0)\n",
+        "                self._p.slots.give()\n",
+        "runs skipped, pushed back or released before they start count in the finishing "
+        "rate: a key at its limit has the worker claim ahead as fast as it sends runs back",
+        (f"{AHEAD}::test_only_runs_that_ran_count_in_the_finishing_rate",),
+    ),
 )
