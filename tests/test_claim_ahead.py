@@ -12,9 +12,13 @@ import anyio
 import pytest
 
 from leasequeue import App, Context, JobRequest
+from leasequeue.errors import RedisUnavailable
+from leasequeue.models import ClaimedJob
 from leasequeue.runtime.dispatch import Dispatch
 from leasequeue.runtime.held import HOLD_MAX, HeldParams, HeldRuns
+from leasequeue.runtime.runs import RunTable
 from leasequeue.runtime.slots import AHEAD_MAX, Slots
+from leasequeue.store.specs import ReleaseReply
 from tests.helpers import eventually, worker_running
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +74,43 @@ def test_the_excess_goes_back_once_runs_waited_with_none_taken_newest_first() ->
     taken: list[Any] = dispatch.take_back(3)
     assert [r.name for r in taken] == ["r3", "r2", "r1"]
     assert len(dispatch) == 1
+
+
+class _Releases:
+    """Scripts.release as held.py calls it: answers, or Redis down."""
+
+    def __init__(self, down: bool) -> None:
+        self.down = down
+        self.sent: list[list[tuple[str, int]]] = []
+
+    async def release(self, qk: Any, held: list[tuple[str, int]], delay_ms: int,
+                      why: str) -> list[ReleaseReply]:
+        self.sent.append(list(held))
+        if self.down:
+            raise RedisUnavailable("redis://127.0.0.1:1/0", ConnectionError("refused"))
+        return [ReleaseReply.RELEASED] * len(held)
+
+
+@pytest.mark.parametrize("down", [False, True])
+async def test_runs_given_back_are_settled_or_kept_in_the_hand_off(down: bool) -> None:
+    """One release call for the runs taken back: answered, they are settled
+    and their slots freed (not counted as finished); Redis down, they are
+    back in the hand-off as they were, slots still held."""
+    table, slots, dispatch = RunTable(30.0), Slots(1), Dispatch()
+    runs = table.claimed([ClaimedJob(f"j{i}", "q", 1, 1, "n", b"", 0, 0, 0, 0, 0)
+                          for i in range(3)], time.monotonic())
+    slots.take(4)  # one running elsewhere, three held
+    dispatch.put_many(runs)
+    releases = _Releases(down)
+    held = HeldRuns(HeldParams(releases, lambda q: q, table, slots))  # type: ignore[arg-type]
+    await held.give_back(dispatch, dispatch.take_back(3))
+    assert releases.sent == [[("j2", 1), ("j1", 1), ("j0", 1)]]  # one call, newest first
+    if down:
+        assert [r.job.id for r in dispatch.take_back(3)][::-1] == ["j0", "j1", "j2"]
+        assert (slots.in_use, held.given_back, len(table)) == (4, 0, 3)
+    else:
+        assert (len(dispatch), slots.in_use, slots.completed) == (0, 1, 0)
+        assert (held.given_back, len(table)) == (3, 0)
 
 
 async def test_a_worker_of_concurrency_one_claims_short_jobs_in_batches(

@@ -49,9 +49,10 @@ class Slots:
         self.in_use += n  # fewer free slots: no waiter can proceed because of it
 
     def give(self, n: int = 1, finished: bool = True) -> None:
-        """``n`` slots free again: runs that ended, or (``finished`` False)
-        runs given back unstarted, which the finishing rate must not count
-        (it would hold that much ahead again, the same jobs first in line)."""
+        """``n`` slots free again: runs that ran and ended, or (``finished``
+        False) runs that never started (given back, skipped, pushed back),
+        which the finishing rate must not count: it would have the worker
+        hold that much ahead again, the same jobs first in line."""
         self.in_use -= n
         if finished:
             self.completed += n

@@ -2261,4 +2261,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rate: a key at its limit has the worker claim ahead as fast as it sends runs back",
         (f"{AHEAD}::test_only_runs_that_ran_count_in_the_finishing_rate",),
     ),
+    Mutation(
+        "held-runs-dropped-when-release-fails", "leasequeue/runtime/held.py",
+        "                keep += held\n",
+        "",
+        "runs taken back whose release call failed (Redis down) are dropped: out of the "
+        "hand-off, never settled, their slots never freed (a stop then waits out its "
+        "shutdown timeout)",
+        (f"{AHEAD}::test_runs_given_back_are_settled_or_kept_in_the_hand_off",),
+    ),
 )
