@@ -133,8 +133,7 @@ def e2s_main(reps: int) -> None:
     redis.start()
     figures: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:
-        assert redis.proc is not None
-        os.sched_setaffinity(redis.proc.pid, {0})
+        redis.pin({0})
         peers = ["bee-queue", "leasequeue"]
         for rep in range(reps):
             placements = list(PLACEMENTS.items())
@@ -183,8 +182,7 @@ def main() -> None:
     redis = RedisServer()
     redis.start()
     try:
-        assert redis.proc is not None
-        os.sched_setaffinity(redis.proc.pid, {0})
+        redis.pin({0})
         rates: dict[tuple[str, str], list[float]] = {}
         for rep in range(args.reps):
             placements = list(PLACEMENTS.items())

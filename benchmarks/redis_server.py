@@ -3,6 +3,7 @@ stopped at the end. The Redis on 6379 (if any) is never touched."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -54,6 +55,13 @@ class RedisServer:
         except (OSError, subprocess.SubprocessError):
             return ""
         return out.stdout.strip()
+
+    def pin(self, cpus: set[int]) -> None:
+        """Every thread of the server on ``cpus`` (sched_setaffinity of its pid
+        sets the main thread's only; redis-server has background threads)."""
+        assert self.proc is not None
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            os.sched_setaffinity(int(tid), cpus)
 
     def flush(self) -> None:
         self.cli("FLUSHALL")

@@ -307,8 +307,7 @@ def pin(server: RedisServer) -> None:
     if len(cpus) < 2 or 0 not in cpus:
         raise SystemExit("--pin needs CPU 0 and at least one other")
     CLIENT_CPUS = cpus - {0}
-    assert server.proc is not None
-    os.sched_setaffinity(server.proc.pid, {0})
+    server.pin({0})
     log(f"pinned: redis-server on CPU 0, the clients on {sorted(CLIENT_CPUS)}")
 
 

@@ -219,14 +219,17 @@ async def test_only_runs_that_ran_count_in_the_finishing_rate(real_app: App) -> 
     fast as it sends runs back."""
     app = real_app
     release = anyio.Event()
+    holding = anyio.Event()
 
     @app.job(max_concurrent=1, on_conflict="skip")
     async def hold(ctx: Context) -> None:
+        holding.set()  # (its slot taken: the others meet it)
         await release.wait()
 
     await app.enqueue("hold", job_id="first")
     async with worker_running(app, concurrency=2) as worker:
-        await eventually(lambda: _state_is(app, "first", "leased"), what="the first run")
+        with anyio.fail_after(10):
+            await holding.wait()
         await app.enqueue_many([JobRequest("hold", job_id=f"s{i}") for i in range(20)])
         await eventually(lambda: _all_skipped(app, 20), what="the others skipped")
         assert worker.slots.completed == 0  # twenty slots freed, no run ran to its end

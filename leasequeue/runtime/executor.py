@@ -133,10 +133,11 @@ class Executor:
                 # acker needs only the job; a handler's ctx keeps working)
                 run.ctx = None
                 # the finishing rate (what the claimer may hold ahead) counts
-                # runs that ran: a run pushed back, skipped or released
-                # unstarted frees its slot but is no sign of work this
-                # worker can take (counted, a key at its limit would have a
-                # worker claim ahead as fast as it sends runs back)
+                # runs whose handler started: one skipped, sent back or
+                # released before it started frees its slot but is no sign
+                # of work this worker can take (counted, a key at its limit
+                # would have a worker claim ahead as fast as it sends runs
+                # back)
                 self._p.slots.give(finished=run.started_at > 0.0)
 
     async def _process(self, run: RunRecord, scopes: RunScopes) -> None:
