@@ -36,7 +36,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if "PYTHONPATH" not in os.environ:
@@ -48,6 +50,7 @@ from redis_server import RedisServer
 HERE = Path(__file__).resolve().parent
 PLACEMENTS = {"same CPU": 0, "other CPU": 1}  # the client's CPU; Redis's is 0
 PRODUCERS = ("bee-queue", "app-asyncio", "app-uvloop", "sync")
+T = TypeVar("T")
 
 
 def client(url: str, producer: str, calls: int, rounds: int) -> None:
@@ -88,12 +91,16 @@ def client(url: str, producer: str, calls: int, rounds: int) -> None:
         asyncio.run(rounds_of_app())
 
 
-def run_pinned(argv: list[str], cpu: int, cwd: Path | None = None) -> list[float]:
-    """``argv`` on CPU ``cpu`` only: its rounds' calls/s."""
+def pinned_lines(argv: list[str], cpu: int, cwd: Path | None = None) -> list[dict[str, Any]]:
+    """``argv`` run on CPU ``cpu`` only (its children too): its JSON lines."""
     out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
                          check=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
-    return [json.loads(line)["calls_per_s"] for line in out.stdout.splitlines()
-            if line.startswith("{")]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def alternated(rep: int, items: Sequence[T]) -> Sequence[T]:
+    """``items`` in order on even reps, reversed on odd ones."""
+    return items if rep % 2 == 0 else items[::-1]
 
 
 def producer_argv(producer: str, redis: RedisServer, calls: int, rounds: int) -> list[str]:
@@ -118,14 +125,10 @@ def e2s_pinned(peer: str, redis: RedisServer, cpu: int) -> dict[str, float]:
         argv = [sys.executable, str(HERE / "lq_bench.py"), "bench", "--url", redis.url,
                 *E2S_ARGS]
         cwd = None
-    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
-                         check=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            if row.get("metric") == "e2s" and "p50_ms" in row:
-                return {"p50_ms": float(row["p50_ms"]), "p99_ms": float(row["p99_ms"])}
-    raise RuntimeError(f"{peer}: no e2s figure\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    for row in pinned_lines(argv, cpu, cwd):
+        if row.get("metric") == "e2s" and "p50_ms" in row:
+            return {"p50_ms": float(row["p50_ms"]), "p99_ms": float(row["p99_ms"])}
+    raise RuntimeError(f"{peer}: no e2s figure (its stdout held no e2s line)")
 
 
 def e2s_main(reps: int) -> None:
@@ -134,11 +137,9 @@ def e2s_main(reps: int) -> None:
     figures: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:
         redis.pin({0})
-        peers = ["bee-queue", "leasequeue"]
         for rep in range(reps):
-            placements = list(PLACEMENTS.items())
-            for place, cpu in placements if rep % 2 == 0 else placements[::-1]:
-                for peer in peers if rep % 2 == 0 else peers[::-1]:
+            for place, cpu in alternated(rep, list(PLACEMENTS.items())):
+                for peer in alternated(rep, ["bee-queue", "leasequeue"]):
                     figures.setdefault((place, peer), []).append(e2s_pinned(peer, redis, cpu))
                     redis.flush()
     finally:
@@ -185,14 +186,13 @@ def main() -> None:
         redis.pin({0})
         rates: dict[tuple[str, str], list[float]] = {}
         for rep in range(args.reps):
-            placements = list(PLACEMENTS.items())
-            for place, cpu in placements if rep % 2 == 0 else placements[::-1]:
-                producers = PRODUCERS if rep % 2 == 0 else PRODUCERS[::-1]
-                for producer in producers:
+            for place, cpu in alternated(rep, list(PLACEMENTS.items())):
+                for producer in alternated(rep, PRODUCERS):
                     cwd = HERE / "node" if producer == "bee-queue" else None
-                    got = run_pinned(producer_argv(producer, redis, args.calls, args.rounds),
-                                     cpu, cwd)
-                    rates.setdefault((place, producer), []).extend(got)
+                    lines = pinned_lines(
+                        producer_argv(producer, redis, args.calls, args.rounds), cpu, cwd)
+                    rates.setdefault((place, producer), []).extend(
+                        float(line["calls_per_s"]) for line in lines)
                     redis.flush()
     finally:
         redis.stop()
