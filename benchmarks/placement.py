@@ -11,6 +11,8 @@ peer is measured in both and compared within each.
 
   python benchmarks/placement.py [--calls 5000] [--rounds 3] [--reps 3]
   python benchmarks/placement.py --what e2s [--reps 5]
+  python benchmarks/placement.py --busy 0.5 [--calls 5000] [--rounds 3] [--reps 3]
+  python benchmarks/placement.py --what timeline [--busy 0.5] [--reps 4]
   python benchmarks/placement.py client --url U --producer app-asyncio  (run by the tool)
 
 ``--what e2s``: the harness's enqueue→start probe (200 probes, the
@@ -19,6 +21,23 @@ bee.mjs), each bench process pinned as above with the worker it starts
 (a child keeps its parent's CPU): all on Redis's CPU, or both clients on
 the other one; p50 and p99 by placement, bee-queue ÷ ours (above 1: ours
 is faster).
+
+``--busy DUTY``: one enqueue per call beside a process busy DUTY of the
+time (duty_load.py, as run.py --busy), pinned too: three processes on two
+CPUs, so three placements, each peer measured in each: the client on
+Redis's CPU and the load on the other ("client with Redis"), the load on
+Redis's CPU and the client on the other ("Redis with the load"), and the
+client with the load ("Redis apart").
+
+``--what timeline``: nothing pinned, as in a harness run. Fresh processes
+of App on asyncio's loop (as the harness's bench process: no warm-up) and
+of bee-queue's one_call.mjs, alternating, beside an unpinned process busy
+``--busy`` of the time (0.5 unless given), each making two rounds of
+``calls`` calls; every 250 calls the time per call is noted with the CPU
+that the client, redis-server and the load last ran on (/proc/PID/stat;
+bee-queue's read as its window's line comes), so that each window is
+classed by which two of the three shared a CPU. Prints each process's
+windows and the median time per call by placement and by round.
 
 Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
 it). Producers: bee-queue (benchmarks/node/one_call.mjs), leasequeue's App
@@ -44,13 +63,122 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if "PYTHONPATH" not in os.environ:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import duty_load
 from common import cpu_model
 from redis_server import RedisServer
 
 HERE = Path(__file__).resolve().parent
 PLACEMENTS = {"same CPU": 0, "other CPU": 1}  # the client's CPU; Redis's is 0
+# --busy: (the client's CPU, the load's CPU); Redis's is 0
+BUSY_PLACEMENTS = {"client with Redis": (0, 1), "Redis with the load": (1, 0),
+                   "Redis apart": (1, 1)}
 PRODUCERS = ("bee-queue", "app-asyncio", "app-uvloop", "sync")
 T = TypeVar("T")
+
+
+WINDOW = 250  # --what timeline: calls a window
+
+
+def last_cpu(pid: int | str) -> int:
+    """The CPU a process last ran on (field 39 of /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])
+
+
+def timeline_client(url: str, calls: int, rounds: int, pids: list[int]) -> None:
+    """--what timeline's fresh process: App on asyncio's loop, no warm-up,
+    a JSON line per window of WINDOW calls (its round, µs a call, and the
+    CPUs of this process, redis-server and the load at its end)."""
+    import leasequeue as lq
+
+    async def windows() -> None:
+        app = lq.App(url, prefix="placement")
+        app.job(lambda ctx: None, name="noop")
+        for round_ in range(rounds):
+            for _ in range(calls // WINDOW):
+                t0 = time.perf_counter()
+                for _ in range(WINDOW):
+                    await app.enqueue("noop")
+                us = (time.perf_counter() - t0) / WINDOW * 1e6
+                cpus = [last_cpu("self"), *map(last_cpu, pids)]
+                print(json.dumps({"round": round_, "us_per_call": us, "cpus": cpus}), flush=True)
+        await app.close()
+
+    asyncio.run(windows())
+
+
+def placement_of(cpus: Sequence[int]) -> str:
+    """A window's placement from the CPUs of (client, Redis, load)."""
+    client_cpu, redis_cpu, load_cpu = cpus
+    if client_cpu == redis_cpu:
+        return "client with Redis" if load_cpu != redis_cpu else "all on one CPU"
+    return "Redis with the load" if redis_cpu == load_cpu else "Redis apart"
+
+
+def timeline_lines(producer: str, redis: RedisServer, calls: int,
+                   pids: list[int]) -> list[dict[str, Any]]:
+    """One fresh process's windows (round, us_per_call, cpus): ours reports
+    its own; bee-queue's one_call.mjs a line per round of WINDOW calls,
+    classed by the CPUs read here as each line comes."""
+    if producer == "leasequeue":
+        argv = [sys.executable, str(HERE / "placement.py"), "client", "--url", redis.url,
+                "--producer", "timeline", "--calls", str(calls), "--rounds", "2",
+                "--pids", ",".join(map(str, pids))]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
+        return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+    per_round = calls // WINDOW
+    argv = [shutil.which("node") or "node", "one_call.mjs", "--port", str(redis.port),
+            "--calls", str(WINDOW), "--rounds", str(2 * per_round)]
+    lines: list[dict[str, Any]] = []
+    with subprocess.Popen(argv, cwd=HERE / "node", stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                cpus = [last_cpu(proc.pid), *map(last_cpu, pids)]
+                lines.append({"round": len(lines) // per_round, "cpus": cpus,
+                              "us_per_call": 1e6 / float(json.loads(line)["calls_per_s"])})
+    return lines
+
+
+def timeline_main(busy: float, calls: int, reps: int) -> None:
+    redis = RedisServer()
+    redis.start()
+    loads = duty_load.start(busy, 1)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    try:
+        assert redis.proc is not None
+        pids = [redis.proc.pid, *(load.pid for load in loads)]
+        for rep in range(reps):
+            for producer in alternated(rep, ["leasequeue", "bee-queue"]):
+                lines = timeline_lines(producer, redis, calls, pids)
+                for rnd in (0, 1):
+                    mine = [x for x in lines if x["round"] == rnd]
+                    print(f"{producer}, process {rep + 1}, round {rnd + 1}: µs a call per "
+                          "window " + " ".join(f"{x['us_per_call']:.0f}" for x in mine)
+                          + "; CPUs (client, Redis, load) "
+                          + " ".join("".join(map(str, x["cpus"])) for x in mine))
+                rows.setdefault(producer, []).extend(lines)
+                redis.flush()
+    finally:
+        duty_load.stop(loads)
+        redis.stop()
+    print(f"# one enqueue per call, fresh processes, nothing pinned, beside a process busy "
+          f"{busy:.0%} of the time (duty_load.py); {reps} processes a producer (leasequeue's App "
+          f"on asyncio's loop with no warm-up, as the harness's bench process; bee-queue's "
+          f"one_call.mjs after its 200 calls of warm-up), 2 rounds of {calls} calls each in "
+          f"windows of {WINDOW}, each window classed by the CPUs the three last ran on at its "
+          f"end; {cpu_model()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print("| producer | windows | count | µs a call (median) | calls/s at that median |")
+    print("|---|---|---:|---:|---:|")
+    for producer, lines in rows.items():
+        groups: dict[str, list[float]] = {}
+        for x in lines:
+            groups.setdefault(placement_of(x["cpus"]), []).append(x["us_per_call"])
+            groups.setdefault(f"round {x['round'] + 1} (any placement)", []).append(
+                x["us_per_call"])
+        for name, values in sorted(groups.items()):
+            med = statistics.median(values)
+            print(f"| {producer} | {name} | {len(values)} | {med:.1f} | {1e6 / med:,.0f} |")
 
 
 def client(url: str, producer: str, calls: int, rounds: int) -> None:
@@ -165,44 +293,74 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("role", nargs="?", default="measure", choices=["measure", "client"])
     ap.add_argument("--url", default="")
-    ap.add_argument("--producer", choices=PRODUCERS, default="sync")
+    ap.add_argument("--producer", choices=(*PRODUCERS, "timeline"), default="sync")
+    ap.add_argument("--pids", default="", help="(timeline's client: redis-server's, the load's)")
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--what", choices=["one", "e2s"], default="one",
-                    help="one enqueue per call (default) or enqueue->start")
+    ap.add_argument("--what", choices=["one", "e2s", "timeline"], default="one",
+                    help="one enqueue per call (default), enqueue->start, or one per call's "
+                         "windows unpinned")
+    ap.add_argument("--busy", type=float, default=0.0, metavar="DUTY",
+                    help="one per call beside a pinned process busy DUTY (0-1) of the time")
     args = ap.parse_args()
     if args.role == "client":
-        client(args.url, args.producer, args.calls, args.rounds)
+        if args.producer == "timeline":
+            timeline_client(args.url, args.calls, args.rounds,
+                            [int(p) for p in args.pids.split(",")])
+        else:
+            client(args.url, args.producer, args.calls, args.rounds)
         return
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("placement.py needs two CPUs")
+    if not 0 <= args.busy < 1:
+        raise SystemExit("--busy is a share of the time: from 0 up to, not including, 1")
     if args.what == "e2s":
         e2s_main(args.reps)
-        return
+    elif args.what == "timeline":
+        timeline_main(args.busy or 0.5, args.calls, args.reps)
+    else:
+        one_main(args.busy, args.calls, args.rounds, args.reps)
+
+
+def one_main(busy: float, calls: int, rounds: int, reps: int) -> None:
+    """One enqueue per call by placement (quiet, or beside a pinned load)."""
+    # where the client and the load run, by placement (no load: None)
+    places: dict[str, tuple[int, int | None]] = (
+        dict(BUSY_PLACEMENTS) if busy else
+        {place: (cpu, None) for place, cpu in PLACEMENTS.items()})
     redis = RedisServer()
     redis.start()
     try:
         redis.pin({0})
         rates: dict[tuple[str, str], list[float]] = {}
-        for rep in range(args.reps):
-            for place, cpu in alternated(rep, list(PLACEMENTS.items())):
-                for producer in alternated(rep, PRODUCERS):
-                    cwd = HERE / "node" if producer == "bee-queue" else None
-                    lines = pinned_lines(
-                        producer_argv(producer, redis, args.calls, args.rounds), cpu, cwd)
-                    rates.setdefault((place, producer), []).extend(
-                        float(line["calls_per_s"]) for line in lines)
-                    redis.flush()
+        for rep in range(reps):
+            for place, (cpu, load_cpu) in alternated(rep, list(places.items())):
+                loads = duty_load.start(busy, 1) if load_cpu is not None else []
+                try:
+                    for load in loads:
+                        os.sched_setaffinity(load.pid, {load_cpu})
+                    for producer in alternated(rep, PRODUCERS):
+                        cwd = HERE / "node" if producer == "bee-queue" else None
+                        lines = pinned_lines(
+                            producer_argv(producer, redis, calls, rounds), cpu, cwd)
+                        rates.setdefault((place, producer), []).extend(
+                            float(line["calls_per_s"]) for line in lines)
+                        redis.flush()
+                finally:
+                    duty_load.stop(loads)
     finally:
         redis.stop()
-    print(f"# one enqueue per call by placement: redis-server on CPU 0, the client on CPU 0 "
-          f"(same CPU) or 1 (other CPU); {args.reps} reps x {args.rounds} rounds of "
-          f"{args.calls} calls, medians; {cpu_model()}, "
+    where = ("redis-server on CPU 0, the client on CPU 0 (same CPU) or 1 (other CPU)"
+             if not busy else
+             f"redis-server on CPU 0, beside a process busy {busy:.0%} of the time "
+             "(duty_load.py), the client and the load each on CPU 0 or 1 as the placement says")
+    print(f"# one enqueue per call by placement: {where}; {reps} reps x {rounds} "
+          f"rounds of {calls} calls, medians; {cpu_model()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| placement | producer | calls/s (median) | lowest-highest | ÷ bee-queue |")
     print("|---|---|---:|---:|---:|")
-    for place in PLACEMENTS:
+    for place in places:
         bee = statistics.median(rates[(place, "bee-queue")])
         for producer in PRODUCERS:
             r = rates[(place, producer)]
