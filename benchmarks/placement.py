@@ -32,11 +32,12 @@ client with the load ("Redis apart").
 ``--what timeline``: nothing pinned, as in a harness run. Fresh processes
 of App on asyncio's loop (as the harness's bench process: no warm-up) and
 of bee-queue's one_call.mjs, alternating, beside an unpinned process busy
-``--busy`` of the time (0.5 unless given), each making two rounds of
-``calls`` calls; every 250 calls the time per call is noted with the CPU
-that the client, redis-server and the load last ran on (/proc/PID/stat;
-bee-queue's read as its window's line comes), so that each window is
-classed by which two of the three shared a CPU. Prints each process's
+``--busy`` of the time (0.5 when not given or 0: the timeline is of the
+busy host), each making two rounds of ``calls`` calls; every 250 calls
+the time per call is noted with the CPU that the client, redis-server
+and the load last ran on (/proc/PID/stat; bee-queue's read as its
+window's line comes), so that each window is classed by which two of the
+three shared a CPU. Prints each process's
 windows and the median time per call by placement and by round.
 
 Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
@@ -302,7 +303,8 @@ def main() -> None:
                     help="one enqueue per call (default), enqueue->start, or one per call's "
                          "windows unpinned")
     ap.add_argument("--busy", type=float, default=0.0, metavar="DUTY",
-                    help="one per call beside a pinned process busy DUTY (0-1) of the time")
+                    help="beside a process busy DUTY (0-1) of the time: pinned as each "
+                         "placement says; unpinned for --what timeline (0.5 by default there)")
     args = ap.parse_args()
     if args.role == "client":
         if args.producer == "timeline":
