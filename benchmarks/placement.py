@@ -30,14 +30,14 @@ Redis's CPU and the client on the other ("Redis with the load"), and the
 client with the load ("Redis apart").
 
 ``--what timeline``: nothing pinned, as in a harness run. Fresh processes
-of App on asyncio's loop (as the harness's bench process: no warm-up) and
-of bee-queue's one_call.mjs, alternating, beside an unpinned process busy
-``--busy`` of the time (0.5 when not given or 0: the timeline is of the
-busy host), each making two rounds of ``calls`` calls; every 250 calls
-the time per call is noted with the CPU that the client, redis-server
-and the load last ran on (/proc/PID/stat; bee-queue's read as its
-window's line comes), so that each window is classed by which two of the
-three shared a CPU. Prints each process's
+of App on asyncio's loop and of bee-queue's one_call.mjs, alternating,
+neither warmed up (as the harness's bench processes), beside an unpinned
+process busy ``--busy`` of the time (0.5 when not given or 0: the
+timeline is of the busy host), each making two rounds of ``calls``
+calls; every 250 calls the time per call is noted with the CPU that the
+client, redis-server and the load last ran on (/proc/PID/stat;
+bee-queue's read as its window's line comes), so that each window is
+classed by which two of the three shared a CPU. Prints each process's
 windows and the median time per call by placement and by round.
 
 Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
@@ -129,7 +129,7 @@ def timeline_lines(producer: str, redis: RedisServer, calls: int,
         return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
     per_round = calls // WINDOW
     argv = [shutil.which("node") or "node", "one_call.mjs", "--port", str(redis.port),
-            "--calls", str(WINDOW), "--rounds", str(2 * per_round)]
+            "--calls", str(WINDOW), "--rounds", str(2 * per_round), "--warmup", "0"]
     lines: list[dict[str, Any]] = []
     with subprocess.Popen(argv, cwd=HERE / "node", stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
@@ -165,8 +165,8 @@ def timeline_main(busy: float, calls: int, reps: int) -> None:
         redis.stop()
     print(f"# one enqueue per call, fresh processes, nothing pinned, beside a process busy "
           f"{busy:.0%} of the time (duty_load.py); {reps} processes a producer (leasequeue's App "
-          f"on asyncio's loop with no warm-up, as the harness's bench process; bee-queue's "
-          f"one_call.mjs after its 200 calls of warm-up), 2 rounds of {calls} calls each in "
+          f"on asyncio's loop, bee-queue's one_call.mjs; neither warmed up, as the harness's "
+          f"bench processes), 2 rounds of {calls} calls each in "
           f"windows of {WINDOW}, each window classed by the CPUs the three last ran on at its "
           f"end; {cpu_model()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| producer | windows | count | µs a call (median) | calls/s at that median |")
