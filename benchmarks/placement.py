@@ -30,15 +30,16 @@ Redis's CPU and the client on the other ("Redis with the load"), and the
 client with the load ("Redis apart").
 
 ``--what timeline``: nothing pinned, as in a harness run. Fresh processes
-of App on asyncio's loop and of bee-queue's one_call.mjs, alternating,
-neither warmed up (as the harness's bench processes), beside an unpinned
-process busy ``--busy`` of the time (0.5 when not given or 0: the
-timeline is of the busy host), each making two rounds of ``calls``
-calls; every 250 calls the time per call is noted with the CPU that the
-client, redis-server and the load last ran on (/proc/PID/stat;
-bee-queue's read as its window's line comes), so that each window is
-classed by which two of the three shared a CPU. Prints each process's
-windows and the median time per call by placement and by round.
+of App on asyncio's loop (with its reply spin, and without it) and of
+bee-queue's one_call.mjs, in turn, none warmed up (as the harness's bench
+processes), beside an unpinned process busy ``--busy`` of the time (0.5
+when not given or 0: the timeline is of the busy host), each making two
+rounds of ``calls`` calls; every 250 calls the time per call is noted
+with the CPU that the client, redis-server and the load last ran on
+(/proc/PID/stat; bee-queue's read as its window's line comes), so that
+each window is classed by which two of the three shared a CPU. Prints
+each process's windows and the median time per call by placement and by
+round.
 
 Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
 it). Producers: bee-queue (benchmarks/node/one_call.mjs), leasequeue's App
@@ -78,6 +79,8 @@ T = TypeVar("T")
 
 
 WINDOW = 250  # --what timeline: calls a window
+# --what timeline's producers of ours: the client's extra arguments
+TIMELINE_OURS = {"leasequeue": [], "leasequeue, no spin": ["--no-spin"]}
 
 
 def last_cpu(pid: int | str) -> int:
@@ -86,14 +89,17 @@ def last_cpu(pid: int | str) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[36])
 
 
-def timeline_client(url: str, calls: int, rounds: int, pids: list[int]) -> None:
+def timeline_client(url: str, calls: int, rounds: int, pids: list[int], spin: bool) -> None:
     """--what timeline's fresh process: App on asyncio's loop, no warm-up,
     a JSON line per window of WINDOW calls (its round, µs a call, and the
-    CPUs of this process, redis-server and the load at its end)."""
+    CPUs of this process, redis-server and the load at its end). Without
+    ``spin``, its reply spin is off (StoreSettings(reply_spin_us=0))."""
     import leasequeue as lq
+    from leasequeue.store.settings import StoreSettings
 
     async def windows() -> None:
-        app = lq.App(url, prefix="placement")
+        settings = None if spin else StoreSettings(reply_spin_us=0)
+        app = lq.App(url, prefix="placement", settings=settings)
         app.job(lambda ctx: None, name="noop")
         for round_ in range(rounds):
             for _ in range(calls // WINDOW):
@@ -121,10 +127,10 @@ def timeline_lines(producer: str, redis: RedisServer, calls: int,
     """One fresh process's windows (round, us_per_call, cpus): ours reports
     its own; bee-queue's one_call.mjs a line per round of WINDOW calls,
     classed by the CPUs read here as each line comes."""
-    if producer == "leasequeue":
+    if producer in TIMELINE_OURS:
         argv = [sys.executable, str(HERE / "placement.py"), "client", "--url", redis.url,
                 "--producer", "timeline", "--calls", str(calls), "--rounds", "2",
-                "--pids", ",".join(map(str, pids))]
+                "--pids", ",".join(map(str, pids)), *TIMELINE_OURS[producer]]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
         return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
     per_round = calls // WINDOW
@@ -145,12 +151,12 @@ def timeline_main(busy: float, calls: int, reps: int) -> None:
     redis = RedisServer()
     redis.start()
     loads = duty_load.start(busy, 1)
-    rows: dict[str, list[dict[str, Any]]] = {}
+    rows: dict[str, list[list[dict[str, Any]]]] = {}  # by producer: each process's windows
     try:
         assert redis.proc is not None
         pids = [redis.proc.pid, *(load.pid for load in loads)]
         for rep in range(reps):
-            for producer in alternated(rep, ["leasequeue", "bee-queue"]):
+            for producer in alternated(rep, [*TIMELINE_OURS, "bee-queue"]):
                 lines = timeline_lines(producer, redis, calls, pids)
                 for rnd in (0, 1):
                     mine = [x for x in lines if x["round"] == rnd]
@@ -158,28 +164,42 @@ def timeline_main(busy: float, calls: int, reps: int) -> None:
                           "window " + " ".join(f"{x['us_per_call']:.0f}" for x in mine)
                           + "; CPUs (client, Redis, load) "
                           + " ".join("".join(map(str, x["cpus"])) for x in mine))
-                rows.setdefault(producer, []).extend(lines)
+                rows.setdefault(producer, []).append(lines)
                 redis.flush()
     finally:
         duty_load.stop(loads)
         redis.stop()
     print(f"# one enqueue per call, fresh processes, nothing pinned, beside a process busy "
           f"{busy:.0%} of the time (duty_load.py); {reps} processes a producer (leasequeue's App "
-          f"on asyncio's loop, bee-queue's one_call.mjs; neither warmed up, as the harness's "
-          f"bench processes), 2 rounds of {calls} calls each in "
+          f"on asyncio's loop with its reply spin and without, bee-queue's one_call.mjs; none "
+          f"warmed up, as the harness's bench processes), 2 rounds of {calls} calls each in "
           f"windows of {WINDOW}, each window classed by the CPUs the three last ran on at its "
           f"end; {cpu_model()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print("| producer | windows | count | µs a call (median) | calls/s at that median |")
     print("|---|---|---:|---:|---:|")
-    for producer, lines in rows.items():
+    for producer, processes in rows.items():
         groups: dict[str, list[float]] = {}
-        for x in lines:
+        for x in (x for lines in processes for x in lines):
             groups.setdefault(placement_of(x["cpus"]), []).append(x["us_per_call"])
             groups.setdefault(f"round {x['round'] + 1} (any placement)", []).append(
                 x["us_per_call"])
         for name, values in sorted(groups.items()):
             med = statistics.median(values)
             print(f"| {producer} | {name} | {len(values)} | {med:.1f} | {1e6 / med:,.0f} |")
+    print()
+    print("| producer | processes whose first window had Redis beside the load | calls/s of a "
+          "process's first round (the harness's figure): median, lowest-highest | of its "
+          "second round |")
+    print("|---|---:|---:|---:|")
+    for producer, processes in rows.items():
+        began = sum(placement_of(lines[0]["cpus"]) == "Redis with the load"
+                    for lines in processes if lines)
+        cells = []
+        for rnd in (0, 1):
+            rates = [1e6 / statistics.fmean(x["us_per_call"] for x in lines if x["round"] == rnd)
+                     for lines in processes]
+            cells.append(f"{statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})")
+        print(f"| {producer} | {began} of {len(processes)} | {cells[0]} | {cells[1]} |")
 
 
 def client(url: str, producer: str, calls: int, rounds: int) -> None:
@@ -296,6 +316,7 @@ def main() -> None:
     ap.add_argument("--url", default="")
     ap.add_argument("--producer", choices=(*PRODUCERS, "timeline"), default="sync")
     ap.add_argument("--pids", default="", help="(timeline's client: redis-server's, the load's)")
+    ap.add_argument("--no-spin", action="store_true", help="(timeline's client: no reply spin)")
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
@@ -309,7 +330,7 @@ def main() -> None:
     if args.role == "client":
         if args.producer == "timeline":
             timeline_client(args.url, args.calls, args.rounds,
-                            [int(p) for p in args.pids.split(",")])
+                            [int(p) for p in args.pids.split(",")], not args.no_spin)
         else:
             client(args.url, args.producer, args.calls, args.rounds)
         return
