@@ -31,15 +31,17 @@ client with the load ("Redis apart").
 
 ``--what timeline``: nothing pinned, as in a harness run. Fresh processes
 of App on asyncio's loop (with its reply spin, and without it) and of
-bee-queue's one_call.mjs, in turn, none warmed up (as the harness's bench
-processes), beside an unpinned process busy ``--busy`` of the time (0.5
-when not given or 0: the timeline is of the busy host), each making two
-rounds of ``calls`` calls; every 250 calls the time per call is noted
-with the CPU that the client, redis-server and the load last ran on
-(/proc/PID/stat; bee-queue's read as its window's line comes), so that
-each window is classed by which two of the three shared a CPU. Prints
-each process's windows and the median time per call by placement and by
-round.
+bee-queue's one_call.mjs, in an order rotated each rep, none warmed up
+(as the harness's bench processes), beside an unpinned process busy
+``--busy`` of the time (0.5 when not given or 0: the timeline is of the
+busy host), each making two rounds of ``calls`` calls; every 250 calls
+the time per call is noted with the CPU that the client, redis-server
+and the load last ran on (/proc/PID/stat; bee-queue's read as its
+window's line comes), so that each window is classed by which two of the
+three shared a CPU. Prints each process's windows, the median time per
+call by placement and by round, and per process: whether its first
+window ended with Redis beside the load, and the calls/s of its first
+round (about the harness's figure) and of its second.
 
 Needs 2 CPUs and the bee-queue install of benchmarks/node (run.py makes
 it). Producers: bee-queue (benchmarks/node/one_call.mjs), leasequeue's App
@@ -127,23 +129,26 @@ def timeline_lines(producer: str, redis: RedisServer, calls: int,
     """One fresh process's windows (round, us_per_call, cpus): ours reports
     its own; bee-queue's one_call.mjs a line per round of WINDOW calls,
     classed by the CPUs read here as each line comes."""
-    if producer in TIMELINE_OURS:
-        argv = [sys.executable, str(HERE / "placement.py"), "client", "--url", redis.url,
-                "--producer", "timeline", "--calls", str(calls), "--rounds", "2",
-                "--pids", ",".join(map(str, pids)), *TIMELINE_OURS[producer]]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
-        return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
     per_round = calls // WINDOW
-    argv = [shutil.which("node") or "node", "one_call.mjs", "--port", str(redis.port),
-            "--calls", str(WINDOW), "--rounds", str(2 * per_round), "--warmup", "0"]
-    lines: list[dict[str, Any]] = []
-    with subprocess.Popen(argv, cwd=HERE / "node", stdout=subprocess.PIPE, text=True) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                cpus = [last_cpu(proc.pid), *map(last_cpu, pids)]
-                lines.append({"round": len(lines) // per_round, "cpus": cpus,
-                              "us_per_call": 1e6 / float(json.loads(line)["calls_per_s"])})
+    if producer in TIMELINE_OURS:
+        lines = pinned_lines(producer_argv(
+            "timeline", redis, calls, 2,
+            ["--pids", ",".join(map(str, pids)), *TIMELINE_OURS[producer]]), None)
+    else:
+        argv = producer_argv("bee-queue", redis, WINDOW, 2 * per_round, ["--warmup", "0"])
+        lines = []
+        with subprocess.Popen(argv, cwd=HERE / "node", stdout=subprocess.PIPE,
+                              text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith("{"):
+                    cpus = [last_cpu(proc.pid), *map(last_cpu, pids)]
+                    lines.append({"round": len(lines) // per_round, "cpus": cpus,
+                                  "us_per_call": 1e6 / float(json.loads(line)["calls_per_s"])})
+        if proc.returncode != 0:
+            raise RuntimeError(f"bee-queue's one_call.mjs exited with {proc.returncode}")
+    if len(lines) != 2 * per_round:  # every window of both rounds, or no figure
+        raise RuntimeError(f"{producer}: {len(lines)} windows of {2 * per_round}")
     return lines
 
 
@@ -156,7 +161,7 @@ def timeline_main(busy: float, calls: int, reps: int) -> None:
         assert redis.proc is not None
         pids = [redis.proc.pid, *(load.pid for load in loads)]
         for rep in range(reps):
-            for producer in alternated(rep, [*TIMELINE_OURS, "bee-queue"]):
+            for producer in rotated(rep, [*TIMELINE_OURS, "bee-queue"]):
                 lines = timeline_lines(producer, redis, calls, pids)
                 for rnd in (0, 1):
                     mine = [x for x in lines if x["round"] == rnd]
@@ -187,13 +192,13 @@ def timeline_main(busy: float, calls: int, reps: int) -> None:
             med = statistics.median(values)
             print(f"| {producer} | {name} | {len(values)} | {med:.1f} | {1e6 / med:,.0f} |")
     print()
-    print("| producer | processes whose first window had Redis beside the load | calls/s of a "
-          "process's first round (the harness's figure): median, lowest-highest | of its "
-          "second round |")
+    print("| producer | processes whose first window ended with Redis beside the load | "
+          "calls/s of a process's first round (about the harness's figure: the time between "
+          "windows left out): median, lowest-highest | of its second round |")
     print("|---|---:|---:|---:|")
     for producer, processes in rows.items():
         began = sum(placement_of(lines[0]["cpus"]) == "Redis with the load"
-                    for lines in processes if lines)
+                    for lines in processes)
         cells = []
         for rnd in (0, 1):
             rates = [1e6 / statistics.fmean(x["us_per_call"] for x in lines if x["round"] == rnd)
@@ -240,10 +245,13 @@ def client(url: str, producer: str, calls: int, rounds: int) -> None:
         asyncio.run(rounds_of_app())
 
 
-def pinned_lines(argv: list[str], cpu: int, cwd: Path | None = None) -> list[dict[str, Any]]:
-    """``argv`` run on CPU ``cpu`` only (its children too): its JSON lines."""
+def pinned_lines(argv: list[str], cpu: int | None,
+                 cwd: Path | None = None) -> list[dict[str, Any]]:
+    """``argv`` run on CPU ``cpu`` only (its children too; None: where the
+    scheduler puts it): its JSON lines."""
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600,
-                         check=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+                         check=True, preexec_fn=pin)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
@@ -252,13 +260,21 @@ def alternated(rep: int, items: Sequence[T]) -> Sequence[T]:
     return items if rep % 2 == 0 else items[::-1]
 
 
-def producer_argv(producer: str, redis: RedisServer, calls: int, rounds: int) -> list[str]:
+def rotated(rep: int, items: list[T]) -> list[T]:
+    """``items`` rotated by ``rep``: over len(items) reps each item comes
+    first once (and, for three, follows each of the others once)."""
+    k = rep % len(items)
+    return items[k:] + items[:k]
+
+
+def producer_argv(producer: str, redis: RedisServer, calls: int, rounds: int,
+                  extra: Sequence[str] = ()) -> list[str]:
     if producer == "bee-queue":
         node = shutil.which("node") or "node"
         return [node, "one_call.mjs", "--port", str(redis.port), "--calls", str(calls),
-                "--rounds", str(rounds)]
+                "--rounds", str(rounds), *extra]
     return [sys.executable, str(HERE / "placement.py"), "client", "--url", redis.url,
-            "--producer", producer, "--calls", str(calls), "--rounds", str(rounds)]
+            "--producer", producer, "--calls", str(calls), "--rounds", str(rounds), *extra]
 
 
 E2S_ARGS = ["--sections", "e2s", "--e2s-n", "200", "--e2s-budget", "2.0", "--e2s-min", "20"]
@@ -327,6 +343,8 @@ def main() -> None:
                     help="beside a process busy DUTY (0-1) of the time: pinned as each "
                          "placement says; unpinned for --what timeline (0.5 by default there)")
     args = ap.parse_args()
+    if args.no_spin and args.producer != "timeline":
+        ap.error("--no-spin is the timeline client's")
     if args.role == "client":
         if args.producer == "timeline":
             timeline_client(args.url, args.calls, args.rounds,
