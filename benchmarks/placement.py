@@ -131,7 +131,7 @@ def timeline_lines(producer: str, redis: RedisServer, calls: int,
     classed by the CPUs read here as each line comes."""
     per_round = calls // WINDOW
     if producer in TIMELINE_OURS:
-        lines = pinned_lines(producer_argv(
+        lines = process_lines(producer_argv(
             "timeline", redis, calls, 2,
             ["--pids", ",".join(map(str, pids)), *TIMELINE_OURS[producer]]), None)
     else:
@@ -245,8 +245,8 @@ def client(url: str, producer: str, calls: int, rounds: int) -> None:
         asyncio.run(rounds_of_app())
 
 
-def pinned_lines(argv: list[str], cpu: int | None,
-                 cwd: Path | None = None) -> list[dict[str, Any]]:
+def process_lines(argv: list[str], cpu: int | None,
+                  cwd: Path | None = None) -> list[dict[str, Any]]:
     """``argv`` run on CPU ``cpu`` only (its children too; None: where the
     scheduler puts it): its JSON lines."""
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
@@ -290,7 +290,7 @@ def e2s_pinned(peer: str, redis: RedisServer, cpu: int) -> dict[str, float]:
         argv = [sys.executable, str(HERE / "lq_bench.py"), "bench", "--url", redis.url,
                 *E2S_ARGS]
         cwd = None
-    for row in pinned_lines(argv, cpu, cwd):
+    for row in process_lines(argv, cpu, cwd):
         if row.get("metric") == "e2s" and "p50_ms" in row:
             return {"p50_ms": float(row["p50_ms"]), "p99_ms": float(row["p99_ms"])}
     raise RuntimeError(f"{peer}: no e2s figure (its stdout held no e2s line)")
@@ -383,7 +383,7 @@ def one_main(busy: float, calls: int, rounds: int, reps: int) -> None:
                         os.sched_setaffinity(load.pid, {load_cpu})
                     for producer in alternated(rep, PRODUCERS):
                         cwd = HERE / "node" if producer == "bee-queue" else None
-                        lines = pinned_lines(
+                        lines = process_lines(
                             producer_argv(producer, redis, calls, rounds), cpu, cwd)
                         rates.setdefault((place, producer), []).extend(
                             float(line["calls_per_s"]) for line in lines)
