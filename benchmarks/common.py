@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -249,7 +250,8 @@ def drain_result(n: int, left_first: int, t_first: float, left_last: int, t_last
     done = left_first - left_last
     seconds = max(t_last - t_first, 1e-9)
     return {"value": round(done / seconds, 1), "n": n, "measured_jobs": done,
-            "seconds": round(seconds, 3), "complete": complete}
+            "seconds": round(seconds, 3), "complete": complete,
+            "mono": [t_first, t_last]}  # (time.monotonic(): measure_drain's clock)
 
 
 def measure_drain(left: Callable[[], int], n: int, budget: float,
@@ -349,6 +351,17 @@ def stamp_now(client: Any) -> None:
     client.rpush(STAMPS, time.time_ns())
 
 
+def e2s_result(samples: list[int], starts: list[float], started: float) -> dict[str, Any]:
+    """The probes' figures; with their monotonic window, the producer's
+    thread and each probe's (start, ns) for run.py's placement of the
+    processes (sched_trace.py), probe by probe."""
+    if not samples:
+        raise RuntimeError("no probe job started")
+    return {**latency_summary(samples), "mono": [started, time.monotonic()],
+            "tid": threading.get_native_id(),
+            "probes": [[round(t, 6), ns] for t, ns in zip(starts, samples, strict=True)]}
+
+
 def measure_e2s(send: Callable[[], None], url: str, count: int, budget: float,
                 min_n: int = 1) -> dict[str, Any]:
     import redis
@@ -356,21 +369,21 @@ def measure_e2s(send: Callable[[], None], url: str, count: int, budget: float,
     client = redis.Redis.from_url(url)
     client.delete(STAMPS)
     samples: list[int] = []
+    starts: list[float] = []  # each probe's start on time.monotonic()'s clock
     started = time.monotonic()
     try:
         while more_probes(samples, count, started, budget, min_n):
-            t0 = time.time_ns()
+            t0, mono = time.time_ns(), time.monotonic()
             send()
             got = client.blpop([STAMPS], timeout=max(2.0, budget))
             if got is None:
                 break
             samples.append(int(got[1]) - t0)
+            starts.append(mono)
             time.sleep(gap(samples))
     finally:
         client.close()
-    if not samples:
-        raise RuntimeError("no probe job started")
-    return latency_summary(samples)
+    return e2s_result(samples, starts, started)
 
 
 async def measure_e2s_async(send: Callable[[], Awaitable[Any]], url: str, count: int,
@@ -382,21 +395,21 @@ async def measure_e2s_async(send: Callable[[], Awaitable[Any]], url: str, count:
     client = aredis.Redis.from_url(url)
     await client.delete(STAMPS)
     samples: list[int] = []
+    starts: list[float] = []  # each probe's start on time.monotonic()'s clock
     started = time.monotonic()
     try:
         while more_probes(samples, count, started, budget, min_n):
-            t0 = time.time_ns()
+            t0, mono = time.time_ns(), time.monotonic()
             await send()
             got = await client.blpop([STAMPS], timeout=max(2.0, budget))
             if got is None:
                 break
             samples.append(int(got[1]) - t0)
+            starts.append(mono)
             await asyncio.sleep(gap(samples))
     finally:
         await client.aclose()
-    if not samples:
-        raise RuntimeError("no probe job started")
-    return latency_summary(samples)
+    return e2s_result(samples, starts, started)
 
 
 # -- concurrent enqueue and memory per queued job ---------------------------------
@@ -441,8 +454,13 @@ def memory_line(before: int, after: int, n: int) -> dict[str, Any]:
 
 
 def timed_rate(count: int, seconds: float) -> dict[str, Any]:
+    """A rate measured over the ``seconds`` that end now; ``mono``: that
+    window on time.monotonic()'s clock, over which run.py places the
+    section's processes (sched_trace.py)."""
+    now = time.monotonic()
     return {"value": round(count / max(seconds, 1e-9), 1), "n": count,
-            "seconds": round(seconds, 3)}
+            "seconds": round(seconds, 3), "mono": [now - seconds, now],
+            "tid": threading.get_native_id()}  # the thread that measured it: the client
 
 
 def cpu_model() -> str:

@@ -152,6 +152,7 @@ def markdown(results: dict[str, Any]) -> str:
     _header(results, out)
     _peers_table(results, out)
     _best_peer_table(results, out)
+    _placement_table(results, out)
     _leasequeue_section(results, out)
     _ceiling_section(results, out)
     return "\n".join(out) + "\n"
@@ -323,6 +324,110 @@ def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
         fmt = _num if higher else _ms if field.endswith("_ms") else _one
         w(f"| {label} | {fmt(mine)} | {best[0]} | {fmt(best[1])} | {ratio:.2f}× |")
     w("")
+
+# the columns an unpinned 2-CPU host's placement decides (README, "Where it
+# is behind"): (label, leasequeue's metrics, the peers' metric)
+PLACED = (("enqueue, one per call", ("enqueue_one", "enqueue_one_sync", "enqueue_one_uvloop"),
+           "enqueue_one"),
+          ("enqueue, 100 concurrent tasks", ("enqueue_concurrent", "enqueue_concurrent_uvloop"),
+           "enqueue_concurrent"),
+          ("enqueue→start p50", ("e2s",), "e2s"))
+LQ_LABELS = {"enqueue_one": "leasequeue `App`", "enqueue_one_sync": "leasequeue `SyncApp`",
+             "enqueue_one_uvloop": "leasequeue `App`, uvloop",
+             "enqueue_concurrent": "leasequeue `App`",
+             "enqueue_concurrent_uvloop": "leasequeue `App`, uvloop", "e2s": "leasequeue"}
+
+
+def _share(v: Any) -> str:
+    return "–" if v is None else f"{100 * float(v):.0f}%"
+
+
+def _placed(line: dict[str, Any]) -> str:
+    """One rep's figure and where its processes ran (sched_trace.py)."""
+    p = line.get("placement") or {}
+    if "p50_ms" in line:
+        figure = f"{float(line['p50_ms']):.3f} ms"
+        if not p:
+            return figure
+        return (f"{figure} (C·R {_share(p.get('client_with_redis'))}, "
+                f"W·R {_share(p.get('worker_with_redis'))}, "
+                f"C·W {_share(p.get('client_with_worker'))})")
+    figure = _num(float(line["value"]))
+    return f"{figure} ({_share(p.get('client_with_redis'))})" if p else figure
+
+
+def _placement_table(results: dict[str, Any], out: list[str]) -> None:
+    """Per rep of the placement-decided columns: the figure, and the share of
+    its window in which the client was on Redis's CPU (C·R; for the probes
+    also the worker, W·R, and the client and the worker, C·W)."""
+    if not results.get("placement_sampled"):
+        return
+    w = out.append
+    w("## Where each process ran (unpinned runs: the scheduler's placement)\n")
+    w("Per rep: the figure, then the share of its measured window in which two of its "
+      "processes were assigned to one CPU, from the kernel's scheduler events "
+      "(`sched_trace.py`): C·R the client (producer) and redis-server, W·R the worker "
+      "and redis-server, C·W the client and the worker. On a 2-CPU host a client beside "
+      "Redis takes turns with it on one CPU; apart, each wake-up crosses CPUs.\n")
+    sources = [(LQ_LABELS, results.get("leasequeue", {}).get("runs", []), True)]
+    sources += [({}, p.get("runs", []), name) for name, p in results.get("peers", {}).items()]
+    w("| column | queue | reps |")
+    w("|---|---|---|")
+    for label, lq_metrics, peer_metric in PLACED:
+        for labels, runs, who in sources:
+            metrics = lq_metrics if who is True else (peer_metric,)
+            for metric in metrics:
+                lines = [x for x in _lines(runs, metric)
+                         if x.get("value") is not None or x.get("p50_ms") is not None]
+                if not lines:
+                    continue
+                name = labels.get(metric, metric) if who is True else str(who)
+                w(f"| {label} | {name} | {'; '.join(map(_placed, lines))} |")
+    w("")
+    _probe_places(sources, out)
+
+
+PLACES = ("one CPU", "producer apart", "worker apart", "Redis apart")
+
+
+def _probe_places(sources: list[tuple[dict[str, str], list[dict[str, Any]], Any]],
+                  out: list[str]) -> None:
+    """The enqueue->start probes of every rep, by where the producer, the
+    worker and Redis were as the handler started: how many, and their p50."""
+    rows = []
+    for _, runs, who in sources:
+        groups: dict[str, list[float]] = {}
+        for x in _lines(runs, "e2s"):
+            probes = ((x.get("placement") or {}).get("probes") or {}).get("where")
+            if not probes or len(probes) != len(x.get("probes", [])):
+                continue
+            for place, (_, ns) in zip(probes, x["probes"], strict=True):
+                groups.setdefault(place, []).append(float(ns))
+        if groups:
+            rows.append(("leasequeue" if who is True else str(who), groups))
+    if not rows:
+        return
+    w = out.append
+    w("Enqueue→start, every probe of the reps by where its three processes were as its "
+      "handler started (producer and worker on one CPU with Redis on the other is "
+      "\"Redis apart\"): probes, and their p50 in ms.\n")
+    w("| queue | " + " | ".join(PLACES) + " | other |")
+    w("|---|" + "---:|" * (len(PLACES) + 1))
+    for name, groups in rows:
+        cells = []
+        for place in PLACES:
+            v = groups.get(place, [])
+            cells.append(f"{len(v)}: {_percentile(v, 50) / 1e6:.3f}" if v else "–")
+        other = sum(len(v) for k, v in groups.items() if k not in PLACES)
+        w(f"| {name} | " + " | ".join(cells) + f" | {other or '–'} |")
+    w("")
+
+
+def _percentile(samples: list[float], p: float) -> float:
+    """Nearest rank, as common.percentile (report.py is stdlib only)."""
+    ordered = sorted(samples)
+    return ordered[max(1, min(len(ordered), int(-(-p * len(ordered) // 100)))) - 1]
+
 
 def _leasequeue_section(results: dict[str, Any], out: list[str]) -> None:
     s = results["summary"]

@@ -33,7 +33,8 @@ sys.path.insert(0, str(HERE))
 import duty_load  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
 import envs  # noqa: E402
 import report  # noqa: E402
-from common import cpu_model  # noqa: E402
+import sched_trace  # noqa: E402
+from common import cpu_model, percentile  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -88,6 +89,10 @@ PEERS = [
 
 
 CLIENT_CPUS: set[int] | None = None  # --pin: every bench process on these CPUs
+# where each bench's processes ran (sched_trace.py): the kernel's events, and
+# redis-server's pid (None: --no-placement, or tracefs not writable here)
+TRACE: sched_trace.SchedTrace | None = None
+REDIS_PID = 0
 
 
 def log(msg: str) -> None:
@@ -97,12 +102,19 @@ def log(msg: str) -> None:
 def run_lines(argv: list[str], timeout: float,
               name: str) -> tuple[list[dict[str, Any]], str | None]:
     """Run one bench process in its own session; on timeout kill the whole
-    group (its worker processes too) and keep the lines it had printed."""
+    group (its worker processes too) and keep the lines it had printed. Each
+    measured section's line (one with its ``mono`` window) gets where its
+    processes ran over that window (placed()), unless --no-placement."""
     TMP.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("BENCH_URL", None)
     cpus = CLIENT_CPUS  # (run.py --pin: the clients' CPUs, their workers' too)
+    trace = TRACE
+    known: dict[int, tuple[float, int]] = {}
+    if trace is not None:
+        trace.begin()
+        known[REDIS_PID] = (time.monotonic(), sched_trace.last_cpu(REDIS_PID))
     with open(TMP / f"{name}.stderr", "wb") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=HERE, env=env,
                                 start_new_session=True,
@@ -120,6 +132,12 @@ def run_lines(argv: list[str], timeout: float,
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    placement = None
+    if trace is not None:
+        try:
+            placement = sched_trace.parse(trace.end(), proc.pid, known)
+        except (OSError, RuntimeError) as exc:
+            log(f"{name}: no placement: {exc}")
     lines = []
     for raw in out.decode(errors="replace").splitlines():
         try:
@@ -127,11 +145,60 @@ def run_lines(argv: list[str], timeout: float,
         except ValueError:
             continue
         if isinstance(item, dict) and "metric" in item:
+            if placement is not None:
+                item["placement"] = placed(placement, item)
             lines.append(item)
     if error is None and proc.returncode != 0:
         tail = (TMP / f"{name}.stderr").read_text(errors="replace").strip().splitlines()[-3:]
         error = f"exit {proc.returncode}: " + " | ".join(tail)[-400:]
     return lines, error
+
+
+def placed(placement: sched_trace.Placement, item: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a line's processes ran over its ``mono`` window (common.timed_rate,
+    drain_result and the e2s probes, node/common.mjs alike; None without
+    one): per pair of the client (the thread the line names as ``tid``, else
+    the bench's main thread), the worker (the process the bench started that
+    was alive longest in the window, if any) and redis-server's main thread,
+    the share of the window in which the two were assigned to one CPU."""
+    mono = item.get("mono")
+    if not (isinstance(mono, list) and len(mono) == 2):
+        return None
+    t0, t1 = float(mono[0]), float(mono[1])
+    tasks = {"client": int(item.get("tid") or placement.leader), "redis": REDIS_PID}
+    worker = placement.worker(t0, t1)
+    if worker is not None:
+        tasks["worker"] = worker
+    out: dict[str, Any] = {}
+    for x, y in (("client", "redis"), ("worker", "redis"), ("client", "worker")):
+        if x in tasks and y in tasks:
+            out[f"{x}_with_{y}"] = placement.share(tasks[x], tasks[y], t0, t1)
+    if worker is not None and isinstance(item.get("probes"), list):
+        out["probes"] = by_placement(placement, tasks, item["probes"])
+    return out
+
+
+def by_placement(placement: sched_trace.Placement, tasks: dict[str, int],
+                 probes: list[list[float]]) -> dict[str, Any]:
+    """The enqueue->start probes by where their three processes were as the
+    handler started (Placement.probe): ``where``, one entry per probe (in the
+    order of the line's ``probes``), and per place how many probes, their
+    p50 in ms, and how many saw each process change CPU during the probe."""
+    where: list[str] = []
+    groups: dict[str, list[float]] = {}
+    moves: dict[str, dict[str, int]] = {}
+    for start, ns in probes:
+        place, moved = placement.probe(tasks["client"], tasks["worker"], tasks["redis"],
+                                       start, start + ns / 1e9)
+        where.append(place)
+        groups.setdefault(place, []).append(ns)
+        for name in moved:
+            counts = moves.setdefault(place, {})
+            counts[name] = counts.get(name, 0) + 1
+    return {"where": where, "places": {
+        place: {"n": len(v), "p50_ms": round(percentile(v, 50) / 1e6, 4),
+                "moved": moves.get(place, {})}
+        for place, v in sorted(groups.items())}}
 
 
 def bench_flags(mode: Mode, url: str, drain_budget: float) -> list[str]:
@@ -299,6 +366,29 @@ def prepare_host(server: RedisServer, pinned: bool, busy: float) -> list[Any]:
     return loads
 
 
+def open_trace(server: RedisServer, wanted: bool) -> bool:
+    """Where each bench's processes run, recorded from now on (sched_trace.py)
+    if ``wanted``: False where the tracefs instance cannot be made (not root,
+    no tracefs)."""
+    global TRACE, REDIS_PID
+    assert server.proc is not None
+    if not wanted:
+        return False
+    trace = sched_trace.SchedTrace()
+    if not trace.open():
+        log("no placement: the tracefs instance could not be made (root, tracefs)")
+        return False
+    TRACE, REDIS_PID = trace, server.proc.pid
+    return True
+
+
+def close_trace() -> None:
+    global TRACE
+    if TRACE is not None:
+        TRACE.close()
+        TRACE = None
+
+
 def pin(server: RedisServer) -> None:
     """run.py --pin: redis-server on CPU 0, every bench process started from
     now on (and its workers) on the other CPUs."""
@@ -326,6 +416,9 @@ def main() -> None:
                     help="redis-server on CPU 0, every client (and its workers) on the "
                          "others: the scheduler's placement out of the figures "
                          "(placement.py; README, 'Where it is behind')")
+    ap.add_argument("--no-placement", action="store_true",
+                    help="no record of where each process ran (sched_trace.py: the "
+                         "kernel's scheduler events, through a tracefs instance)")
     args = ap.parse_args()
     if not 0 <= args.busy < 1:
         raise SystemExit("--busy is a share of the time: from 0 up to, not including, 1")
@@ -353,7 +446,8 @@ def main() -> None:
         "machine": machine(),
         "versions": {"leasequeue": leasequeue.__version__, **client_versions()},
         "git": git_state(), "code_fingerprint_start": code_fingerprint(),
-        "busy": args.busy, "pinned": args.pin, "ceiling": {}, "leasequeue": {}, "peers": {},
+        "busy": args.busy, "pinned": args.pin, "placement_sampled": not args.no_placement,
+        "ceiling": {}, "leasequeue": {}, "peers": {},
     }
     statuses = install(selected)
     plot_env = envs.ensure_pip_env("plot")  # matplotlib, for the PNG at the end
@@ -364,6 +458,7 @@ def main() -> None:
     server.start()
     log(f"redis-server {server.version()} on {server.url} (no persistence)")
     results["versions"]["redis"] = server.version()
+    results["placement_sampled"] = open_trace(server, not args.no_placement)
     loads = prepare_host(server, args.pin, args.busy)
     try:
         run_ceiling(server, mode, results["ceiling"])
@@ -384,6 +479,7 @@ def main() -> None:
     finally:
         duty_load.stop(loads)
         server.stop()
+        close_trace()
     results["code_fingerprint_end"] = code_fingerprint()
     if results["code_fingerprint_end"] != results["code_fingerprint_start"]:
         log("WARNING: leasequeue/ or lua/ changed during the run; figures may mix versions")

@@ -34,8 +34,12 @@ export const emitError = (metric, err) => emit(metric, { error: String(err).slic
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // wall-clock ns with sub-ms precision, comparable across processes
 export const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
+// CLOCK_MONOTONIC in s, as Python's time.monotonic(): run.py places a section's
+// processes over its "mono" window (sched_trace.py); tid: the main thread's, the client
+export const monoNow = () => Number(process.hrtime.bigint()) / 1e9;
+// a rate measured over the s seconds that end now
 export const rate = (n, s) => ({ value: Math.round((n / Math.max(s, 1e-9)) * 10) / 10, n,
-  seconds: Math.round(s * 1000) / 1000 });
+  seconds: Math.round(s * 1000) / 1000, mono: [monoNow() - s, monoNow()], tid: process.pid });
 
 function percentile(sorted, p) {
   const rank = Math.max(1, Math.min(sorted.length, Math.ceil((p * sorted.length) / 100)));
@@ -110,8 +114,10 @@ export async function concurrentEnqueue(addOne, n, budget) {
 function drainResult(n, leftFirst, tFirst, leftLast, tLast, complete) {
   const done = leftFirst - leftLast;
   const s = Math.max((tLast - tFirst) / 1000, 1e-9);
+  const mono = monoNow() - performance.now() / 1000; // performance.now()'s 0 on that clock
   return { value: Math.round((done / s) * 10) / 10, n, measured_jobs: done,
-    seconds: Math.round(s * 1000) / 1000, complete };
+    seconds: Math.round(s * 1000) / 1000, complete,
+    mono: [mono + tFirst / 1000, mono + tLast / 1000] };
 }
 
 let rngState = 7;
@@ -125,7 +131,9 @@ export async function measureE2s(add, a, count, budget, minN = 1) {
   const r = new IORedis(a.connection);
   await r.del(STAMPS);
   const samples = [];
+  const probes = []; // each probe's [start on CLOCK_MONOTONIC, ns]: run.py places it
   const started = performance.now();
+  const monoStart = monoNow();
   // as common.more_probes(): a slow (polling) worker may take 12 s for minN probes
   const more = () => {
     const elapsed = (performance.now() - started) / 1000;
@@ -134,11 +142,13 @@ export async function measureE2s(add, a, count, budget, minN = 1) {
   try {
     while (more()) {
       const t0 = nowNs();
+      const mono = monoNow();
       await add();
       const got = await r.blpop(STAMPS, Math.max(2, budget));
       if (!got) break;
       const lat = Number(BigInt(got[1]) - t0);
       samples.push(lat);
+      probes.push([Math.round(mono * 1e6) / 1e6, lat]);
       // same rule as common.gap(): a slow start means a poller, so spread
       const slowest = Math.max(...samples);
       const extra = slowest > 20e6 ? rand() * slowest / 1e6 : 0;
@@ -150,7 +160,8 @@ export async function measureE2s(add, a, count, budget, minN = 1) {
   if (!samples.length) throw new Error("no probe job started");
   samples.sort((x, y) => x - y);
   return { n: samples.length, p50_ms: percentile(samples, 50) / 1e6,
-    p99_ms: percentile(samples, 99) / 1e6 };
+    p99_ms: percentile(samples, 99) / 1e6,
+    mono: [monoStart, monoNow()], tid: process.pid, probes };
 }
 
 // the worker role of the calling script (argv[1]), at that concurrency
