@@ -16,6 +16,7 @@ placed by its scheduler.
   python benchmarks/standing.py --since 2026-12-03   # the runs from that day on
   python benchmarks/standing.py --by host            # banded per kind of host
   python benchmarks/standing.py DIR ...              # these result directories
+  python benchmarks/standing.py --placement          # by where the processes ran
 """
 
 from __future__ import annotations
@@ -113,6 +114,62 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
     return out
 
 
+# one enqueue per call: leasequeue's App and the Node peers, by where the client ran
+ONE_PER_CALL = (("leasequeue `App`", "leasequeue", "enqueue_one"),
+                ("leasequeue `SyncApp`", "leasequeue", "enqueue_one_sync"),
+                ("leasequeue `App`, uvloop", "leasequeue", "enqueue_one_uvloop"),
+                ("bee-queue", "bee-queue-node", "enqueue_one"),
+                ("BullMQ", "bullmq-node", "enqueue_one"))
+PLACES = ("one CPU", "producer apart", "worker apart", "Redis apart")
+
+
+def _reps(run: dict[str, Any], queue: str, metric: str) -> list[dict[str, Any]]:
+    side = run["leasequeue"] if queue == "leasequeue" else run["peers"].get(queue, {})
+    return [x for r in side.get("runs", []) for x in r.get("lines", [])
+            if x.get("metric") == metric and x.get("placement")]
+
+
+def placement(runs: list[dict[str, Any]]) -> list[str]:
+    """--placement: over the runs that recorded where their processes ran
+    (run.py, sched_trace.py), one enqueue per call by where the client was
+    (its rep's share of the window on Redis's CPU, over or under half), and
+    every enqueue->start probe by where its three processes were."""
+    placed = [r for r in runs if r.get("placement_sampled")]
+    out = [f"{_count(len(placed), 'run')} that recorded placement "
+           f"({', '.join(r['_dir'] for r in placed)})", "",
+           "| one enqueue per call | reps with the client on Redis's CPU over half the time: "
+           "calls/s, median (reps) | the rest: calls/s, median (reps) |", "|---|---:|---:|"]
+    for label, queue, metric in ONE_PER_CALL:
+        beside: list[float] = []
+        apart: list[float] = []
+        for run in placed:
+            for x in _reps(run, queue, metric):
+                share = x["placement"].get("client_with_redis")
+                if share is not None and x.get("value") is not None:
+                    (beside if share > 0.5 else apart).append(float(x["value"]))
+        cells = [f"{statistics.median(v):,.0f} ({len(v)})" if v else "–" for v in (beside, apart)]
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out += ["", "| enqueue→start, every probe | " + " | ".join(PLACES) + " | other |",
+            "|---|" + "---:|" * (len(PLACES) + 1)]
+    for label, queue in (("leasequeue", "leasequeue"), ("bee-queue", "bee-queue-node"),
+                         ("BullMQ", "bullmq-node")):
+        groups: dict[str, list[float]] = {}
+        for run in placed:
+            for x in _reps(run, queue, "e2s"):
+                where = (x["placement"].get("probes") or {}).get("where") or []
+                if not where or len(where) != len(x.get("probes", [])):
+                    continue
+                for place, (_, ns) in zip(where, x["probes"], strict=True):
+                    groups.setdefault(place, []).append(float(ns) / 1e6)
+        cells = []
+        for place in PLACES:
+            v = groups.get(place, [])
+            cells.append(f"{len(v)}: {statistics.median(v):.3f} ms" if v else "–")
+        other = sum(len(v) for k, v in groups.items() if k not in PLACES)
+        out.append(f"| {label} | " + " | ".join(cells) + f" | {other or '–'} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="*", type=Path,
@@ -120,12 +177,15 @@ def main() -> None:
     ap.add_argument("--since", default="", help="only runs from this day on (YYYY-MM-DD)")
     ap.add_argument("--by", choices=("day", "host"), default="day",
                     help="band the runs per day (default) or per kind of host")
+    ap.add_argument("--placement", action="store_true",
+                    help="one enqueue per call and the enqueue->start probes by where "
+                         "the processes ran (the runs that recorded it)")
     args = ap.parse_args()
     dirs = args.dirs or sorted(RESULTS.glob("node_peers_*"))
     runs = [r for r in load(dirs) if r["date"][:10] >= args.since]
     if not runs:
         sys.exit("no run against both Node peers in those directories")
-    print("\n".join(standing(runs, args.by)))
+    print("\n".join(placement(runs) if args.placement else standing(runs, args.by)))
 
 
 if __name__ == "__main__":
