@@ -353,7 +353,12 @@ def _placed(line: dict[str, Any]) -> str:
                 f"W·R {_share(p.get('worker_with_redis'))}, "
                 f"C·W {_share(p.get('client_with_worker'))})")
     figure = _num(float(line["value"]))
-    return f"{figure} ({_share(p.get('client_with_redis'))})" if p else figure
+    if not p:
+        return figure
+    if p.get("redis_with_load") is not None:  # run.py --busy: Redis beside the load?
+        return (f"{figure} (C·R {_share(p.get('client_with_redis'))}, "
+                f"R·L {_share(p.get('redis_with_load'))})")
+    return f"{figure} ({_share(p.get('client_with_redis'))})"
 
 
 def _placement_table(results: dict[str, Any], out: list[str]) -> None:
@@ -367,7 +372,8 @@ def _placement_table(results: dict[str, Any], out: list[str]) -> None:
     w("Per rep: the figure, then the share of its measured window in which two of its "
       "processes were assigned to one CPU, from the kernel's scheduler events "
       "(`sched_trace.py`): C·R the client (producer) and redis-server, W·R the worker "
-      "and redis-server, C·W the client and the worker. On a 2-CPU host a client beside "
+      "and redis-server, C·W the client and the worker, and beside a load (run.py "
+      "--busy) R·L redis-server and the load. On a 2-CPU host a client beside "
       "Redis takes turns with it on one CPU; apart, each wake-up crosses CPUs.\n")
     sources = [(LQ_LABELS, results.get("leasequeue", {}).get("runs", []), True)]
     sources += [({}, p.get("runs", []), name) for name, p in results.get("peers", {}).items()]

@@ -93,6 +93,7 @@ CLIENT_CPUS: set[int] | None = None  # --pin: every bench process on these CPUs
 # redis-server's pid (None: --no-placement, or tracefs not writable here)
 TRACE: sched_trace.SchedTrace | None = None
 REDIS_PID = 0
+LOAD_PID = 0  # --busy: the duty load's process (placed too: is Redis beside it?)
 
 
 def log(msg: str) -> None:
@@ -114,7 +115,8 @@ def run_lines(argv: list[str], timeout: float,
     known: dict[int, tuple[float, int]] = {}
     if trace is not None:
         trace.begin()
-        known[REDIS_PID] = (time.monotonic(), sched_trace.last_cpu(REDIS_PID))
+        for pid in filter(None, (REDIS_PID, LOAD_PID)):
+            known[pid] = (time.monotonic(), sched_trace.last_cpu(pid))
     with open(TMP / f"{name}.stderr", "wb") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=HERE, env=env,
                                 start_new_session=True,
@@ -159,8 +161,9 @@ def placed(placement: sched_trace.Placement, item: dict[str, Any]) -> dict[str, 
     drain_result and the e2s probes, node/common.mjs alike; None without
     one): per pair of the client (the thread the line names as ``tid``, else
     the bench's main thread), the worker (the process the bench started that
-    was alive longest in the window, if any) and redis-server's main thread,
-    the share of the window in which the two were assigned to one CPU."""
+    was alive longest in the window, if any), redis-server's main thread and,
+    with --busy, the duty load's process, the share of the window in which
+    the two were assigned to one CPU."""
     mono = item.get("mono")
     if not (isinstance(mono, list) and len(mono) == 2):
         return None
@@ -169,8 +172,11 @@ def placed(placement: sched_trace.Placement, item: dict[str, Any]) -> dict[str, 
     worker = placement.worker(t0, t1)
     if worker is not None:
         tasks["worker"] = worker
+    if LOAD_PID:
+        tasks["load"] = LOAD_PID
     out: dict[str, Any] = {}
-    for x, y in (("client", "redis"), ("worker", "redis"), ("client", "worker")):
+    for x, y in (("client", "redis"), ("worker", "redis"), ("client", "worker"),
+                 ("redis", "load"), ("client", "load")):
         if x in tasks and y in tasks:
             out[f"{x}_with_{y}"] = placement.share(tasks[x], tasks[y], t0, t1)
     if worker is not None and isinstance(item.get("probes"), list):
@@ -360,9 +366,11 @@ def prepare_host(server: RedisServer, pinned: bool, busy: float) -> list[Any]:
     processes, for duty_load.stop)."""
     if pinned:
         pin(server)
+    global LOAD_PID
     loads = duty_load.start(busy, 1)
     if loads:
         log(f"beside a process busy {busy:.0%} of the time (duty_load.py)")
+        LOAD_PID = loads[0].pid  # placed too (placed(): is Redis beside it?)
     return loads
 
 
