@@ -17,6 +17,7 @@ placed by its scheduler.
   python benchmarks/standing.py --by host            # banded per kind of host
   python benchmarks/standing.py DIR ...              # these result directories
   python benchmarks/standing.py --placement          # by where the processes ran
+  python benchmarks/standing.py --placement --busy DIR ...   # the same beside a load
 """
 
 from __future__ import annotations
@@ -43,17 +44,17 @@ TARGETS = {
 }
 
 
-def load(dirs: list[Path]) -> list[dict[str, Any]]:
+def load(dirs: list[Path], busy: bool = False) -> list[dict[str, Any]]:
     """The runs of ``dirs`` against both Node peers, each results.json once,
-    oldest first."""
+    oldest first (``busy``: only the runs beside a load, run.py --busy)."""
     runs = []
     for d in dirs:
         path = d / "results.json"
         if not path.is_file():
             continue
         results = json.loads(path.read_text())
-        if results.get("busy") or results.get("pinned"):  # run.py --busy / --pin: other
-            continue  # conditions than this band's (a quiet host, placed by its scheduler)
+        if bool(results.get("busy")) != busy or results.get("pinned"):  # run.py --busy /
+            continue  # --pin: other conditions than this band's (a quiet host, its placement)
         peers = results.get("summary", {}).get("peers", {})
         if all(peers.get(p, {}).get("version") for p in NODE_PEERS):
             results["_dir"] = d.name
@@ -135,16 +136,21 @@ def placement(runs: list[dict[str, Any]]) -> list[str]:
     (its rep's share of the window on Redis's CPU, over or under half), and
     every enqueue->start probe by where its three processes were."""
     placed = [r for r in runs if r.get("placement_sampled")]
+    # beside a load (--busy): whether Redis shared the load's CPU decides, more
+    # than whether the client shared Redis's
+    busy = any(r.get("busy") for r in placed)
+    pair, what = (("redis_with_load", "Redis on the load's CPU") if busy
+                  else ("client_with_redis", "the client on Redis's CPU"))
     out = [f"{_count(len(placed), 'run')} that recorded placement "
            f"({', '.join(r['_dir'] for r in placed)})", "",
-           "| one enqueue per call | reps with the client on Redis's CPU over half the time: "
+           f"| one enqueue per call | reps with {what} over half the time: "
            "calls/s, median (reps) | the rest: calls/s, median (reps) |", "|---|---:|---:|"]
     for label, queue, metric in ONE_PER_CALL:
         beside: list[float] = []
         apart: list[float] = []
         for run in placed:
             for x in _reps(run, queue, metric):
-                share = x["placement"].get("client_with_redis")
+                share = x["placement"].get(pair)
                 if share is not None and x.get("value") is not None:
                     (beside if share > 0.5 else apart).append(float(x["value"]))
         cells = [f"{statistics.median(v):,.0f} ({len(v)})" if v else "–" for v in (beside, apart)]
@@ -177,12 +183,14 @@ def main() -> None:
     ap.add_argument("--since", default="", help="only runs from this day on (YYYY-MM-DD)")
     ap.add_argument("--by", choices=("day", "host"), default="day",
                     help="band the runs per day (default) or per kind of host")
+    ap.add_argument("--busy", action="store_true",
+                    help="the runs beside a load (run.py --busy) instead of the quiet ones")
     ap.add_argument("--placement", action="store_true",
                     help="one enqueue per call and the enqueue->start probes by where "
                          "the processes ran (the runs that recorded it)")
     args = ap.parse_args()
     dirs = args.dirs or sorted(RESULTS.glob("node_peers_*"))
-    runs = [r for r in load(dirs) if r["date"][:10] >= args.since]
+    runs = [r for r in load(dirs, args.busy) if r["date"][:10] >= args.since]
     if not runs:
         sys.exit("no run against both Node peers in those directories")
     print("\n".join(placement(runs) if args.placement else standing(runs, args.by)))
