@@ -157,6 +157,7 @@ class SchedTrace:
         (self.dir / rel).write_text(value)
 
     def open(self) -> bool:
+        self._remove_stale()
         try:
             self.dir.mkdir()
             self._write("trace_clock", "mono")
@@ -168,6 +169,17 @@ class SchedTrace:
             self.close()
             return False
         return True
+
+    def _remove_stale(self) -> None:
+        """Instances an earlier harness left behind (killed before its
+        close()), its pid in the name and no longer running."""
+        for stale in (TRACEFS / "instances").glob("leasequeue-bench-*"):
+            pid = stale.name.rsplit("-", 1)[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                try:
+                    stale.rmdir()
+                except OSError:
+                    pass
 
     def begin(self) -> None:
         self._write("trace", "")  # (cleared)

@@ -1,0 +1,75 @@
+"""benchmarks/sched_trace.py: the harness's record of where each bench's
+processes ran, read from the kernel's scheduler events. The parsing and the
+shares are checked here on a written trace (no tracefs needed); the harness
+runs them on a real one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import sched_trace  # (benchmarks/ is a folder of scripts, not a package)
+
+# the bench's leader 100 forks a thread 101 and a worker process 200 (which
+# execs); 300 is a process of someone else; redis-server is 50, read from
+# /proc at 9.0 on CPU 0
+TRACE = """\
+# tracer: nop (lines as tracefs prints them, their comm= and prio= fields cut for length)
+  python-100 [001] .....  10.000000: sched_process_fork: pid=100 child_pid=101
+  python-100 [001] d..2.  10.000100: sched_wakeup_new: pid=101 target_cpu=001
+  python-100 [001] .....  10.100000: sched_process_fork: pid=100 child_pid=200
+  python-100 [001] d..2.  10.100100: sched_wakeup_new: pid=200 target_cpu=000
+  python-200 [000] .....  10.100200: sched_process_exec: filename=/bin/py pid=200 old_pid=200
+    bash-300 [000] .....  10.200000: sched_process_fork: pid=300 child_pid=301
+    bash-300 [000] .....  10.200100: sched_process_exec: filename=/usr/bin/ls pid=301 old_pid=301
+  migration/0-18 [000] d..3.  10.500000: sched_migrate_task: pid=50 orig_cpu=0 dest_cpu=1
+  python-200 [000] .....  10.800000: sched_process_exit: pid=200
+"""
+
+
+def placement() -> sched_trace.Placement:
+    p = sched_trace.parse(TRACE, 100, {50: (9.0, 0), 100: (9.5, 1)})
+    return p
+
+
+def test_the_tree_holds_the_leaders_threads_and_processes_only() -> None:
+    p = placement()
+    assert p.tree == {100, 101, 200}
+    assert p.execs == {200: 10.1002, 301: 10.2001}
+    assert p.exits == {200: 10.8}
+
+
+def test_a_share_is_the_time_two_tasks_spent_on_one_cpu_while_both_lived() -> None:
+    p = placement()
+    # redis on CPU 0 until 10.5, then 1; the leader on CPU 1 throughout
+    assert p.share(100, 50, 10.2, 11.0) == pytest.approx(0.5 / 0.8, abs=1e-3)
+    # the worker (CPU 0) lives until 10.8: with redis 10.2-10.5 of 10.2-10.8
+    assert p.share(200, 50, 10.2, 11.0) == pytest.approx(0.5, abs=1e-3)
+    # never both alive in the window: no share at all
+    assert p.share(200, 50, 10.9, 11.0) is None
+    assert p.share(100, 50, 10.6, 11.0) == 1.0
+
+
+def test_the_worker_is_the_process_the_bench_started_not_the_bench_or_another() -> None:
+    p = placement()
+    p.execs[100] = 9.6  # the bench's own exec: never its own worker
+    assert p.worker(10.2, 11.0) == 200
+    assert p.worker(10.9, 11.0) is None  # it had exited
+
+
+def test_a_probe_is_placed_by_where_its_three_tasks_were_as_it_ended() -> None:
+    p = placement()
+    # at 10.4: client 100 on 1, worker 200 on 0, redis on 0
+    assert p.probe(100, 200, 50, 10.3, 10.4) == ("producer apart", [])
+    # across 10.5 redis moved to CPU 1, beside the client
+    assert p.probe(100, 200, 50, 10.45, 10.55) == ("worker apart", ["redis"])
+    assert p.probe(100, 200, 50, 10.85, 10.9) == ("unknown", [])  # the worker had exited
+
+
+def test_no_tracefs_means_no_placement_not_an_error(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sched_trace, "TRACEFS", tmp_path / "absent")
+    assert sched_trace.SchedTrace(name="t").open() is False
