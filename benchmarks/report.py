@@ -4,6 +4,7 @@ Markdown report (markdown). Stdlib only."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "memory_per_job",
@@ -336,100 +337,132 @@ LQ_LABELS = {"enqueue_one": "leasequeue `App`", "enqueue_one_sync": "leasequeue 
              "enqueue_one_uvloop": "leasequeue `App`, uvloop",
              "enqueue_concurrent": "leasequeue `App`",
              "enqueue_concurrent_uvloop": "leasequeue `App`, uvloop", "e2s": "leasequeue"}
+# peers whose handlers run in the process their bench started (sched_trace.py:
+# a worker is placed only where it is that process; a prefork pool's is not)
+WORKER_PLACED = ("leasequeue", "bullmq-node", "bee-queue-node")
+# where an enqueue->start probe's three processes were (sched_trace.Placement.probe)
+PLACES = ("one CPU", "producer apart", "worker apart", "Redis apart", "all apart")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One queue's reps in a run: its name, its runs, and whether it is
+    leasequeue (which has several rows per placed column)."""
+
+    name: str
+    runs: list[dict[str, Any]]
+    lq: bool
+
+
+def placement_recorded(results: dict[str, Any]) -> bool:
+    """Whether the run recorded where its processes ran (the key's first name,
+    2026-12-06, was placement_sampled)."""
+    return bool(results.get("placement_recorded", results.get("placement_sampled")))
+
+
+def sources(results: dict[str, Any]) -> list[_Source]:
+    """leasequeue's reps, then each peer's."""
+    out = [_Source("leasequeue", results.get("leasequeue", {}).get("runs", []), True)]
+    out += [_Source(name, p.get("runs", []), False)
+            for name, p in results.get("peers", {}).items()]
+    return out
 
 
 def _share(v: Any) -> str:
     return "–" if v is None else f"{100 * float(v):.0f}%"
 
 
-def _placed(line: dict[str, Any]) -> str:
-    """One rep's figure and where its processes ran (sched_trace.py)."""
+def _placed(line: dict[str, Any], worker: bool) -> str:
+    """One rep's figure and where its processes ran (sched_trace.py); the
+    worker's pairs only where ``worker`` (WORKER_PLACED)."""
     p = line.get("placement") or {}
-    if "p50_ms" in line:
-        figure = f"{float(line['p50_ms']):.3f} ms"
-        if not p:
-            return figure
-        return (f"{figure} (C·R {_share(p.get('client_with_redis'))}, "
-                f"W·R {_share(p.get('worker_with_redis'))}, "
-                f"C·W {_share(p.get('client_with_worker'))})")
-    figure = _num(float(line["value"]))
-    if not p:
-        return figure
+    figure = (f"{float(line['p50_ms']):.3f} ms" if "p50_ms" in line
+              else _num(float(line["value"])))
+    shares = [f"C·R {_share(p.get('client_with_redis'))}"] if p else []
+    if p and "p50_ms" in line and worker:
+        shares += [f"W·R {_share(p.get('worker_with_redis'))}",
+                   f"C·W {_share(p.get('client_with_worker'))}"]
     if p.get("redis_with_load") is not None:  # run.py --busy: Redis beside the load?
-        return (f"{figure} (C·R {_share(p.get('client_with_redis'))}, "
-                f"R·L {_share(p.get('redis_with_load'))})")
-    return f"{figure} ({_share(p.get('client_with_redis'))})"
+        shares.append(f"R·L {_share(p.get('redis_with_load'))}")
+    return f"{figure} ({', '.join(shares)})" if shares else figure
 
 
 def _placement_table(results: dict[str, Any], out: list[str]) -> None:
     """Per rep of the placement-decided columns: the figure, and the share of
     its window in which the client was on Redis's CPU (C·R; for the probes
-    also the worker, W·R, and the client and the worker, C·W)."""
-    if not results.get("placement_sampled"):
+    also the worker, W·R, and the client and the worker, C·W; beside a load
+    Redis and the load, R·L)."""
+    if not placement_recorded(results):
         return
     w = out.append
-    w("## Where each process ran (unpinned runs: the scheduler's placement)\n")
+    w("## Where each process ran\n")
     w("Per rep: the figure, then the share of its measured window in which two of its "
       "processes were assigned to one CPU, from the kernel's scheduler events "
       "(`sched_trace.py`): C·R the client (producer) and redis-server, W·R the worker "
-      "and redis-server, C·W the client and the worker, and beside a load (run.py "
-      "--busy) R·L redis-server and the load. On a 2-CPU host a client beside "
-      "Redis takes turns with it on one CPU; apart, each wake-up crosses CPUs.\n")
-    sources = [(LQ_LABELS, results.get("leasequeue", {}).get("runs", []), True)]
-    sources += [({}, p.get("runs", []), name) for name, p in results.get("peers", {}).items()]
+      "and redis-server, C·W the client and the worker (leasequeue and the Node peers: "
+      "the others' handlers run in forked children not placed), and beside a load "
+      "(run.py --busy) R·L redis-server and the load. On a 2-CPU host a client beside "
+      "Redis takes turns with it on one CPU; apart, each wake-up crosses CPUs. "
+      + ("The run pinned redis-server and the clients (--pin): this shows the pinning.\n"
+         if results.get("pinned") else "\n"))
     w("| column | queue | reps |")
     w("|---|---|---|")
     for label, lq_metrics, peer_metric in PLACED:
-        for labels, runs, who in sources:
-            metrics = lq_metrics if who is True else (peer_metric,)
-            for metric in metrics:
-                lines = [x for x in _lines(runs, metric)
+        for src in sources(results):
+            for metric in lq_metrics if src.lq else (peer_metric,):
+                lines = [x for x in _lines(src.runs, metric)
                          if x.get("value") is not None or x.get("p50_ms") is not None]
                 if not lines:
                     continue
-                name = labels.get(metric, metric) if who is True else str(who)
-                w(f"| {label} | {name} | {'; '.join(map(_placed, lines))} |")
+                name = LQ_LABELS.get(metric, metric) if src.lq else src.name
+                worker = src.name in WORKER_PLACED
+                w(f"| {label} | {name} | "
+                  + "; ".join(_placed(x, worker) for x in lines) + " |")
     w("")
-    _probe_places(sources, out)
+    _probe_places(results, out)
 
 
-PLACES = ("one CPU", "producer apart", "worker apart", "Redis apart")
+def probe_groups(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The enqueue->start probes of ``runs``' e2s lines (ns), by where their
+    three processes were as the handler started (run.py's placement)."""
+    groups: dict[str, list[float]] = {}
+    for x in _lines(runs, "e2s"):
+        where = ((x.get("placement") or {}).get("probes") or {}).get("where")
+        if not where or len(where) != len(x.get("probes", [])):
+            continue
+        for place, (_, ns) in zip(where, x["probes"], strict=True):
+            groups.setdefault(place, []).append(float(ns))
+    return groups
 
 
-def _probe_places(sources: list[tuple[dict[str, str], list[dict[str, Any]], Any]],
-                  out: list[str]) -> None:
+def probe_cells(groups: dict[str, list[float]]) -> list[str]:
+    """Per PLACES (then any other): how many probes, and their p50 in ms."""
+    cells = [f"{len(v)}: {percentile(v, 50) / 1e6:.3f}" if (v := groups.get(place)) else "–"
+             for place in PLACES]
+    other = sum(len(v) for k, v in groups.items() if k not in PLACES)
+    return [*cells, str(other or "–")]
+
+
+def _probe_places(results: dict[str, Any], out: list[str]) -> None:
     """The enqueue->start probes of every rep, by where the producer, the
     worker and Redis were as the handler started: how many, and their p50."""
-    rows = []
-    for _, runs, who in sources:
-        groups: dict[str, list[float]] = {}
-        for x in _lines(runs, "e2s"):
-            probes = ((x.get("placement") or {}).get("probes") or {}).get("where")
-            if not probes or len(probes) != len(x.get("probes", [])):
-                continue
-            for place, (_, ns) in zip(probes, x["probes"], strict=True):
-                groups.setdefault(place, []).append(float(ns))
-        if groups:
-            rows.append(("leasequeue" if who is True else str(who), groups))
+    rows = [(src.name, groups) for src in sources(results) if src.name in WORKER_PLACED
+            and (groups := probe_groups(src.runs))]
     if not rows:
         return
     w = out.append
     w("Enqueue→start, every probe of the reps by where its three processes were as its "
       "handler started (producer and worker on one CPU with Redis on the other is "
-      "\"Redis apart\"): probes, and their p50 in ms.\n")
+      "\"Redis apart\"; a snapshot at that instant, where the window's shares above "
+      "weigh the idle time between probes too): probes, and their p50 in ms.\n")
     w("| queue | " + " | ".join(PLACES) + " | other |")
     w("|---|" + "---:|" * (len(PLACES) + 1))
     for name, groups in rows:
-        cells = []
-        for place in PLACES:
-            v = groups.get(place, [])
-            cells.append(f"{len(v)}: {_percentile(v, 50) / 1e6:.3f}" if v else "–")
-        other = sum(len(v) for k, v in groups.items() if k not in PLACES)
-        w(f"| {name} | " + " | ".join(cells) + f" | {other or '–'} |")
+        w(f"| {name} | " + " | ".join(probe_cells(groups)) + " |")
     w("")
 
 
-def _percentile(samples: list[float], p: float) -> float:
+def percentile(samples: list[float], p: float) -> float:
     """Nearest rank, as common.percentile (report.py is stdlib only)."""
     ordered = sorted(samples)
     return ordered[max(1, min(len(ordered), int(-(-p * len(ordered) // 100)))) - 1]

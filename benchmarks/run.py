@@ -111,12 +111,7 @@ def run_lines(argv: list[str], timeout: float,
     env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("BENCH_URL", None)
     cpus = CLIENT_CPUS  # (run.py --pin: the clients' CPUs, their workers' too)
-    trace = TRACE
-    known: dict[int, tuple[float, int]] = {}
-    if trace is not None:
-        trace.begin()
-        for pid in filter(None, (REDIS_PID, LOAD_PID)):
-            known[pid] = (time.monotonic(), sched_trace.last_cpu(pid))
+    known = trace_begin(name)
     with open(TMP / f"{name}.stderr", "wb") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=HERE, env=env,
                                 start_new_session=True,
@@ -134,12 +129,7 @@ def run_lines(argv: list[str], timeout: float,
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    placement = None
-    if trace is not None:
-        try:
-            placement = sched_trace.parse(trace.end(), proc.pid, known)
-        except (OSError, RuntimeError) as exc:
-            log(f"{name}: no placement: {exc}")
+    placement = trace_end(name, proc.pid, known)
     lines = []
     for raw in out.decode(errors="replace").splitlines():
         try:
@@ -148,7 +138,7 @@ def run_lines(argv: list[str], timeout: float,
             continue
         if isinstance(item, dict) and "metric" in item:
             if placement is not None:
-                item["placement"] = placed(placement, item)
+                place_line(name, placement, item)
             lines.append(item)
     if error is None and proc.returncode != 0:
         tail = (TMP / f"{name}.stderr").read_text(errors="replace").strip().splitlines()[-3:]
@@ -156,19 +146,60 @@ def run_lines(argv: list[str], timeout: float,
     return lines, error
 
 
+def trace_begin(name: str) -> dict[int, tuple[float, int]] | None:
+    """Recording started for a bench process: the tasks already running
+    that placed() needs (redis-server, the load), when and where /proc saw
+    them. None: no placement for this bench (none asked, or it failed)."""
+    if TRACE is None:
+        return None
+    try:
+        TRACE.begin()
+        return {pid: (time.monotonic(), sched_trace.last_cpu(pid))
+                for pid in filter(None, (REDIS_PID, LOAD_PID))}
+    except (OSError, ValueError, IndexError) as exc:
+        log(f"{name}: no placement: {exc}")
+        return None
+
+
+def trace_end(name: str, leader: int,
+              known: dict[int, tuple[float, int]] | None) -> sched_trace.Placement | None:
+    """Recording stopped: what the bench's events say (None on failure)."""
+    if TRACE is None or known is None:
+        return None
+    try:
+        return sched_trace.parse(TRACE.end(), leader, known)
+    except (OSError, RuntimeError) as exc:
+        log(f"{name}: no placement: {exc}")
+        return None
+
+
+def place_line(name: str, placement: sched_trace.Placement, item: dict[str, Any]) -> None:
+    """A line's ``placement``, where it has a window (a bad line loses only
+    its own, with a note in the log)."""
+    try:
+        where = placed(placement, item)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        log(f"{name}: {item['metric']}: no placement: {exc!r}")
+        return
+    if where is not None:
+        item["placement"] = where
+
+
 def placed(placement: sched_trace.Placement, item: dict[str, Any]) -> dict[str, Any] | None:
     """Where a line's processes ran over its ``mono`` window (common.timed_rate,
     drain_result and the e2s probes, node/common.mjs alike; None without
-    one): per pair of the client (the thread the line names as ``tid``, else
-    the bench's main thread), the worker (the process the bench started that
-    was alive longest in the window, if any), redis-server's main thread and,
+    one): per pair of the client (the thread the line names as ``tid``), the
+    worker (the process the bench started that was alive longest in the
+    window, if any), redis-server's main thread and,
     with --busy, the duty load's process, the share of the window in which
     the two were assigned to one CPU."""
     mono = item.get("mono")
     if not (isinstance(mono, list) and len(mono) == 2):
         return None
     t0, t1 = float(mono[0]), float(mono[1])
-    tasks = {"client": int(item.get("tid") or placement.leader), "redis": REDIS_PID}
+    tasks = {"redis": REDIS_PID}
+    if item.get("tid"):  # (a drain's line names none: its measuring thread is no client)
+        tasks["client"] = int(item["tid"])
     worker = placement.worker(t0, t1)
     if worker is not None:
         tasks["worker"] = worker
@@ -179,7 +210,7 @@ def placed(placement: sched_trace.Placement, item: dict[str, Any]) -> dict[str, 
                  ("redis", "load"), ("client", "load")):
         if x in tasks and y in tasks:
             out[f"{x}_with_{y}"] = placement.share(tasks[x], tasks[y], t0, t1)
-    if worker is not None and isinstance(item.get("probes"), list):
+    if "client" in tasks and "worker" in tasks and isinstance(item.get("probes"), list):
         out["probes"] = by_placement(placement, tasks, item["probes"])
     return out
 
@@ -391,6 +422,7 @@ def open_trace(server: RedisServer, wanted: bool) -> bool:
 
 
 def close_trace() -> None:
+    """The tracefs instance removed (at the end, or on the way out)."""
     global TRACE
     if TRACE is not None:
         TRACE.close()
@@ -407,6 +439,26 @@ def pin(server: RedisServer) -> None:
     CLIENT_CPUS = cpus - {0}
     server.pin({0})
     log(f"pinned: redis-server on CPU 0, the clients on {sorted(CLIENT_CPUS)}")
+
+
+def run_all(server: RedisServer, mode: Mode, selected: list[PeerSpec],
+            statuses: dict[str, envs.EnvStatus], results: dict[str, Any]) -> None:
+    """Every bench of the run, into ``results``."""
+    run_ceiling(server, mode, results["ceiling"])
+    run_lq_claim(server, mode, results["leasequeue"])
+    ready = []
+    for spec in selected:
+        results["peers"][spec.name] = {}
+        if peer_ready(spec, statuses[spec.name], results["peers"][spec.name]):
+            ready.append(spec)
+    # interleaved: each repetition runs every queue once, so that the
+    # machine's drift (these shared machines move within minutes) falls on
+    # all of them alike, not on whichever queue ran last
+    for rep in range(mode.reps):
+        run_lq_rep(server, mode, results["leasequeue"], rep)
+        for spec in ready:
+            run_peer_rep(spec, statuses[spec.name], server, mode,
+                         results["peers"][spec.name], rep)
 
 
 def main() -> None:
@@ -454,7 +506,7 @@ def main() -> None:
         "machine": machine(),
         "versions": {"leasequeue": leasequeue.__version__, **client_versions()},
         "git": git_state(), "code_fingerprint_start": code_fingerprint(),
-        "busy": args.busy, "pinned": args.pin, "placement_sampled": not args.no_placement,
+        "busy": args.busy, "pinned": args.pin, "placement_recorded": False,
         "ceiling": {}, "leasequeue": {}, "peers": {},
     }
     statuses = install(selected)
@@ -466,28 +518,17 @@ def main() -> None:
     server.start()
     log(f"redis-server {server.version()} on {server.url} (no persistence)")
     results["versions"]["redis"] = server.version()
-    results["placement_sampled"] = open_trace(server, not args.no_placement)
-    loads = prepare_host(server, args.pin, args.busy)
+    loads: list[Any] = []
+    # a SIGTERM unwinds through the finally below (the trace instance removed)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        run_ceiling(server, mode, results["ceiling"])
-        run_lq_claim(server, mode, results["leasequeue"])
-        ready = []
-        for spec in selected:
-            results["peers"][spec.name] = {}
-            if peer_ready(spec, statuses[spec.name], results["peers"][spec.name]):
-                ready.append(spec)
-        # interleaved: each repetition runs every queue once, so that the
-        # machine's drift (these shared machines move within minutes) falls on
-        # all of them alike, not on whichever queue ran last
-        for rep in range(mode.reps):
-            run_lq_rep(server, mode, results["leasequeue"], rep)
-            for spec in ready:
-                run_peer_rep(spec, statuses[spec.name], server, mode,
-                             results["peers"][spec.name], rep)
+        results["placement_recorded"] = open_trace(server, not args.no_placement)
+        loads = prepare_host(server, args.pin, args.busy)
+        run_all(server, mode, selected, statuses, results)
     finally:
+        close_trace()
         duty_load.stop(loads)
         server.stop()
-        close_trace()
     results["code_fingerprint_end"] = code_fingerprint()
     if results["code_fingerprint_end"] != results["code_fingerprint_start"]:
         log("WARNING: leasequeue/ or lua/ changed during the run; figures may mix versions")

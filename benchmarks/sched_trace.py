@@ -18,7 +18,16 @@ results/placement_recorder.txt).
 ``Placement.share(a, b, t0, t1)`` is then the share of the window in which
 tasks a and b (alive both) were assigned to one CPU, and
 ``Placement.probe(...)`` where the three processes of one enqueue->start
-probe were as its handler started.
+probe were as its handler started (a snapshot at that instant: a worker or
+Redis woken onto another CPU during the probe is counted where it ended,
+which can differ from where it spent the idle time between probes).
+
+The worker is a process the bench started with an exec: leasequeue's and
+the Node peers' workers run their handlers there; a peer whose handlers run
+in forked children that never exec (Celery's prefork pool, RQ's work horse)
+is placed by its supervisor, so the report gives worker pairs for the
+first kind only. A harness killed with SIGKILL leaves its instance behind
+(tracing off between benches; ``rmdir`` it).
 """
 
 from __future__ import annotations
@@ -27,14 +36,16 @@ import bisect
 import itertools
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 TRACEFS = Path("/sys/kernel/tracing")
 EVENTS = ("sched_process_fork", "sched_process_exec", "sched_process_exit", "sched_wakeup_new",
           "sched_migrate_task")
-_LINE = re.compile(r"\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
-_FIELD = re.compile(r"\b(pid|child_pid|target_cpu|dest_cpu)=(\d+)")
+# "<comm>-<pid> [cpu] <irq flags, unless that option is off> <seconds>: <event>: <fields>"
+_LINE = re.compile(r"\[(\d+)\]\s+(?:\S+\s+)?([\d.]+): (\w+): (.*)$")
+_FIELD = re.compile(r"\b(pid|child_pid|target_cpu|orig_cpu|dest_cpu)=(\d+)")
 
 
 @dataclass
@@ -50,6 +61,8 @@ class Placement:
     tree: set[int] = field(default_factory=set)
 
     def _at(self, tid: int, t: float) -> int | None:
+        """The CPU a task was assigned to at ``t`` (None: not yet seen, or
+        exited by then)."""
         times, cpus = self.cpus.get(tid, ([], []))
         i = bisect.bisect_right(times, t) - 1
         if i < 0 or self.exits.get(tid, float("inf")) <= t:
@@ -93,7 +106,7 @@ class Placement:
             return "producer apart", moved
         if c == r:
             return "worker apart", moved
-        return ("Redis apart" if c == w else "unknown"), moved
+        return ("Redis apart" if c == w else "all apart"), moved
 
     def worker(self, t0: float, t1: float) -> int | None:
         """The process the bench started (it exec'd; not the bench itself)
@@ -129,11 +142,14 @@ def parse(text: str, leader: int, known: dict[int, tuple[float, int]]) -> Placem
             p.execs[tid] = t
         elif event == "sched_process_exit":
             p.exits[tid] = t
-        else:
-            cpu = int(f["target_cpu"] if event == "sched_wakeup_new" else f["dest_cpu"])
+        elif event == "sched_wakeup_new":  # a new task (a tid used again starts afresh)
+            p.exits.pop(tid, None)
+            p.cpus[tid] = ([t], [int(f["target_cpu"])])
+        elif f.get("orig_cpu") != f.get("dest_cpu"):  # sched_migrate_task
             times, cpus = p.cpus.setdefault(tid, ([], []))
-            times.append(t)
-            cpus.append(cpu)
+            at = bisect.bisect_right(times, t)  # (a known task's /proc read may be later)
+            times.insert(at, t)
+            cpus.insert(at, int(f["dest_cpu"]))
     return p
 
 
@@ -145,21 +161,25 @@ def last_cpu(pid: int, tid: int | None = None) -> int:
 
 
 class SchedTrace:
-    """The tracefs instance: open() it (False where tracefs cannot be
-    written: no placement then), begin() before each bench process, end()
-    after it, close() at the end."""
+    """The tracefs instance: open() it (False where tracefs cannot be made
+    or written: no placement then), begin() before each bench process,
+    end() after it, close() at the end."""
 
     def __init__(self, name: str | None = None, buffer_kb: int = 8192) -> None:
-        self.dir = TRACEFS / "instances" / (name or f"leasequeue-bench-{os.getpid()}")
+        # unique on the whole kernel (tracefs is shared by every pid namespace)
+        name = name or f"leasequeue-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.dir = TRACEFS / "instances" / name
         self.buffer_kb = buffer_kb
+        self._made = False
 
     def _write(self, rel: str, value: str) -> None:
         (self.dir / rel).write_text(value)
 
     def open(self) -> bool:
-        self._remove_stale()
+        """Make the instance and enable its events (tracing off until begin())."""
         try:
             self.dir.mkdir()
+            self._made = True
             self._write("trace_clock", "mono")
             self._write("buffer_size_kb", str(self.buffer_kb))
             for event in EVENTS:
@@ -170,22 +190,14 @@ class SchedTrace:
             return False
         return True
 
-    def _remove_stale(self) -> None:
-        """Instances an earlier harness left behind (killed before its
-        close()), its pid in the name and no longer running."""
-        for stale in (TRACEFS / "instances").glob("leasequeue-bench-*"):
-            pid = stale.name.rsplit("-", 1)[1]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                try:
-                    stale.rmdir()
-                except OSError:
-                    pass
-
     def begin(self) -> None:
+        """Clear the buffer and start recording."""
         self._write("trace", "")  # (cleared)
         self._write("tracing_on", "1")
 
     def end(self) -> str:
+        """Stop recording; the events since begin(), as tracefs prints them.
+        RuntimeError if the buffer lost any (too small)."""
         self._write("tracing_on", "0")
         lost = sum(int(m) for m in re.findall(r"overrun: (\d+)", "".join(
             (cpu / "stats").read_text() for cpu in (self.dir / "per_cpu").iterdir())))
@@ -194,6 +206,9 @@ class SchedTrace:
         return (self.dir / "trace").read_text()
 
     def close(self) -> None:
+        """Stop and remove the instance, if this object made it."""
+        if not self._made:
+            return
         try:
             self._write("tracing_on", "0")
         except OSError:
@@ -202,3 +217,4 @@ class SchedTrace:
             self.dir.rmdir()
         except OSError:
             pass
+        self._made = False

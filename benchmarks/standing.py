@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import BEST_COLUMNS, best_ratios
+from report import BEST_COLUMNS, PLACES, best_ratios, placement_recorded, probe_cells, probe_groups
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NODE_PEERS = ("bullmq-node", "bee-queue-node")
@@ -121,58 +121,63 @@ ONE_PER_CALL = (("leasequeue `App`", "leasequeue", "enqueue_one"),
                 ("leasequeue `App`, uvloop", "leasequeue", "enqueue_one_uvloop"),
                 ("bee-queue", "bee-queue-node", "enqueue_one"),
                 ("BullMQ", "bullmq-node", "enqueue_one"))
-PLACES = ("one CPU", "producer apart", "worker apart", "Redis apart")
+E2S = (("leasequeue", "leasequeue"), ("bee-queue", "bee-queue-node"), ("BullMQ", "bullmq-node"))
+
+
+def _runs_of(run: dict[str, Any], queue: str) -> list[dict[str, Any]]:
+    """A queue's reps in a run (its "runs" list)."""
+    side = run["leasequeue"] if queue == "leasequeue" else run["peers"].get(queue, {})
+    return list(side.get("runs", []))
 
 
 def _reps(run: dict[str, Any], queue: str, metric: str) -> list[dict[str, Any]]:
-    side = run["leasequeue"] if queue == "leasequeue" else run["peers"].get(queue, {})
-    return [x for r in side.get("runs", []) for x in r.get("lines", [])
+    """A queue's lines of ``metric`` in a run that carry a placement."""
+    return [x for r in _runs_of(run, queue) for x in r.get("lines", [])
             if x.get("metric") == metric and x.get("placement")]
 
 
 def placement(runs: list[dict[str, Any]]) -> list[str]:
     """--placement: over the runs that recorded where their processes ran
-    (run.py, sched_trace.py), one enqueue per call by where the client was
-    (its rep's share of the window on Redis's CPU, over or under half), and
-    every enqueue->start probe by where its three processes were."""
-    placed = [r for r in runs if r.get("placement_sampled")]
-    # beside a load (--busy): whether Redis shared the load's CPU decides, more
-    # than whether the client shared Redis's
+    (run.py, sched_trace.py), one enqueue per call split by where its
+    processes were, and every enqueue->start probe by where its three
+    processes were."""
+    placed = [r for r in runs if placement_recorded(r)]
+    out = [f"{_count(len(placed), 'run')} that recorded placement "
+           f"({', '.join(r['_dir'] for r in placed)})", ""]
+    return out + one_per_call_split(placed) + [""] + probe_table(placed)
+
+
+def one_per_call_split(placed: list[dict[str, Any]]) -> list[str]:
+    """Each queue's one-per-call reps in two groups: quiet runs by whether
+    the client shared Redis's CPU over half the window; runs beside a load
+    (--busy) by whether Redis shared the load's CPU over half the window
+    (with three processes on two CPUs the two shares go together: this
+    splits by one of them, and says nothing of which one decides)."""
     busy = any(r.get("busy") for r in placed)
     pair, what = (("redis_with_load", "Redis on the load's CPU") if busy
                   else ("client_with_redis", "the client on Redis's CPU"))
-    out = [f"{_count(len(placed), 'run')} that recorded placement "
-           f"({', '.join(r['_dir'] for r in placed)})", "",
-           f"| one enqueue per call | reps with {what} over half the time: "
-           "calls/s, median (reps) | the rest: calls/s, median (reps) |", "|---|---:|---:|"]
+    out = [f"| one enqueue per call | reps with {what} over half the window: "
+           "calls/s, median (reps) | the other reps |", "|---|---:|---:|"]
     for label, queue, metric in ONE_PER_CALL:
-        beside: list[float] = []
-        apart: list[float] = []
+        groups: tuple[list[float], list[float]] = ([], [])
         for run in placed:
             for x in _reps(run, queue, metric):
                 share = x["placement"].get(pair)
                 if share is not None and x.get("value") is not None:
-                    (beside if share > 0.5 else apart).append(float(x["value"]))
-        cells = [f"{statistics.median(v):,.0f} ({len(v)})" if v else "–" for v in (beside, apart)]
+                    groups[0 if share > 0.5 else 1].append(float(x["value"]))
+        cells = [f"{statistics.median(v):,.0f} ({len(v)})" if v else "–" for v in groups]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
-    out += ["", "| enqueue→start, every probe | " + " | ".join(PLACES) + " | other |",
-            "|---|" + "---:|" * (len(PLACES) + 1)]
-    for label, queue in (("leasequeue", "leasequeue"), ("bee-queue", "bee-queue-node"),
-                         ("BullMQ", "bullmq-node")):
-        groups: dict[str, list[float]] = {}
-        for run in placed:
-            for x in _reps(run, queue, "e2s"):
-                where = (x["placement"].get("probes") or {}).get("where") or []
-                if not where or len(where) != len(x.get("probes", [])):
-                    continue
-                for place, (_, ns) in zip(where, x["probes"], strict=True):
-                    groups.setdefault(place, []).append(float(ns) / 1e6)
-        cells = []
-        for place in PLACES:
-            v = groups.get(place, [])
-            cells.append(f"{len(v)}: {statistics.median(v):.3f} ms" if v else "–")
-        other = sum(len(v) for k, v in groups.items() if k not in PLACES)
-        out.append(f"| {label} | " + " | ".join(cells) + f" | {other or '–'} |")
+    return out
+
+
+def probe_table(placed: list[dict[str, Any]]) -> list[str]:
+    """Every enqueue->start probe of the runs, by where its three processes
+    were as its handler started (report.probe_groups): probes, p50 in ms."""
+    out = ["| enqueue→start, every probe | " + " | ".join(PLACES) + " | other |",
+           "|---|" + "---:|" * (len(PLACES) + 1)]
+    for label, queue in E2S:
+        runs = [r for run in placed for r in _runs_of(run, queue)]
+        out.append(f"| {label} | " + " | ".join(probe_cells(probe_groups(runs))) + " |")
     return out
 
 

@@ -8,9 +8,10 @@ Beside a process busy half the time (duty_load.py), each rep starts three
 fresh producers in turn, none warmed up: `App` on asyncio's loop with its
 reply spin, the same with the spin off (StoreSettings(reply_spin_us=0)),
 and bee-queue (node/one_call.mjs --warmup 0). Per producer it prints how
-many times each of Redis, the load and the client changed CPU while the
-client ran, and for `App` the µs a call of each 1,000 calls. ``--pause S``:
-`App` sleeps S seconds between its imports and its first call.
+many times each of Redis, the load and the client changed CPU during the
+client's 5,000 calls, its calls/s, and for `App` the µs a call of each
+1,000 calls. ``--pause S``: each producer sleeps S seconds between its
+start-up (imports, connection set-up) and its first call.
 
   python benchmarks/start_trace.py [--reps 4] [--pause 0.5]
 
@@ -43,13 +44,14 @@ async def main():
     settings = None if sys.argv[2] == "spin" else StoreSettings(reply_spin_us=0)
     app = lq.App(sys.argv[1], prefix="start", settings=settings)
     app.job(lambda ctx: None, name="noop")
-    t = time.monotonic()
+    start = t = time.monotonic()
     for i in range(1, 5001):
         await app.enqueue("noop")
         if i % 1000 == 0:
             now = time.monotonic()
             print(json.dumps({"calls": i, "us": (now - t) / 1000 * 1e6}), flush=True)
             t = now
+    print(json.dumps({"calls_per_s": 5000 / (t - start), "mono": [start, t]}), flush=True)
     await app.close()
 
 asyncio.run(main())
@@ -58,38 +60,41 @@ asyncio.run(main())
 
 def one(trace: sched_trace.SchedTrace, redis: RedisServer, load: int,
         producer: str, pause: float) -> str:
+    """One fresh producer's 5,000 calls: how many times Redis, the load and
+    the client changed CPU during them, and the client's pace."""
     assert redis.proc is not None
     trace.begin()
     known = {pid: (time.monotonic(), sched_trace.last_cpu(pid)) for pid in (redis.proc.pid, load)}
-    t0 = time.monotonic()
     if producer == "bee-queue":
         argv = [shutil.which("node") or "node", "one_call.mjs", "--port", str(redis.port),
-                "--calls", "5000", "--rounds", "1", "--warmup", "0"]
+                "--calls", "5000", "--rounds", "1", "--warmup", "0", "--pause", str(pause)]
         cwd = os.path.join(HERE, "node")
     else:
         argv = [sys.executable, "-c", CLIENT, redis.url, producer, str(pause)]
         cwd = HERE
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, check=True).stdout
-    t1 = time.monotonic()
-    p = sched_trace.parse(trace.end(), 0, known)
-    client = min((pid for pid, at in p.execs.items() if at >= t0), key=p.execs.__getitem__)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=cwd)
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{producer} exited {proc.returncode}")
+    p = sched_trace.parse(trace.end(), proc.pid, known)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    t0, t1 = next(r["mono"] for r in rows if "mono" in r)  # the 5,000 calls
 
     def moves(tid: int) -> int:
         return sum(t0 < t <= t1 for t in p.cpus.get(tid, ([], []))[0])
 
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    rate = " ".join(f"{r['us']:.0f}" for r in rows if "us" in r)
-    rate = (f"µs a call by 1,000: {rate}" if rate else
-            f"calls/s: {rows[0]['calls_per_s']:,.0f}" if rows else "?")
-    return (f"CPU changes while it ran: Redis {moves(redis.proc.pid):2}, "
-            f"the load {moves(load):2}, the client {moves(client):2} | {rate}")
+    pace = " ".join(f"{r['us']:.0f}" for r in rows if "us" in r)
+    rate = next(r["calls_per_s"] for r in rows if "calls_per_s" in r)
+    return (f"CPU changes during its calls: Redis {moves(redis.proc.pid):2}, "
+            f"the load {moves(load):2}, the client {moves(proc.pid):2} | {rate:,.0f} calls/s"
+            + (f" | µs a call by 1,000: {pace}" if pace else ""))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--pause", type=float, default=0.0,
-                    help="seconds `App` sleeps after its imports, before its first call")
+                    help="seconds each producer sleeps between its start-up and first call")
     args = ap.parse_args()
     redis = RedisServer()
     redis.start()

@@ -1,7 +1,7 @@
 """benchmarks/sched_trace.py: the harness's record of where each bench's
 processes ran, read from the kernel's scheduler events. The parsing and the
-shares are checked here on a written trace (no tracefs needed); the harness
-runs them on a real one."""
+shares are checked here on a written trace, in the lines tracefs prints (no
+tracefs needed); the harness runs them on a real one."""
 
 from __future__ import annotations
 
@@ -15,24 +15,36 @@ import sched_trace  # (benchmarks/ is a folder of scripts, not a package)
 
 # the bench's leader 100 forks a thread 101 and a worker process 200 (which
 # execs); 300 is a process of someone else; redis-server is 50, read from
-# /proc at 9.0 on CPU 0
-TRACE = """\
-# tracer: nop (lines as tracefs prints them, their comm= and prio= fields cut for length)
-  python-100 [001] .....  10.000000: sched_process_fork: pid=100 child_pid=101
-  python-100 [001] d..2.  10.000100: sched_wakeup_new: pid=101 target_cpu=001
-  python-100 [001] .....  10.100000: sched_process_fork: pid=100 child_pid=200
-  python-100 [001] d..2.  10.100100: sched_wakeup_new: pid=200 target_cpu=000
-  python-200 [000] .....  10.100200: sched_process_exec: filename=/bin/py pid=200 old_pid=200
-    bash-300 [000] .....  10.200000: sched_process_fork: pid=300 child_pid=301
-    bash-300 [000] .....  10.200100: sched_process_exec: filename=/usr/bin/ls pid=301 old_pid=301
-  migration/0-18 [000] d..3.  10.500000: sched_migrate_task: pid=50 orig_cpu=0 dest_cpu=1
-  python-200 [000] .....  10.800000: sched_process_exit: pid=200
-"""
+# /proc at 9.0 on CPU 0. Each line as tracefs prints it (split for length).
+TRACE = "\n".join([
+    "# tracer: nop",
+    "          python-100     [001] .....  10.000000: sched_process_fork: comm=python"
+    " pid=100 child_comm=python child_pid=101",
+    "          python-100     [001] d..2.  10.000100: sched_wakeup_new: comm=python"
+    " pid=101 prio=120 target_cpu=001",
+    "          python-100     [001] .....  10.100000: sched_process_fork: comm=python"
+    " pid=100 child_comm=python child_pid=200",
+    "          python-100     [001] d..2.  10.100100: sched_wakeup_new: comm=python"
+    " pid=200 prio=120 target_cpu=000",
+    "          python-200     [000] .....  10.100200: sched_process_exec:"
+    " filename=/usr/bin/python3 pid=200 old_pid=200",
+    "            bash-300     [000] .....  10.200000: sched_process_fork: comm=bash"
+    " pid=300 child_comm=bash child_pid=301",
+    "            bash-301     [000] .....  10.200100: sched_process_exec:"
+    " filename=/usr/bin/ls pid=301 old_pid=301",
+    # a migration to the CPU it was on already is no change
+    "     migration/0-18      [000] d..3.  10.300000: sched_migrate_task:"
+    " comm=redis-server pid=50 prio=120 orig_cpu=0 dest_cpu=0",
+    # tracefs with its irq-info option off prints no flags column
+    "     migration/0-18      [000]  10.500000: sched_migrate_task:"
+    " comm=redis-server pid=50 prio=120 orig_cpu=0 dest_cpu=1",
+    "          python-200     [000] .....  10.800000: sched_process_exit: comm=python"
+    " pid=200 prio=120",
+])
 
 
 def placement() -> sched_trace.Placement:
-    p = sched_trace.parse(TRACE, 100, {50: (9.0, 0), 100: (9.5, 1)})
-    return p
+    return sched_trace.parse(TRACE, 100, {50: (9.0, 0), 100: (9.5, 1)})
 
 
 def test_the_tree_holds_the_leaders_threads_and_processes_only() -> None:
@@ -40,6 +52,7 @@ def test_the_tree_holds_the_leaders_threads_and_processes_only() -> None:
     assert p.tree == {100, 101, 200}
     assert p.execs == {200: 10.1002, 301: 10.2001}
     assert p.exits == {200: 10.8}
+    assert p.cpus[50] == ([9.0, 10.5], [0, 1])  # the move to its own CPU is no change
 
 
 def test_a_share_is_the_time_two_tasks_spent_on_one_cpu_while_both_lived() -> None:
@@ -67,9 +80,23 @@ def test_a_probe_is_placed_by_where_its_three_tasks_were_as_it_ended() -> None:
     # across 10.5 redis moved to CPU 1, beside the client
     assert p.probe(100, 200, 50, 10.45, 10.55) == ("worker apart", ["redis"])
     assert p.probe(100, 200, 50, 10.85, 10.9) == ("unknown", [])  # the worker had exited
+    p.cpus[101] = ([10.0], [2])  # on a third CPU
+    assert p.probe(101, 200, 50, 10.55, 10.6) == ("all apart", [])
 
 
 def test_no_tracefs_means_no_placement_not_an_error(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sched_trace, "TRACEFS", tmp_path / "absent")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(sched_trace, "TRACEFS", tmp_path / "file")  # no instances/ below
     assert sched_trace.SchedTrace(name="t").open() is False
+
+
+def test_a_failed_open_leaves_what_it_did_not_make(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    theirs = tmp_path / "instances" / "taken"
+    theirs.mkdir(parents=True)
+    monkeypatch.setattr(sched_trace, "TRACEFS", tmp_path)
+    trace = sched_trace.SchedTrace(name="taken")
+    assert trace.open() is False  # the name is another harness's
+    trace.close()
+    assert theirs.is_dir()

@@ -2,7 +2,8 @@
 // enqueue-one column: rounds of N calls after a warm-up (200 calls unless
 // --warmup says), one JSON line per round ({"producer", "calls_per_s"}).
 // Run by placement.py.
-//   node one_call.mjs --port PORT [--calls 5000] [--rounds 3] [--warmup 200]
+// --pause S: S seconds between its start-up and its first call (start_trace.py).
+//   node one_call.mjs --port PORT [--calls 5000] [--rounds 3] [--warmup 200] [--pause 0]
 import Queue from "bee-queue";
 
 const opt = (name, fallback) => {
@@ -13,14 +14,18 @@ const port = opt("port", 0);
 const calls = opt("calls", 5000);
 const rounds = opt("rounds", 3);
 const warmup = opt("warmup", 200);
+const pause = opt("pause", 0); // seconds between the start-up and the first call
+const mono = () => Number(process.hrtime.bigint()) / 1e9; // CLOCK_MONOTONIC, as Python's
 const queue = new Queue("placement", { redis: { host: "127.0.0.1", port }, isWorker: false,
   getEvents: false });
+if (pause > 0) await new Promise((r) => setTimeout(r, pause * 1000));
 await queue.ready();
 for (let i = 0; i < warmup; i++) await queue.createJob({}).save();
 for (let r = 0; r < rounds; r++) {
-  const t0 = process.hrtime.bigint();
+  const t0 = mono();
   for (let i = 0; i < calls; i++) await queue.createJob({}).save();
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  console.log(JSON.stringify({ producer: "bee-queue", calls_per_s: calls / seconds }));
+  const t1 = mono();
+  console.log(JSON.stringify({ producer: "bee-queue", calls_per_s: calls / (t1 - t0),
+    mono: [t0, t1] }));
 }
 await queue.close();
