@@ -34,7 +34,7 @@ import duty_load  # noqa: E402  (benchmarks/ is a folder of scripts, not a packa
 import envs  # noqa: E402
 import report  # noqa: E402
 import sched_trace  # noqa: E402
-from common import cpu_model, percentile  # noqa: E402
+from common import cpu_model  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -190,9 +190,9 @@ def placed(placement: sched_trace.Placement, item: dict[str, Any]) -> dict[str, 
     drain_result and the e2s probes, node/common.mjs alike; None without
     one): per pair of the client (the thread the line names as ``tid``), the
     worker (the process the bench started that was alive longest in the
-    window, if any), redis-server's main thread and,
-    with --busy, the duty load's process, the share of the window in which
-    the two were assigned to one CPU."""
+    window, if any), redis-server's main thread and, with --busy, the duty
+    load's process, the share of the window in which the two were assigned
+    to one CPU."""
     mono = item.get("mono")
     if not (isinstance(mono, list) and len(mono) == 2):
         return None
@@ -219,23 +219,19 @@ def by_placement(placement: sched_trace.Placement, tasks: dict[str, int],
                  probes: list[list[float]]) -> dict[str, Any]:
     """The enqueue->start probes by where their three processes were as the
     handler started (Placement.probe): ``where``, one entry per probe (in the
-    order of the line's ``probes``), and per place how many probes, their
-    p50 in ms, and how many saw each process change CPU during the probe."""
+    order of the line's ``probes``; report.probe_groups makes their counts
+    and p50s), and per place how many probes saw each process change CPU
+    during the probe."""
     where: list[str] = []
-    groups: dict[str, list[float]] = {}
     moves: dict[str, dict[str, int]] = {}
     for start, ns in probes:
         place, moved = placement.probe(tasks["client"], tasks["worker"], tasks["redis"],
                                        start, start + ns / 1e9)
         where.append(place)
-        groups.setdefault(place, []).append(ns)
+        counts = moves.setdefault(place, {})
         for name in moved:
-            counts = moves.setdefault(place, {})
             counts[name] = counts.get(name, 0) + 1
-    return {"where": where, "places": {
-        place: {"n": len(v), "p50_ms": round(percentile(v, 50) / 1e6, 4),
-                "moved": moves.get(place, {})}
-        for place, v in sorted(groups.items())}}
+    return {"where": where, "moved": moves}
 
 
 def bench_flags(mode: Mode, url: str, drain_budget: float) -> list[str]:

@@ -86,17 +86,17 @@ class Placement:
                 same += (hi - lo) * (x == y)
         return round(same / both, 3) if both > 0 else None
 
-    def moved(self, tid: int, t0: float, t1: float) -> bool:
-        """Whether the task's CPU changed within (t0, t1]."""
+    def moves(self, tid: int, t0: float, t1: float) -> int:
+        """How many times the task's CPU changed within (t0, t1]."""
         times = self.cpus.get(tid, ([], []))[0]
-        return bisect.bisect_right(times, t1) > bisect.bisect_right(times, t0)
+        return bisect.bisect_right(times, t1) - bisect.bisect_right(times, t0)
 
     def probe(self, client: int, worker: int, redis: int, t0: float,
               t1: float) -> tuple[str, list[str]]:
         """Where one enqueue->start probe ran: the three tasks' CPUs as its
         handler started (t1), and which of them changed CPU during it."""
         tasks = {"client": client, "worker": worker, "redis": redis}
-        moved = [name for name, tid in tasks.items() if self.moved(tid, t0, t1)]
+        moved = [name for name, tid in tasks.items() if self.moves(tid, t0, t1)]
         c, w, r = (self._at(tid, t1) for tid in (client, worker, redis))
         if c is None or w is None or r is None:
             return "unknown", moved

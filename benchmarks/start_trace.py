@@ -79,14 +79,12 @@ def one(trace: sched_trace.SchedTrace, redis: RedisServer, load: int,
     p = sched_trace.parse(trace.end(), proc.pid, known)
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     t0, t1 = next(r["mono"] for r in rows if "mono" in r)  # the 5,000 calls
-
-    def moves(tid: int) -> int:
-        return sum(t0 < t <= t1 for t in p.cpus.get(tid, ([], []))[0])
-
+    redis_moves, load_moves, client_moves = (p.moves(tid, t0, t1)
+                                             for tid in (redis.proc.pid, load, proc.pid))
     pace = " ".join(f"{r['us']:.0f}" for r in rows if "us" in r)
     rate = next(r["calls_per_s"] for r in rows if "calls_per_s" in r)
-    return (f"CPU changes during its calls: Redis {moves(redis.proc.pid):2}, "
-            f"the load {moves(load):2}, the client {moves(proc.pid):2} | {rate:,.0f} calls/s"
+    return (f"CPU changes during its calls: Redis {redis_moves:2}, the load {load_moves:2}, "
+            f"the client {client_moves:2} | {rate:,.0f} calls/s"
             + (f" | µs a call by 1,000: {pace}" if pace else ""))
 
 
