@@ -337,9 +337,10 @@ LQ_LABELS = {"enqueue_one": "leasequeue `App`", "enqueue_one_sync": "leasequeue 
              "enqueue_one_uvloop": "leasequeue `App`, uvloop",
              "enqueue_concurrent": "leasequeue `App`",
              "enqueue_concurrent_uvloop": "leasequeue `App`, uvloop", "e2s": "leasequeue"}
-# peers whose handlers run in the process their bench started (sched_trace.py:
-# a worker is placed only where it is that process; a prefork pool's is not)
-WORKER_PLACED = ("leasequeue", "bullmq-node", "bee-queue-node")
+# peers whose handlers run in forked children that never exec (Celery's prefork
+# pool, Dramatiq's and taskiq's worker processes): their "worker" would be the
+# supervisor the bench started (sched_trace.py), so its pairs are not given
+WORKER_UNPLACED = ("celery", "dramatiq", "taskiq")
 # where an enqueue->start probe's three processes were (sched_trace.Placement.probe)
 PLACES = ("one CPU", "producer apart", "worker apart", "Redis apart", "all apart")
 
@@ -374,7 +375,7 @@ def _share(v: Any) -> str:
 
 def _placed(line: dict[str, Any], worker: bool) -> str:
     """One rep's figure and where its processes ran (sched_trace.py); the
-    worker's pairs only where ``worker`` (WORKER_PLACED)."""
+    worker's pairs only where ``worker`` (not WORKER_UNPLACED)."""
     p = line.get("placement") or {}
     figure = (f"{float(line['p50_ms']):.3f} ms" if "p50_ms" in line
               else _num(float(line["value"])))
@@ -399,8 +400,8 @@ def _placement_table(results: dict[str, Any], out: list[str]) -> None:
     w("Per rep: the figure, then the share of its measured window in which two of its "
       "processes were assigned to one CPU, from the kernel's scheduler events "
       "(`sched_trace.py`): C·R the client (producer) and redis-server, W·R the worker "
-      "and redis-server, C·W the client and the worker (leasequeue and the Node peers: "
-      "the others' handlers run in forked children not placed), and beside a load "
+      "and redis-server, C·W the client and the worker (not for Celery, Dramatiq and "
+      "taskiq, whose handlers run in forked children not placed), and beside a load "
       "(run.py --busy) R·L redis-server and the load. On a 2-CPU host a client beside "
       "Redis takes turns with it on one CPU; apart, each wake-up crosses CPUs. "
       + ("The run pinned redis-server and the clients (--pin): this shows the pinning.\n"
@@ -415,7 +416,7 @@ def _placement_table(results: dict[str, Any], out: list[str]) -> None:
                 if not lines:
                     continue
                 name = LQ_LABELS.get(metric, metric) if src.lq else src.name
-                worker = src.name in WORKER_PLACED
+                worker = src.name not in WORKER_UNPLACED
                 w(f"| {label} | {name} | "
                   + "; ".join(_placed(x, worker) for x in lines) + " |")
     w("")
@@ -446,8 +447,8 @@ def probe_cells(groups: dict[str, list[float]]) -> list[str]:
 def _probe_places(results: dict[str, Any], out: list[str]) -> None:
     """The enqueue->start probes of every rep, by where the producer, the
     worker and Redis were as the handler started: how many, and their p50."""
-    rows = [(src.name, groups) for src in sources(results) if src.name in WORKER_PLACED
-            and (groups := probe_groups(src.runs))]
+    rows = [(src.name, groups) for src in sources(results)
+            if src.name not in WORKER_UNPLACED and (groups := probe_groups(src.runs))]
     if not rows:
         return
     w = out.append

@@ -14,6 +14,7 @@ venv's Python (leasequeue importable).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -158,6 +159,8 @@ def trace_begin(name: str) -> dict[int, tuple[float, int]] | None:
                 for pid in filter(None, (REDIS_PID, LOAD_PID))}
     except (OSError, ValueError, IndexError) as exc:
         log(f"{name}: no placement: {exc}")
+        with contextlib.suppress(OSError):
+            TRACE.stop()
         return None
 
 
@@ -168,7 +171,7 @@ def trace_end(name: str, leader: int,
         return None
     try:
         return sched_trace.parse(TRACE.end(), leader, known)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, KeyError, ValueError, IndexError) as exc:
         log(f"{name}: no placement: {exc}")
         return None
 

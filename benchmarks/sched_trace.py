@@ -22,12 +22,13 @@ probe were as its handler started (a snapshot at that instant: a worker or
 Redis woken onto another CPU during the probe is counted where it ended,
 which can differ from where it spent the idle time between probes).
 
-The worker is a process the bench started with an exec: leasequeue's and
-the Node peers' workers run their handlers there; a peer whose handlers run
-in forked children that never exec (Celery's prefork pool, RQ's work horse)
-is placed by its supervisor, so the report gives worker pairs for the
-first kind only. A harness killed with SIGKILL leaves its instance behind
-(tracing off between benches; ``rmdir`` it).
+The worker is a process the bench started with an exec: leasequeue's, the
+Node peers', arq's, SAQ's, RQ's (SimpleWorker) and bullmq-py's run their
+handlers there; Celery's prefork pool, Dramatiq's and taskiq's run them in
+forked children that never exec, where this would place the supervisor, so
+the report gives no worker pairs for those three. A harness killed with
+SIGKILL leaves its instance behind (tracing off between benches; ``rmdir``
+it).
 """
 
 from __future__ import annotations
@@ -134,16 +135,20 @@ def parse(text: str, leader: int, known: dict[int, tuple[float, int]]) -> Placem
         t, event = float(m.group(2)), m.group(3)
         f = dict(_FIELD.findall(m.group(4)))
         if event == "sched_process_fork":
+            child = int(f["child_pid"])
+            if child != p.leader:  # (the trace begins before the leader's own fork)
+                for known_of in (p.execs, p.exits):  # a tid used again starts afresh
+                    known_of.pop(child, None)
+                p.tree.discard(child)
             if int(f["pid"]) in p.tree:
-                p.tree.add(int(f["child_pid"]))
+                p.tree.add(child)
             continue
         tid = int(f["pid"])
         if event == "sched_process_exec":
             p.execs[tid] = t
         elif event == "sched_process_exit":
             p.exits[tid] = t
-        elif event == "sched_wakeup_new":  # a new task (a tid used again starts afresh)
-            p.exits.pop(tid, None)
+        elif event == "sched_wakeup_new":  # a new task: its first CPU
             p.cpus[tid] = ([t], [int(f["target_cpu"])])
         elif f.get("orig_cpu") != f.get("dest_cpu"):  # sched_migrate_task
             times, cpus = p.cpus.setdefault(tid, ([], []))
@@ -195,10 +200,14 @@ class SchedTrace:
         self._write("trace", "")  # (cleared)
         self._write("tracing_on", "1")
 
+    def stop(self) -> None:
+        """Stop recording (the events so far stay in the buffer)."""
+        self._write("tracing_on", "0")
+
     def end(self) -> str:
         """Stop recording; the events since begin(), as tracefs prints them.
         RuntimeError if the buffer lost any (too small)."""
-        self._write("tracing_on", "0")
+        self.stop()
         lost = sum(int(m) for m in re.findall(r"overrun: (\d+)", "".join(
             (cpu / "stats").read_text() for cpu in (self.dir / "per_cpu").iterdir())))
         if lost:

@@ -10,8 +10,10 @@ reply spin, the same with the spin off (StoreSettings(reply_spin_us=0)),
 and bee-queue (node/one_call.mjs --warmup 0). Per producer it prints how
 many times each of Redis, the load and the client changed CPU during the
 client's 5,000 calls, its calls/s, and for `App` the µs a call of each
-1,000 calls. ``--pause S``: each producer sleeps S seconds between its
-start-up (imports, connection set-up) and its first call.
+1,000 calls. ``--pause S``: each producer sleeps S seconds after its
+imports: `App` before it makes its App (it connects at its first call,
+inside its timed calls), bee-queue after making its queue and before
+waiting for it to be ready (untimed).
 
   python benchmarks/start_trace.py [--reps 4] [--pause 0.5]
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -92,8 +95,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--pause", type=float, default=0.0,
-                    help="seconds each producer sleeps between its start-up and first call")
+                    help="seconds each producer sleeps after its imports (docstring)")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # through the finally below
     redis = RedisServer()
     redis.start()
     loads = duty_load.start(0.5, 1)

@@ -13,11 +13,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import sched_trace  # (benchmarks/ is a folder of scripts, not a package)
 
-# the bench's leader 100 forks a thread 101 and a worker process 200 (which
-# execs); 300 is a process of someone else; redis-server is 50, read from
+# the harness starts the bench's leader 100, which forks a thread 101 and a
+# worker process 200 (which execs); 300 is a process of someone else; redis-server is 50, read from
 # /proc at 9.0 on CPU 0. Each line as tracefs prints it (split for length).
 TRACE = "\n".join([
     "# tracer: nop",
+    # the harness (90) starts the bench: the trace begins before the leader's fork
+    "          python-90      [000] .....   9.400000: sched_process_fork: comm=python"
+    " pid=90 child_comm=python child_pid=100",
+    "          python-100     [000] .....   9.400100: sched_process_exec:"
+    " filename=/usr/bin/python3 pid=100 old_pid=100",
     "          python-100     [001] .....  10.000000: sched_process_fork: comm=python"
     " pid=100 child_comm=python child_pid=101",
     "          python-100     [001] d..2.  10.000100: sched_wakeup_new: comm=python"
@@ -50,7 +55,7 @@ def placement() -> sched_trace.Placement:
 def test_the_tree_holds_the_leaders_threads_and_processes_only() -> None:
     p = placement()
     assert p.tree == {100, 101, 200}
-    assert p.execs == {200: 10.1002, 301: 10.2001}
+    assert p.execs == {100: 9.4001, 200: 10.1002, 301: 10.2001}
     assert p.exits == {200: 10.8}
     assert p.cpus[50] == ([9.0, 10.5], [0, 1])  # the move to its own CPU is no change
 
@@ -67,8 +72,7 @@ def test_a_share_is_the_time_two_tasks_spent_on_one_cpu_while_both_lived() -> No
 
 
 def test_the_worker_is_the_process_the_bench_started_not_the_bench_or_another() -> None:
-    p = placement()
-    p.execs[100] = 9.6  # the bench's own exec: never its own worker
+    p = placement()  # the bench's own exec (9.4001) is never its own worker
     assert p.worker(10.2, 11.0) == 200
     assert p.worker(10.9, 11.0) is None  # it had exited
 
@@ -100,3 +104,26 @@ def test_a_failed_open_leaves_what_it_did_not_make(tmp_path: Path,
     assert trace.open() is False  # the name is another harness's
     trace.close()
     assert theirs.is_dir()
+
+
+def test_a_tid_used_again_is_a_new_task() -> None:
+    # 301 exec'd (someone else's) and exited; the leader then forks a new 301
+    again = "\n".join([
+        TRACE,
+        "            bash-301     [000] .....  10.900000: sched_process_exit: comm=ls"
+        " pid=301 prio=120",
+        "          python-100     [001] .....  11.000000: sched_process_fork: comm=python"
+        " pid=100 child_comm=python child_pid=301",
+        "          python-100     [001] d..2.  11.000100: sched_wakeup_new: comm=python"
+        " pid=301 prio=120 target_cpu=000",
+    ])
+    p = sched_trace.parse(again, 100, {50: (9.0, 0)})
+    assert 301 in p.tree and 301 not in p.execs and 301 not in p.exits
+    assert p.worker(11.0, 11.5) is None  # a thread of the bench's, not a process it started
+    assert p.cpus[301] == ([11.0001], [0])
+
+
+def test_a_move_before_the_proc_read_is_put_in_order() -> None:
+    # redis moved to CPU 1 at 10.5, and /proc was read at 10.6 (it said 1)
+    p = sched_trace.parse(TRACE, 100, {50: (10.6, 1)})
+    assert p.cpus[50] == ([10.5, 10.6], [1, 1])

@@ -2,7 +2,8 @@
 // enqueue-one column: rounds of N calls after a warm-up (200 calls unless
 // --warmup says), one JSON line per round ({"producer", "calls_per_s"}).
 // Run by placement.py.
-// --pause S: S seconds between its start-up and its first call (start_trace.py).
+// --pause S: S seconds after making its queue, before waiting for it to be ready
+// and making its first call (start_trace.py).
 //   node one_call.mjs --port PORT [--calls 5000] [--rounds 3] [--warmup 200] [--pause 0]
 import Queue from "bee-queue";
 
@@ -14,7 +15,7 @@ const port = opt("port", 0);
 const calls = opt("calls", 5000);
 const rounds = opt("rounds", 3);
 const warmup = opt("warmup", 200);
-const pause = opt("pause", 0); // seconds between the start-up and the first call
+const pause = opt("pause", 0); // seconds after the imports and new Queue (untimed)
 const mono = () => Number(process.hrtime.bigint()) / 1e9; // CLOCK_MONOTONIC, as Python's
 const queue = new Queue("placement", { redis: { host: "127.0.0.1", port }, isWorker: false,
   getEvents: false });
