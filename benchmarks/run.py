@@ -154,9 +154,7 @@ def trace_begin(name: str) -> dict[int, tuple[float, int]] | None:
     if TRACE is None:
         return None
     try:
-        TRACE.begin()
-        return {pid: (time.monotonic(), sched_trace.last_cpu(pid))
-                for pid in filter(None, (REDIS_PID, LOAD_PID))}
+        return TRACE.begin(filter(None, (REDIS_PID, LOAD_PID)))
     except (OSError, ValueError, IndexError) as exc:
         log(f"{name}: no placement: {exc}")
         with contextlib.suppress(OSError):

@@ -37,7 +37,9 @@ import bisect
 import itertools
 import os
 import re
+import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,10 +197,13 @@ class SchedTrace:
             return False
         return True
 
-    def begin(self) -> None:
-        """Clear the buffer and start recording."""
+    def begin(self, running: Iterable[int] = ()) -> dict[int, tuple[float, int]]:
+        """Clear the buffer and start recording; for the tasks already
+        ``running`` that parse() must know (they fork no event now), when and
+        on which CPU /proc saw each."""
         self._write("trace", "")  # (cleared)
         self._write("tracing_on", "1")
+        return {pid: (time.monotonic(), last_cpu(pid)) for pid in running}
 
     def stop(self) -> None:
         """Stop recording (the events so far stay in the buffer)."""

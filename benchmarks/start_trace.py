@@ -66,8 +66,7 @@ def one(trace: sched_trace.SchedTrace, redis: RedisServer, load: int,
     """One fresh producer's 5,000 calls: how many times Redis, the load and
     the client changed CPU during them, and the client's pace."""
     assert redis.proc is not None
-    trace.begin()
-    known = {pid: (time.monotonic(), sched_trace.last_cpu(pid)) for pid in (redis.proc.pid, load)}
+    known = trace.begin((redis.proc.pid, load))
     if producer == "bee-queue":
         argv = [shutil.which("node") or "node", "one_call.mjs", "--port", str(redis.port),
                 "--calls", "5000", "--rounds", "1", "--warmup", "0", "--pause", str(pause)]
