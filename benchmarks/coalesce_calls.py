@@ -115,7 +115,7 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for (loop, tree), runs in rows.items():
         def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
-            return statistics.median(r[key] for r in runs)
+            return float(statistics.median(r[key] for r in runs))
         print(f"| {loop} | {tree} | {med('rate'):,.0f} | {med('cpu_us'):.2f} "
               f"| {med('busy'):.0%} | {med('calls'):,.0f} | {med('batch'):.1f} "
               f"| {med('in_flight'):.0%} | |")
