@@ -70,6 +70,7 @@ if "PYTHONPATH" not in os.environ:
 import duty_load
 from common import cpu_model
 from redis_server import RedisServer
+from sched_trace import last_cpu
 
 HERE = Path(__file__).resolve().parent
 PLACEMENTS = {"same CPU": 0, "other CPU": 1}  # the client's CPU; Redis's is 0
@@ -83,12 +84,6 @@ T = TypeVar("T")
 WINDOW = 250  # --what timeline: calls a window
 # --what timeline's producers of ours: the client's extra arguments
 TIMELINE_OURS = {"leasequeue": [], "leasequeue, no spin": ["--no-spin"]}
-
-
-def last_cpu(pid: int | str) -> int:
-    """The CPU a process last ran on (field 39 of /proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[36])
 
 
 def timeline_client(url: str, calls: int, rounds: int, pids: list[int], spin: bool) -> None:
@@ -109,7 +104,7 @@ def timeline_client(url: str, calls: int, rounds: int, pids: list[int], spin: bo
                 for _ in range(WINDOW):
                     await app.enqueue("noop")
                 us = (time.perf_counter() - t0) / WINDOW * 1e6
-                cpus = [last_cpu("self"), *map(last_cpu, pids)]
+                cpus = [last_cpu(os.getpid()), *map(last_cpu, pids)]
                 print(json.dumps({"round": round_, "us_per_call": us, "cpus": cpus}), flush=True)
         await app.close()
 
