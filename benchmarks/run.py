@@ -412,7 +412,10 @@ def open_trace(server: RedisServer, wanted: bool) -> bool:
         return False
     trace = sched_trace.SchedTrace()
     if not trace.open():
-        log("no placement: the tracefs instance could not be made (root, tracefs)")
+        hint = ("" if (sched_trace.TRACEFS / "instances").is_dir()
+                else f"; tracefs is not mounted at {sched_trace.TRACEFS} (as root: "
+                     f"mount -t tracefs nodev {sched_trace.TRACEFS})")
+        log(f"no placement: the tracefs instance could not be made (root, tracefs){hint}")
         return False
     TRACE, REDIS_PID = trace, server.proc.pid
     return True
