@@ -5,14 +5,22 @@ installed), 100 tasks making 200,000 App.enqueue calls in all, in a
 process of its own importing its tree's package; trees alternate (A B in
 one round, B A in the next) on one redis-server. Per run: the rate, the
 client's CPU per job and its share of the run (process_time over wall
-time: the rest it slept, waiting for Redis), the script calls and their
-mean size, and the share of the run with a call in flight (the calls' own
-spans added up: over 100% when two overlap). Paired B / A ratios of the
-rate, round by round, are steadier than the medians on a host whose speed
+time: the rest it waited, for Redis's replies or, unpinned, for a CPU),
+the script calls and their mean size, and the share of the run with a
+call in flight (the calls' own spans added up, each until its caller
+resumed: over 100% when two overlap). Paired B / A ratios of the rate,
+round by round, are steadier than the medians on a host whose speed
 moves.
 
   git worktree add /tmp/lq-old <commit>
   python benchmarks/coalesce_calls.py --tree /tmp/lq-old --tree . [--rounds 10] [--pin]
+
+The variant of 2026-12-06 (two coalesced calls in flight per queue, not
+kept; results/coalesce_two_calls.txt) is results/coalesce_two_calls.patch:
+
+  git worktree add /tmp/lq-two <commit> && git -C /tmp/lq-two apply \
+      "$PWD/benchmarks/results/coalesce_two_calls.patch"
+  python benchmarks/coalesce_calls.py --tree . --tree /tmp/lq-two
 
 --pin puts Redis on CPU 1 and every client on CPU 0 (the unpinned run is
 the harness's own placement)."""
@@ -93,27 +101,32 @@ def main() -> None:
     ap.add_argument("--pin", action="store_true", help="Redis on CPU 1, the clients on CPU 0")
     args = ap.parse_args()
     trees: list[Path] = args.tree
+    if args.pin and not {0, 1} <= os.sched_getaffinity(0):
+        raise SystemExit("--pin needs CPUs 0 and 1")
     loops = ["asyncio", *(["uvloop"] if importlib.util.find_spec("uvloop") else [])]
+    # by the tree's place in --tree: the same tree twice (an A/A check) stays two
+    rows: dict[tuple[str, int], list[dict[str, Any]]] = {
+        (loop, k): [] for loop in loops for k in range(len(trees))}
     server = RedisServer()
     server.start()
-    if args.pin:
-        server.pin({1})
-    rows: dict[tuple[str, Path], list[dict[str, Any]]] = {
-        (loop, tree): [] for loop in loops for tree in trees}
     try:
+        if args.pin:
+            server.pin({1})
         for i in range(args.rounds):
             for loop in loops:
-                for tree in trees if i % 2 == 0 else trees[::-1]:
+                order = range(len(trees)) if i % 2 == 0 else reversed(range(len(trees)))
+                for k in order:
                     server.flush()
-                    row = run(tree, server.url, loop, args.pin)
-                    rows[(loop, tree)].append(row)
-                    print(f"round {i + 1} {loop} {tree}: {row}", flush=True)
+                    row = run(trees[k], server.url, loop, args.pin)
+                    rows[(loop, k)].append(row)
+                    print(f"round {i + 1} {loop} {trees[k]}: {row}", flush=True)
     finally:
         server.stop()
     print(f"\n| loop | tree | jobs/s | client CPU µs/job | client busy | calls | mean batch "
           f"| call in flight | (medians of {args.rounds} rounds) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
-    for (loop, tree), runs in rows.items():
+    for (loop, k), runs in rows.items():
+        tree = f"{'AB'[k] if len(trees) == 2 else k}: {trees[k]}"
         def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
             return float(statistics.median(r[key] for r in runs))
         print(f"| {loop} | {tree} | {med('rate'):,.0f} | {med('cpu_us'):.2f} "
@@ -125,7 +138,7 @@ def main() -> None:
         print("|---|---|---:|---:|---:|")
         for loop in loops:
             ratios = [b["rate"] / a["rate"]
-                      for a, b in zip(rows[(loop, trees[0])], rows[(loop, trees[1])], strict=True)]
+                      for a, b in zip(rows[(loop, 0)], rows[(loop, 1)], strict=True)]
             geo = math.exp(statistics.mean(math.log(r) for r in ratios))
             print(f"| {loop} | {' '.join(f'{r:.2f}' for r in ratios)} "
                   f"| {statistics.median(ratios):.2f} | {geo:.2f} "

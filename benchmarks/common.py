@@ -117,7 +117,10 @@ def run_in_tree(tree: Path, code: str) -> str:
     micro-benchmarks (enqueue_cpu, gc_bulk, footprint) measure each tree so."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tree,
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:  # the child's own error, not only its exit status
+        raise RuntimeError(f"the client of {tree} exited {out.returncode}:\n"
+                           f"{out.stderr[-4000:]}")
     return out.stdout
 
 

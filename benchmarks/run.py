@@ -402,6 +402,20 @@ def prepare_host(server: RedisServer, pinned: bool, busy: float) -> list[Any]:
     return loads
 
 
+def tracefs_hint() -> str:
+    """Why a tracefs instance could not be made, as far as can be told."""
+    if os.geteuid() != 0:
+        return "not root"
+    try:
+        mounted = (sched_trace.TRACEFS / "instances").is_dir()
+    except OSError:
+        mounted = False
+    if not mounted:
+        return (f"tracefs is not mounted at {sched_trace.TRACEFS}; "
+                f"mount -t tracefs nodev {sched_trace.TRACEFS}")
+    return "root, tracefs mounted: the kernel refused the instance"
+
+
 def open_trace(server: RedisServer, wanted: bool) -> bool:
     """Where each bench's processes run, recorded from now on (sched_trace.py)
     if ``wanted``: False where the tracefs instance cannot be made (not root,
@@ -412,10 +426,7 @@ def open_trace(server: RedisServer, wanted: bool) -> bool:
         return False
     trace = sched_trace.SchedTrace()
     if not trace.open():
-        hint = ("" if (sched_trace.TRACEFS / "instances").is_dir()
-                else f"; tracefs is not mounted at {sched_trace.TRACEFS} (as root: "
-                     f"mount -t tracefs nodev {sched_trace.TRACEFS})")
-        log(f"no placement: the tracefs instance could not be made (root, tracefs){hint}")
+        log(f"no placement: the tracefs instance could not be made ({tracefs_hint()})")
         return False
     TRACE, REDIS_PID = trace, server.proc.pid
     return True
