@@ -189,6 +189,26 @@ def proc_cpu_seconds(pids: Sequence[int]) -> float:
     return total
 
 
+def steal_seconds() -> float | None:
+    """CPU seconds the hypervisor has taken from this VM's CPUs since boot
+    (the steal column of /proc/stat's cpu line), None where it is not known:
+    a host's other guests skew every figure, and a run can say how much."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def steal_share(before: float | None, after: float | None, seconds: float) -> float | None:
+    """The share of the CPUs' time over ``seconds`` of wall time that the
+    hypervisor took between two steal_seconds() reads."""
+    if before is None or after is None or seconds <= 0:
+        return None
+    return max(0.0, after - before) / (seconds * (os.cpu_count() or 1))
+
+
 def redis_cpu_seconds(client: Any) -> float:
     """The CPU seconds (user + system) a redis-server has used, from INFO cpu
     through a sync redis-py client."""

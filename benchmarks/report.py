@@ -171,6 +171,9 @@ def _header(results: dict[str, Any], out: list[str]) -> None:
       "at the end (anything else running skews the figures)")
     w(f"- Python {m['python']}, Redis {results['versions'].get('redis')} (one local "
       "redis-server, loopback, no persistence, shared by every run below)")
+    stolen = _stolen(results)
+    if stolen:
+        w("- " + stolen)
     if results.get("busy"):
         w(f"- **beside a process busy {results['busy']:.0%} of the time** (`--busy "
           f"{results['busy']}`, duty_load.py): a busy host, not the quiet one")
@@ -190,6 +193,26 @@ def _header(results: dict[str, Any], out: list[str]) -> None:
       + (f" --busy {results['busy']}" if results.get("busy") else "")
       + (" --pin" if results.get("pinned") else "")
       + "`; see benchmarks/README.md\n")
+
+
+STEAL_NOTED = 1.0  # % of the CPUs' time: a bench the hypervisor took more of is named
+
+
+def _stolen(results: dict[str, Any]) -> str:
+    """The hypervisor's steal over the run, and the benches it took at least
+    STEAL_NOTED% of the CPUs from ('' for a run from before it was recorded)."""
+    whole = results["machine"].get("steal_pct")
+    if whole is None:
+        return ""
+    marked = []
+    for source in sources(results):
+        for rep in source.runs:
+            shares = [line["steal_pct"] for line in rep.get("lines", []) if "steal_pct" in line]
+            if shares and shares[0] >= STEAL_NOTED:
+                marked.append(f"{source.name} rep {rep.get('rep', '?')} {shares[0]:.1f}%")
+    return (f"steal (CPU time the hypervisor gave other guests): {whole:.1f}% of the CPUs' "
+            "time over the run" + ("; benches at " + f"{STEAL_NOTED:.0f}% or more: "
+                                  + ", ".join(marked) if marked else ""))
 
 
 def _peers_table(results: dict[str, Any], out: list[str]) -> None:

@@ -31,7 +31,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import duty_load  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+import common  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+import duty_load  # noqa: E402
 import envs  # noqa: E402
 import report  # noqa: E402
 import sched_trace  # noqa: E402
@@ -113,6 +114,7 @@ def run_lines(argv: list[str], timeout: float,
     env.pop("BENCH_URL", None)
     cpus = CLIENT_CPUS  # (run.py --pin: the clients' CPUs, their workers' too)
     known = trace_begin(name)
+    stolen, began = common.steal_seconds(), time.monotonic()
     with open(TMP / f"{name}.stderr", "wb") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, cwd=HERE, env=env,
                                 start_new_session=True,
@@ -131,6 +133,9 @@ def run_lines(argv: list[str], timeout: float,
             except ProcessLookupError:
                 pass
     placement = trace_end(name, proc.pid, known)
+    # the hypervisor's share of the CPUs over the whole bench process (two reads
+    # of /proc/stat: nothing wakes in between)
+    steal = common.steal_share(stolen, common.steal_seconds(), time.monotonic() - began)
     lines = []
     for raw in out.decode(errors="replace").splitlines():
         try:
@@ -140,6 +145,8 @@ def run_lines(argv: list[str], timeout: float,
         if isinstance(item, dict) and "metric" in item:
             if placement is not None:
                 place_line(name, placement, item)
+            if steal is not None:
+                item["steal_pct"] = round(100 * steal, 2)
             lines.append(item)
     if error is None and proc.returncode != 0:
         tail = (TMP / f"{name}.stderr").read_text(errors="replace").strip().splitlines()[-3:]
@@ -345,7 +352,8 @@ def machine() -> dict[str, Any]:
             "os": f"{platform.system()} {platform.release()}",
             "python": platform.python_version(),
             # other work on the machine skews every figure: say how busy it was
-            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+            "steal_s_start": common.steal_seconds()}
 
 
 def code_fingerprint() -> str:
@@ -400,6 +408,12 @@ def prepare_host(server: RedisServer, pinned: bool, busy: float) -> list[Any]:
         log(f"beside a process busy {busy:.0%} of the time (duty_load.py)")
         LOAD_PID = loads[0].pid  # placed too (placed(): is Redis beside it?)
     return loads
+
+
+def steal_over(start: float | None, seconds: float) -> float | None:
+    """The hypervisor's share of the CPUs (%) over the run so far."""
+    share = common.steal_share(start, common.steal_seconds(), seconds)
+    return None if share is None else round(100 * share, 2)
 
 
 def tracefs_hint() -> str:
@@ -545,6 +559,8 @@ def main() -> None:
         log("WARNING: leasequeue/ or lua/ changed during the run; figures may mix versions")
     results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     results["bench_seconds"] = round(time.monotonic() - started - results["install_seconds"], 1)
+    results["machine"]["steal_pct"] = steal_over(results["machine"].get("steal_s_start"),
+                                                 time.monotonic() - started)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = report.summarize(results)
