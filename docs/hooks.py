@@ -14,7 +14,8 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parent.parent
 # repository files the README links to, relative to its root; a folder is
 # taken with its subfolders (every benchmark run the README cites has one)
-LINKED = ["docs/img", "benchmarks/results", "benchmarks/HISTORY.md", "examples/README.md",
+LINKED = ["docs/img", "benchmarks/results", "benchmarks/HISTORY.md",
+          "benchmarks/STANDING.md", "examples/README.md",
           "SECURITY.md",
           "deploy/prometheus/alerts.yml", "model/README.md"]
 SUFFIXES = {".png", ".md", ".txt", ".jsonl", ".json", ".yml"}

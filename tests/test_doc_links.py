@@ -31,7 +31,11 @@ def markdown_files() -> list[Path]:
 
 
 def slug(heading: str) -> str:
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+    """GitHub's anchor of a heading: its text as rendered (a link's text,
+    no HTML tag), lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().rstrip("#").strip())
+    text = re.sub(r"<[^>]+>", "", text)
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
 
 
 @cache
@@ -69,6 +73,8 @@ def test_the_slug_is_githubs() -> None:
     assert slug("From web code: the sync producer, and examples") == \
         "from-web-code-the-sync-producer-and-examples"
     assert slug("`App`'s one enqueue per call") == "apps-one-enqueue-per-call"
+    assert slug("Where the enqueue→start p50 goes") == "where-the-enqueuestart-p50-goes"
+    assert slug("A/B of [the round](x.md) ##") == "ab-of-the-round"
 
 
 def test_a_broken_link_is_found(tmp_path: Path) -> None:
