@@ -1,6 +1,6 @@
 """Redis's own time for a script call that finds Redis cold (after an idle
 gap) against back to back: what the enqueue->start path pays inside Redis
-when a probe reaches an idle Redis (README, design notes, "Enqueue->start").
+when a probe reaches an idle Redis (DESIGN-NOTES.md, "Enqueue->start").
 
 Four calls, interleaved, each ``--calls`` times, from SLOWLOG with every
 command logged: an EVALSHA of ``return 1``; the helpers enqueue.lua's text

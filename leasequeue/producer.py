@@ -498,8 +498,8 @@ def new_job_id() -> str:
     line; a third time with a payload over 1,024 bytes): 32 bytes a queued
     job less than 32 characters. Two ids collide once in about 2**56 jobs;
     an id that did would be answered 'existed' (HSETNX), never overwrite a
-    job. 14 characters would save 32 bytes more and are not used: see the
-    README's design notes, "A queued job's footprint" (a collision could not
+    job. 14 characters would save 32 bytes more and are not used: see
+    DESIGN-NOTES.md, "A queued job's footprint" (a collision could not
     be retried under a new id)."""
     return os.urandom(ID_BYTES).hex()
 

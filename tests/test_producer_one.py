@@ -4,7 +4,7 @@ checked shape from a cache per (name, queue). It must make exactly the job
 and raise exactly the error that prepare() of the same request does, and
 drop what it cached when that can go stale. Job ids are never handed out
 twice: not across threads, not across a fork (an id pool drawn ahead was
-tried and taken back, README design notes: these tests hold any later
+tried and taken back, DESIGN-NOTES.md: these tests hold any later
 one to it)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ backend's own class, made directly.
 ``anyio.CancelScope()`` looks the backend up and runs a second ``__init__``
 each time; on asyncio it makes an instance of this very class. A shielded
 scope entered and left cost 29,240 client instructions that way and 19,476
-made directly (callgrind, 5,000 of each; README, design notes, "The
+made directly (callgrind, 5,000 of each; DESIGN-NOTES.md, "The
 claimer's shielded scopes"). A worker runs on asyncio only (redis.asyncio
 needs it), uvloop included."""
 

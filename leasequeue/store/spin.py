@@ -10,7 +10,7 @@ asyncio's loop the sleep in epoll_wait, the reply's callback and the
 caller's task scheduled again (one enqueue per call ran 1.7 times as fast
 without them, for less client CPU); on uvloop's loop and for a thread, the
 wake-up (1.25-1.3 times as fast, for 11-17 us more client CPU a call).
-README, design notes, "A reply waited for on the socket";
+DESIGN-NOTES.md, "A reply waited for on the socket";
 benchmarks/reply_spin.py.
 
 A spin stands aside when it would cost more than it saves:
