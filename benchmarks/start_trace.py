@@ -1,8 +1,8 @@
 """Where Redis, a fresh client process and a busy neighbour run in the
 client's first 5,000 calls, from the kernel's scheduler events
 (sched_trace.py): the busy-host case of benchmarks/STANDING.md ("Why
-`App`'s one enqueue per call moves beside the load"), where a fresh process of `App`
-usually began with Redis on the load's CPU.
+`App`'s one enqueue per call moves beside the load"), where a fresh
+process of `App` usually began with Redis on the load's CPU.
 
 Beside a process busy half the time (duty_load.py), each rep starts three
 fresh producers in turn, none warmed up: `App` on asyncio's loop with its

@@ -1,9 +1,9 @@
 """mkdocs hook: the guide includes README.md, RELIABILITY.md and
 DESIGN-NOTES.md as they are (written for the repository's root), so the
-repository files they link to
-(screenshots, benchmark results) are added to the site at the same paths
-(a Markdown report as a page of its own, outside the nav),
-and every link keeps working, checked by `mkdocs build --strict`."""
+repository files they link to (screenshots, benchmark results) are added
+to the site at the same paths (a Markdown report as a page of its own,
+outside the nav), and every link keeps working, checked by `mkdocs build
+--strict`."""
 
 from __future__ import annotations
 

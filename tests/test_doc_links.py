@@ -1,10 +1,12 @@
 """Every relative link in the project's Markdown (README.md, RELIABILITY.md,
-SECURITY.md, benchmarks/*.md, the results' reports, model/README.md, the
-guide) names a file that exists, and every ``#anchor`` into a Markdown file
-names one of its headings (GitHub's rule: lower case, punctuation dropped,
-spaces as hyphens, ``-1``, ``-2``... for a heading repeated). A page that
-moves text about, as the README's benchmark section did into
-benchmarks/STANDING.md, cannot leave a link behind pointing at nothing."""
+SECURITY.md, DESIGN-NOTES.md, benchmarks/*.md, the results' reports,
+model/README.md, the guide) names a file that exists inside the repository,
+and every ``#anchor`` into a Markdown file names one of its headings
+(GitHub's rule: lower case, punctuation dropped, spaces as hyphens, ``-1``,
+``-2``... for a heading repeated). A page that moves text about, as the
+README's benchmark section did into benchmarks/STANDING.md, cannot leave a
+link behind pointing at nothing. (The docs site's `mkdocs build --strict`,
+tests/test_docs.py, checks the same links as the site serves them.)"""
 
 from __future__ import annotations
 
@@ -50,7 +52,9 @@ def anchors(path: Path) -> frozenset[str]:
     return frozenset(out)
 
 
-def broken_links(path: Path) -> list[str]:
+def broken_links(path: Path, root: Path = ROOT) -> list[str]:
+    """The relative links of the page at ``path`` that leave ``root`` (the
+    repository), name no file, or name no heading of a Markdown page."""
     bad = []
     for match in LINK.finditer(FENCE.sub("", path.read_text())):
         target = match.group(1)
@@ -58,7 +62,9 @@ def broken_links(path: Path) -> list[str]:
             continue
         file, _, fragment = target.partition("#")
         linked = (path.parent / file) if file else path
-        if not linked.exists():
+        if not linked.resolve().is_relative_to(root):
+            bad.append(f"{target}: outside the repository")
+        elif not linked.exists():
             bad.append(f"{target}: no such file")
         elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
             bad.append(f"{target}: no such heading")
@@ -78,12 +84,16 @@ def test_the_slug_is_githubs() -> None:
 
 
 def test_a_broken_link_is_found(tmp_path: Path) -> None:
-    (tmp_path / "there.md").write_text("# A heading\n")
-    page = tmp_path / "page.md"
+    (tmp_path / "outside.md").write_text("")
+    page = tmp_path / "repo" / "page.md"
+    page.parent.mkdir()
+    (page.parent / "there.md").write_text("# A heading\n")
     page.write_text("[ok](there.md#a-heading) [gone](missing.md) [bad](there.md#nope) "
                     "[web](https://example.com) [self](#top)\n# Top\n"
-                    "```\n[x](in-a-fence.md)\n```\n")
-    assert broken_links(page) == ["missing.md: no such file", "there.md#nope: no such heading"]
+                    "[up](../outside.md)\n```\n[x](in-a-fence.md)\n```\n")
+    assert broken_links(page, root=page.parent) == [
+        "missing.md: no such file", "there.md#nope: no such heading",
+        "../outside.md: outside the repository"]
 
 
 def test_every_relative_link_resolves() -> None:
