@@ -135,7 +135,7 @@ def run_lines(argv: list[str], timeout: float,
     placement = trace_end(name, proc.pid, known)
     # the hypervisor's share of the CPUs over the whole bench process (two reads
     # of /proc/stat: nothing wakes in between)
-    steal = common.steal_share(stolen, common.steal_seconds(), time.monotonic() - began)
+    steal = steal_over(stolen, time.monotonic() - began)
     lines = []
     for raw in out.decode(errors="replace").splitlines():
         try:
@@ -146,7 +146,7 @@ def run_lines(argv: list[str], timeout: float,
             if placement is not None:
                 place_line(name, placement, item)
             if steal is not None:
-                item["steal_pct"] = round(100 * steal, 2)
+                item["steal_pct"] = steal
             lines.append(item)
     if error is None and proc.returncode != 0:
         tail = (TMP / f"{name}.stderr").read_text(errors="replace").strip().splitlines()[-3:]
@@ -411,7 +411,8 @@ def prepare_host(server: RedisServer, pinned: bool, busy: float) -> list[Any]:
 
 
 def steal_over(start: float | None, seconds: float) -> float | None:
-    """The hypervisor's share of the CPUs (%) over the run so far."""
+    """The hypervisor's share of the CPUs (%) over the ``seconds`` since the
+    steal_seconds() read ``start`` (a bench process's, or the whole run's)."""
     share = common.steal_share(start, common.steal_seconds(), seconds)
     return None if share is None else round(100 * share, 2)
 
