@@ -25,7 +25,12 @@ import common
 from redis_server import RedisServer
 
 
-async def floor(n: int, url: str | None) -> dict[str, Any]:
+async def floor(n: int, url: str | None, budget: float = 60.0) -> dict[str, Any]:
+    """``n`` calls from 100 tasks (common.concurrent_enqueue), each parking a
+    future that one coalescer task resolves a batch at a time, after one
+    empty script call a batch when ``url`` is given: calls/s, and the
+    client's CPU a call. Also run by lq_bench.py right after its own 100
+    tasks (the report's "against the event loop's floor")."""
     loop = asyncio.get_running_loop()
     parked: list[asyncio.Future[None]] = []
     wake = asyncio.Event()
@@ -57,7 +62,7 @@ async def floor(n: int, url: str | None) -> dict[str, Any]:
 
     worker = asyncio.ensure_future(coalescer())
     cpu = time.process_time()
-    result = await common.concurrent_enqueue(call, n, budget=60.0)
+    result = await common.concurrent_enqueue(call, n, budget=budget)
     result["client_us_per_call"] = round((time.process_time() - cpu) / n * 1e6, 3)
     stop = True
     wake.set()

@@ -33,6 +33,7 @@ from leasequeue.store.keys import QueueKeys, queue_keys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
+import concurrent_floor
 
 PREFIX = "bench"
 QUEUE = "default"
@@ -155,6 +156,7 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
     except Exception as exc:
         common.emit_error("enqueue_concurrent", exc)
     common.flush(args.url)
+    await loop_floor("concurrent_floor", args)
     if has_uvloop():
         # the same two from a service whose loop is uvloop's (uvicorn's default
         # when installed): a loop of its own in a thread, while this one waits
@@ -166,6 +168,20 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
         common.emit("enqueue_bulk", **common.timed_rate(args.n, time.perf_counter() - started))
     except Exception as exc:
         common.emit_error("enqueue_bulk", exc)
+    common.flush(args.url)
+
+
+async def loop_floor(metric: str, args: argparse.Namespace) -> None:
+    """The event loop's own floor under the 100-task column, right after it,
+    in this process and on this loop and Redis: as many calls from 100 tasks
+    alike, each parking a future that one coalescer resolves after one empty
+    script call a batch, no job at all (concurrent_floor.py). Emitted as
+    ``metric``: the report sets the column and issue 11's 3x against it."""
+    try:
+        common.emit(metric, **await concurrent_floor.floor(args.conc_n, args.url,
+                                                           args.conc_budget))
+    except Exception as exc:
+        common.emit_error(metric, exc)
     common.flush(args.url)
 
 
@@ -184,6 +200,8 @@ def uvloop_rates(args: argparse.Namespace) -> None:
             result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), args.conc_n,
                                                      args.conc_budget)
             common.emit("enqueue_concurrent_uvloop", **result)
+            common.flush(args.url)
+            await loop_floor("concurrent_floor_uvloop", args)
         finally:
             await app.close()
 

@@ -12,7 +12,7 @@ RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "m
 LQ_RATES = ("enqueue_one", "enqueue_one_sync", "enqueue_one_uvloop", "enqueue_concurrent",
             "enqueue_concurrent_uvloop", "enqueue_bulk", "drain_c1",
             "drain_c10", "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
-            "memory_per_job")
+            "memory_per_job", "concurrent_floor", "concurrent_floor_uvloop")
 LQ_DRAIN_FOR_PEERS = "drain_c100"  # 1 process, concurrency 100: the peers' setting
 
 
@@ -153,6 +153,7 @@ def markdown(results: dict[str, Any]) -> str:
     _header(results, out)
     _peers_table(results, out)
     _best_peer_table(results, out)
+    _floor_table(results, out)
     _placement_table(results, out)
     _leasequeue_section(results, out)
     _ceiling_section(results, out)
@@ -350,6 +351,60 @@ def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
         fmt = _num if higher else _ms if field.endswith("_ms") else _one
         w(f"| {label} | {fmt(mine)} | {best[0]} | {fmt(best[1])} | {ratio:.2f}× |")
     w("")
+
+# the 100-task column's event-loop floor per loop: (loop, leasequeue's metric,
+# the floor's metric), both measured in leasequeue's bench process (lq_bench.py)
+FLOORS = (("asyncio", "enqueue_concurrent", "concurrent_floor"),
+          ("uvloop", "enqueue_concurrent_uvloop", "concurrent_floor_uvloop"))
+TASKS_TARGET = 3.0  # issue 11's target for the 100-task column: lq ÷ the best peer
+
+
+def floor_rows(results: dict[str, Any]) -> list[
+        tuple[str, float, float | None, float | None, float | None]]:
+    """Per loop whose floor the run measured: (loop, the floor in calls/s,
+    leasequeue's 100 tasks ÷ the floor, the best peer's 100 tasks in jobs/s,
+    issue 11's target for the column (TASKS_TARGET × that peer) ÷ the
+    floor); None where a side has no figure. A run from before the floor
+    was measured has no rows."""
+    s = results["summary"]
+    lq = s["leasequeue"]
+    best = None
+    for p in s["peers"].values():
+        v = (p.get("enqueue_concurrent") or {}).get("value") if p.get("version") else None
+        if v is not None and (best is None or v > best):
+            best = float(v)
+    rows: list[tuple[str, float, float | None, float | None, float | None]] = []
+    for loop, ours_metric, floor_metric in FLOORS:
+        floor = (lq.get(floor_metric) or {}).get("value")
+        if not floor:
+            continue
+        ours = (lq.get(ours_metric) or {}).get("value")
+        rows.append((loop, float(floor), None if ours is None else ours / floor, best,
+                     None if best is None else TASKS_TARGET * best / floor))
+    return rows
+
+
+def _floor_table(results: dict[str, Any], out: list[str]) -> None:
+    """The 100-task column against the event loop's own floor, this run."""
+    rows = floor_rows(results)
+    if not rows:
+        return
+    w = out.append
+    w("## 100 tasks against the event loop's own floor (this run)\n")
+    w("The floor: as many calls from 100 tasks as the column's, each parking a future that "
+      "one coalescer resolves after one empty script call a batch, no job made, encoded or "
+      "stored (`benchmarks/concurrent_floor.py`), run in leasequeue's bench process right "
+      "after its own 100 tasks, on the same loop and Redis (medians of the reps): what "
+      "100 tasks reach on that loop with no job at all. Issue 11's target for the column, "
+      f"{TASKS_TARGET:g}× the best peer, asks for real enqueues at that share of it.\n")
+    w(f"| loop | floor (calls/s) | leasequeue ÷ floor | best peer (jobs/s) "
+      f"| {TASKS_TARGET:g}× best peer ÷ floor |")
+    w("|---|---:|---:|---:|---:|")
+    for loop, floor, ours, best, target in rows:
+        w(f"| {loop} | {_num(floor)} | {'–' if ours is None else f'{ours:.2f}'} "
+          f"| {_num(best)} | {'–' if target is None else f'{target:.2f}'} |")
+    w("")
+
 
 # the columns an unpinned 2-CPU host's placement decides (README, "Where it
 # is behind"): (label, leasequeue's metrics, the peers' metric)

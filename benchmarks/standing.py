@@ -31,15 +31,24 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import BEST_COLUMNS, PLACES, best_ratios, placement_recorded, probe_cells, probe_groups
+from report import (
+    BEST_COLUMNS,
+    PLACES,
+    TASKS_TARGET,
+    best_ratios,
+    floor_rows,
+    placement_recorded,
+    probe_cells,
+    probe_groups,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NODE_PEERS = ("bullmq-node", "bee-queue-node")
 # issue 11's target per column: lq ÷ the best peer in the same run
 TARGETS = {
     "drain, concurrency 100 (jobs/s)": 2.0,
-    "enqueue, 100 concurrent tasks (jobs/s)": 3.0,
-    "enqueue, 100 concurrent tasks, App on uvloop (jobs/s)": 3.0,
+    "enqueue, 100 concurrent tasks (jobs/s)": TASKS_TARGET,
+    "enqueue, 100 concurrent tasks, App on uvloop (jobs/s)": TASKS_TARGET,
     "enqueue, bulk (jobs/s)": 2.0,
 }
 
@@ -107,12 +116,34 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
         out.append(f"| {label} | " + " | ".join(cells)
                    + f" | {median} | ≥ {target:g}× | {met} of {len(every)} |")
     out.append("")
+    out += floor_band(runs)
     for group in groups:  # which runs, at which commits
         out.append(f"{group}: " + ", ".join(
             f"{r['_dir'].removeprefix('node_peers_') or '.'} "
             f"({r['date'][:16] if by == 'host' else r['date'][11:16]}, {r['git']})"
             for r in runs if key(r) == group))
     return out
+
+
+def _band(values: list[float]) -> str:
+    return (f"{min(values):.2f}-{max(values):.2f} (median {statistics.median(values):.2f})"
+            if values else "–")
+
+
+def floor_band(runs: list[dict[str, Any]]) -> list[str]:
+    """The 100-task column against the event loop's own floor (report.floor_rows),
+    over the runs that measured it: a line per loop, then a blank one; none
+    when no run did."""
+    out = []
+    for loop in ("asyncio", "uvloop"):
+        rows = [row for r in runs for row in floor_rows(r) if row[0] == loop]
+        if rows:
+            out.append(
+                f"100 tasks on {loop}'s loop against its own floor, {_count(len(rows), 'run')}: "
+                f"leasequeue ÷ floor {_band([o for _, _, o, _, _ in rows if o is not None])}; "
+                f"{TASKS_TARGET:g}× the best peer ÷ floor "
+                f"{_band([t for _, _, _, _, t in rows if t is not None])}")
+    return [*out, ""] if out else []
 
 
 # one enqueue per call: leasequeue's App and the Node peers, by where the client ran

@@ -1,0 +1,81 @@
+"""The harness's event-loop floor under the 100-task column (benchmarks/
+concurrent_floor.py, measured by lq_bench.py after its own 100 tasks): the
+floor runs against a real Redis and answers every call, and the report and
+the standing set the column and issue 11's 3x against it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import concurrent_floor  # (benchmarks/ is a folder of scripts, not a package)
+import report
+import standing
+
+from tests.harness.redis_proc import RedisProcess
+
+
+def test_the_floor_answers_every_call_of_100_tasks_with_a_batch_a_script_call(
+        redis_server: RedisProcess) -> None:
+    import redis as redis_sync
+
+    client = redis_sync.Redis.from_url(redis_server.url)
+    calls_before = int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+    result = asyncio.run(concurrent_floor.floor(5_000, redis_server.url, budget=30.0))
+    calls = int(client.info("commandstats")["cmdstat_evalsha"]["calls"]) - calls_before
+    client.close()
+    assert result["n"] == 5_000 and result["tasks"] == 100
+    assert result["value"] > 0 and result["client_us_per_call"] > 0
+    # coalesced: far fewer script calls than calls (one a batch), at least one
+    assert 1 <= calls < 5_000 // 10
+
+
+def summary(lq: dict[str, float], peers: dict[str, float | None]) -> dict[str, Any]:
+    return {"summary": {
+        "leasequeue": {metric: {"value": value} for metric, value in lq.items()},
+        "peers": {name: {"version": "1", "enqueue_concurrent": {"value": value}}
+                  for name, value in peers.items()}}}
+
+
+def test_the_report_sets_ours_and_3x_the_best_peer_against_each_loops_floor() -> None:
+    results = summary({"enqueue_concurrent": 200_000.0, "concurrent_floor": 400_000.0,
+                       "enqueue_concurrent_uvloop": 250_000.0,
+                       "concurrent_floor_uvloop": 600_000.0},
+                      {"bee-queue-node": 120_000.0, "bullmq-node": 40_000.0})
+    rows = report.floor_rows(results)
+    assert [row[0] for row in rows] == ["asyncio", "uvloop"]
+    _, floor, ours, best, target = rows[0]
+    assert (floor, best) == (400_000.0, 120_000.0)
+    assert ours == pytest.approx(0.5) and target == pytest.approx(0.9)  # 3 x 120k / 400k
+    assert rows[1][2] == pytest.approx(250 / 600) and rows[1][4] == pytest.approx(0.6)
+    out: list[str] = []
+    report._floor_table(results, out)
+    assert out[0].startswith("## 100 tasks against the event loop's own floor")
+    assert "| asyncio | 400,000 | 0.50 | 120,000 | 0.90 |" in out
+    assert "| uvloop | 600,000 | 0.42 | 120,000 | 0.60 |" in out
+
+
+def test_a_run_from_before_the_floor_has_no_rows_and_no_section() -> None:
+    results = summary({"enqueue_concurrent": 200_000.0}, {"bee-queue-node": 120_000.0})
+    assert report.floor_rows(results) == []
+    out: list[str] = []
+    report._floor_table(results, out)
+    assert out == []
+    assert standing.floor_band([results]) == []
+
+
+def test_the_standing_bands_the_floor_over_the_runs_that_measured_it() -> None:
+    runs = [summary({"enqueue_concurrent": ours, "concurrent_floor": 400_000.0},
+                    {"bee-queue-node": peer})
+            for ours, peer in ((200_000.0, 120_000.0), (160_000.0, 100_000.0),
+                               (240_000.0, 140_000.0))]
+    runs.append(summary({"enqueue_concurrent": 1.0}, {"bee-queue-node": 1.0}))  # no floor
+    lines = standing.floor_band(runs)
+    assert lines == [
+        "100 tasks on asyncio's loop against its own floor, 3 runs: leasequeue ÷ floor "
+        "0.40-0.60 (median 0.50); 3× the best peer ÷ floor 0.75-1.05 (median 0.90)", ""]
