@@ -176,7 +176,8 @@ async def loop_floor(metric: str, args: argparse.Namespace) -> None:
     in this process and on this loop and Redis: as many calls from 100 tasks
     alike, each parking a future that one coalescer resolves after one empty
     script call a batch, no job at all (concurrent_floor.py). Emitted as
-    ``metric``: the report sets the column and issue 11's 3x against it."""
+    ``metric`` (an error too, under that name: the bench goes on); the
+    report sets the column and issue 11's 3x against it."""
     try:
         common.emit(metric, **await concurrent_floor.floor(args.conc_n, args.url,
                                                            args.conc_budget))
@@ -195,11 +196,17 @@ def uvloop_rates(args: argparse.Namespace) -> None:
         try:
             await app.enqueue("noop")  # its connection and queue check, untimed
             common.flush(args.url)
-            common.emit("enqueue_one_uvloop", **await one_per_call(app, args))
+            try:
+                common.emit("enqueue_one_uvloop", **await one_per_call(app, args))
+            except Exception as exc:
+                common.emit_error("enqueue_one_uvloop", exc)
             common.flush(args.url)
-            result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), args.conc_n,
-                                                     args.conc_budget)
-            common.emit("enqueue_concurrent_uvloop", **result)
+            try:
+                result = await common.concurrent_enqueue(lambda: app.enqueue("noop"),
+                                                         args.conc_n, args.conc_budget)
+                common.emit("enqueue_concurrent_uvloop", **result)
+            except Exception as exc:
+                common.emit_error("enqueue_concurrent_uvloop", exc)
             common.flush(args.url)
             await loop_floor("concurrent_floor_uvloop", args)
         finally:

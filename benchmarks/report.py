@@ -366,13 +366,11 @@ def floor_rows(results: dict[str, Any]) -> list[
     issue 11's target for the column (TASKS_TARGET × that peer) ÷ the
     floor); None where a side has no figure. A run from before the floor
     was measured has no rows."""
-    s = results["summary"]
-    lq = s["leasequeue"]
-    best = None
-    for p in s["peers"].values():
-        v = (p.get("enqueue_concurrent") or {}).get("value") if p.get("version") else None
-        if v is not None and (best is None or v > best):
-            best = float(v)
+    lq = results["summary"]["leasequeue"]
+    # the best peer of the 100-task column, as best_ratios chose it
+    best = next((found[1] for (_, _, found, _), column in zip(
+        best_ratios(results), BEST_COLUMNS, strict=True)
+        if column[1] == "enqueue_concurrent" and found is not None), None)
     rows: list[tuple[str, float, float | None, float | None, float | None]] = []
     for loop, ours_metric, floor_metric in FLOORS:
         floor = (lq.get(floor_metric) or {}).get("value")
@@ -393,9 +391,12 @@ def _floor_table(results: dict[str, Any], out: list[str]) -> None:
     w("## 100 tasks against the event loop's own floor (this run)\n")
     w("The floor: as many calls from 100 tasks as the column's, each parking a future that "
       "one coalescer resolves after one empty script call a batch, no job made, encoded or "
-      "stored (`benchmarks/concurrent_floor.py`), run in leasequeue's bench process right "
-      "after its own 100 tasks, on the same loop and Redis (medians of the reps): what "
-      "100 tasks reach on that loop with no job at all. Issue 11's target for the column, "
+      "stored (`benchmarks/concurrent_floor.py`; the script call by redis-py's asyncio "
+      "client), run in leasequeue's bench process right after its own 100 tasks, on the "
+      "same loop and Redis: what 100 tasks reach on that loop with no job at all. A mark, "
+      "not a proven bound: leasequeue sends through connections of its own and may spend "
+      "less a batch. Each figure is a median of the reps (the floor's own reps move "
+      "too, each ratio is of two medians). Issue 11's target for the column, "
       f"{TASKS_TARGET:g}× the best peer, asks for real enqueues at that share of it.\n")
     w(f"| loop | floor (calls/s) | leasequeue ÷ floor | best peer (jobs/s) "
       f"| {TASKS_TARGET:g}× best peer ÷ floor |")

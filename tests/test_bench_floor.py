@@ -6,7 +6,9 @@ the standing set the column and issue 11's 3x against it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,50 @@ def test_the_floor_answers_every_call_of_100_tasks_with_a_batch_a_script_call(
     assert result["value"] > 0 and result["client_us_per_call"] > 0
     # coalesced: far fewer script calls than calls (one a batch), at least one
     assert 1 <= calls < 5_000 // 10
+
+
+def test_a_script_call_that_fails_mid_run_fails_the_floor_instead_of_hanging_it(
+        server: RedisProcess) -> None:
+    redis_server = server  # a Redis of its own: its script cache is flushed
+    import redis as redis_sync
+    import redis.asyncio as redis_async
+
+    async def run() -> None:
+        client = redis_async.Redis.from_url(redis_server.url)
+        floor = asyncio.ensure_future(concurrent_floor.floor(10_000_000, redis_server.url,
+                                                             budget=60.0))
+        try:
+            # once the floor's calls are running, its script goes: the next
+            # batch's EVALSHA answers NOSCRIPT, which every caller must get
+            deadline = time.monotonic() + 10.0
+            while int((await client.info("commandstats")).get(
+                    "cmdstat_evalsha", {}).get("calls", 0)) < 3:
+                assert not floor.done() and time.monotonic() < deadline
+                await asyncio.sleep(0.001)
+            await client.script_flush()
+            with pytest.raises(redis_sync.exceptions.NoScriptError):
+                await asyncio.wait_for(floor, timeout=30.0)
+        finally:
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_the_bench_records_a_floor_that_failed_under_its_own_name_and_goes_on(
+        server: RedisProcess, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    import lq_bench
+
+    async def failing(n: int, url: str | None, budget: float = 60.0) -> dict[str, Any]:
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(concurrent_floor, "floor", failing)
+    args = argparse.Namespace(conc_n=100, conc_budget=1.0, url=server.url)  # (flushed after)
+    asyncio.run(lq_bench.loop_floor("concurrent_floor_uvloop", args))
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
+    assert line["metric"] == "concurrent_floor_uvloop" and "Redis went away" in line["error"]
 
 
 def summary(lq: dict[str, float], peers: dict[str, float | None]) -> dict[str, Any]:
