@@ -19,7 +19,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import anyio
@@ -126,12 +126,18 @@ async def one_per_call(app: App, args: argparse.Namespace) -> dict[str, Any]:
     return common.timed_rate(n, time.perf_counter() - started)
 
 
-async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
+async def record(metric: str, measure: Awaitable[dict[str, Any]], url: str) -> None:
+    """Emit ``metric`` with what ``measure`` answers, or its error under that
+    name (the bench goes on); then flush the Redis at ``url``."""
     try:
-        common.emit("enqueue_one", **await one_per_call(app, args))
+        common.emit(metric, **await measure)
     except Exception as exc:
-        common.emit_error("enqueue_one", exc)
-    common.flush(args.url)
+        common.emit_error(metric, exc)
+    common.flush(url)
+
+
+async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
+    await record("enqueue_one", one_per_call(app, args), args.url)
     try:
         # the same, from the sync producer (WSGI code, scripts): it blocks this
         # loop while it runs, and nothing else runs meanwhile
@@ -148,14 +154,9 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
     except Exception as exc:
         common.emit_error("enqueue_one_sync", exc)
     common.flush(args.url)
-    try:
-        # 100 tasks each awaiting app.enqueue in a loop (a web service's shape)
-        result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), args.conc_n,
-                                                 args.conc_budget)
-        common.emit("enqueue_concurrent", **result)
-    except Exception as exc:
-        common.emit_error("enqueue_concurrent", exc)
-    common.flush(args.url)
+    # 100 tasks each awaiting app.enqueue in a loop (a web service's shape)
+    await record("enqueue_concurrent", common.concurrent_enqueue(
+        lambda: app.enqueue("noop"), args.conc_n, args.conc_budget), args.url)
     await loop_floor("concurrent_floor", args)
     if has_uvloop():
         # the same two from a service whose loop is uvloop's (uvicorn's default
@@ -178,12 +179,8 @@ async def loop_floor(metric: str, args: argparse.Namespace) -> None:
     script call a batch, no job at all (concurrent_floor.py). Emitted as
     ``metric`` (an error too, under that name: the bench goes on); the
     report sets the column and issue 11's 3x against it."""
-    try:
-        common.emit(metric, **await concurrent_floor.floor(args.conc_n, args.url,
-                                                           args.conc_budget))
-    except Exception as exc:
-        common.emit_error(metric, exc)
-    common.flush(args.url)
+    await record(metric, concurrent_floor.floor(args.conc_n, args.url, args.conc_budget),
+                 args.url)
 
 
 def uvloop_rates(args: argparse.Namespace) -> None:
@@ -196,18 +193,9 @@ def uvloop_rates(args: argparse.Namespace) -> None:
         try:
             await app.enqueue("noop")  # its connection and queue check, untimed
             common.flush(args.url)
-            try:
-                common.emit("enqueue_one_uvloop", **await one_per_call(app, args))
-            except Exception as exc:
-                common.emit_error("enqueue_one_uvloop", exc)
-            common.flush(args.url)
-            try:
-                result = await common.concurrent_enqueue(lambda: app.enqueue("noop"),
-                                                         args.conc_n, args.conc_budget)
-                common.emit("enqueue_concurrent_uvloop", **result)
-            except Exception as exc:
-                common.emit_error("enqueue_concurrent_uvloop", exc)
-            common.flush(args.url)
+            await record("enqueue_one_uvloop", one_per_call(app, args), args.url)
+            await record("enqueue_concurrent_uvloop", common.concurrent_enqueue(
+                lambda: app.enqueue("noop"), args.conc_n, args.conc_budget), args.url)
             await loop_floor("concurrent_floor_uvloop", args)
         finally:
             await app.close()
