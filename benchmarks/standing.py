@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import (
     BEST_COLUMNS,
+    FLOORS,
     PLACES,
     TASKS_TARGET,
     best_ratios,
@@ -135,7 +136,7 @@ def floor_band(runs: list[dict[str, Any]]) -> list[str]:
     over the runs that measured it: a line per loop, then a blank one; none
     when no run did."""
     out = []
-    for loop in ("asyncio", "uvloop"):
+    for loop, _, _ in FLOORS:
         rows = [row for r in runs for row in floor_rows(r) if row[0] == loop]
         if rows:
             out.append(
