@@ -3,13 +3,17 @@ harness's loop (common.concurrent_enqueue: 100 tasks, each awaiting one call
 at a time) around calls that do nothing but what any coalescing client must
 do per call, a future parked and resolved. A coalescer task takes every
 parked future once per turn of the loop and resolves it: no Redis, no
-encoding, no job. With --redis, the coalescer also sends one empty script
-call per turn (redis-py's asyncio EVALSHA of `return 1`: one shared round
-trip) before it resolves the batch. What this reaches is a mark for what
-App.enqueue reaches from 100 tasks on the same loop, not a proven bound:
-App sends through connections of its own (store/direct.py) and batches
-otherwise (store/coalesce.py), and may spend less a batch than redis-py
-does here; its calls' own costs (a future, a task woken) are the same.
+encoding, no job, no I/O. That is park and wake alone, a bound: every
+client whose callers each await a coroutine of their own per call (an
+`async def` enqueue, as App.enqueue is) pays it per call on that loop,
+whatever it sends and however it overlaps its calls with Redis.
+
+With --redis, the coalescer also sends one empty script call per turn
+(redis-py's asyncio EVALSHA of `return 1`: one shared round trip) and waits
+for it before it resolves the batch. That is a mark, not a bound: App sends
+through connections of its own (store/direct.py), which spend less a call
+than redis-py's, and keeps one batch in Redis while the client prepares the
+next (store/coalesce.py), where this one waits out each call.
 
   python benchmarks/concurrent_floor.py [--loop asyncio|uvloop] [--redis] [--n 200000]
 """

@@ -157,7 +157,7 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
     # 100 tasks each awaiting app.enqueue in a loop (a web service's shape)
     await record("enqueue_concurrent", common.concurrent_enqueue(
         lambda: app.enqueue("noop"), args.conc_n, args.conc_budget), args.url)
-    await loop_floor("concurrent_floor", args)
+    await loop_floor("", args)
     if has_uvloop():
         # the same two from a service whose loop is uvloop's (uvicorn's default
         # when installed): a loop of its own in a thread, while this one waits
@@ -172,15 +172,19 @@ async def enqueue_rates(app: App, args: argparse.Namespace) -> None:
     common.flush(args.url)
 
 
-async def loop_floor(metric: str, args: argparse.Namespace) -> None:
+async def loop_floor(suffix: str, args: argparse.Namespace) -> None:
     """The event loop's own floor under the 100-task column, right after it,
-    in this process and on this loop and Redis: as many calls from 100 tasks
-    alike, each parking a future that one coalescer resolves after one empty
-    script call a batch, no job at all (concurrent_floor.py). Emitted as
-    ``metric`` (an error too, under that name: the bench goes on); the
-    report sets the column and issue 11's 3x against it."""
-    await record(metric, concurrent_floor.floor(args.conc_n, args.url, args.conc_budget),
-                 args.url)
+    in this process and on this loop and Redis (concurrent_floor.py): as
+    many calls from 100 tasks alike, each parking a future that one
+    coalescer task resolves a batch at a time, first after one empty script
+    call a batch (``concurrent_floor`` + ``suffix``: a mark), then with no
+    I/O at all (``concurrent_floor_bare`` + ``suffix``: park and wake
+    alone, a bound). Each is emitted under its name, an error too (the bench
+    goes on); the report sets the column and issue 11's 3x against them."""
+    await record("concurrent_floor" + suffix,
+                 concurrent_floor.floor(args.conc_n, args.url, args.conc_budget), args.url)
+    await record("concurrent_floor_bare" + suffix,
+                 concurrent_floor.floor(args.conc_n, None, args.conc_budget), args.url)
 
 
 def uvloop_rates(args: argparse.Namespace) -> None:
@@ -196,7 +200,7 @@ def uvloop_rates(args: argparse.Namespace) -> None:
             await record("enqueue_one_uvloop", one_per_call(app, args), args.url)
             await record("enqueue_concurrent_uvloop", common.concurrent_enqueue(
                 lambda: app.enqueue("noop"), args.conc_n, args.conc_budget), args.url)
-            await loop_floor("concurrent_floor_uvloop", args)
+            await loop_floor("_uvloop", args)
         finally:
             await app.close()
 

@@ -12,7 +12,8 @@ RATE_METRICS = ("enqueue_one", "enqueue_concurrent", "enqueue_bulk", "drain", "m
 LQ_RATES = ("enqueue_one", "enqueue_one_sync", "enqueue_one_uvloop", "enqueue_concurrent",
             "enqueue_concurrent_uvloop", "enqueue_bulk", "drain_c1",
             "drain_c10", "drain_c100", "drain_2proc", "bare_claim_ack_1", "bare_claim_ack_100",
-            "memory_per_job", "concurrent_floor", "concurrent_floor_uvloop")
+            "memory_per_job", "concurrent_floor", "concurrent_floor_uvloop",
+            "concurrent_floor_bare", "concurrent_floor_bare_uvloop")
 LQ_DRAIN_FOR_PEERS = "drain_c100"  # 1 process, concurrency 100: the peers' setting
 
 
@@ -352,58 +353,102 @@ def _best_peer_table(results: dict[str, Any], out: list[str]) -> None:
         w(f"| {label} | {fmt(mine)} | {best[0]} | {fmt(best[1])} | {ratio:.2f}× |")
     w("")
 
-# the 100-task column's event-loop floor per loop: (loop, leasequeue's metric,
-# the floor's metric), both measured in leasequeue's bench process (lq_bench.py)
-FLOORS = (("asyncio", "enqueue_concurrent", "concurrent_floor"),
-          ("uvloop", "enqueue_concurrent_uvloop", "concurrent_floor_uvloop"))
+# the 100-task column's event-loop floors per loop: (loop, leasequeue's metric,
+# the floor with one empty script call a batch, park and wake alone), all
+# measured in leasequeue's bench process (lq_bench.py)
+FLOORS = (("asyncio", "enqueue_concurrent", "concurrent_floor", "concurrent_floor_bare"),
+          ("uvloop", "enqueue_concurrent_uvloop", "concurrent_floor_uvloop",
+           "concurrent_floor_bare_uvloop"))
 TASKS_TARGET = 3.0  # issue 11's target for the 100-task column: lq ÷ the best peer
 
 
-def floor_rows(results: dict[str, Any]) -> list[
-        tuple[str, float, float | None, float | None, float | None]]:
-    """Per loop whose floor the run measured: (loop, the floor in calls/s,
-    leasequeue's 100 tasks ÷ the floor, the best peer's 100 tasks in jobs/s,
-    issue 11's target for the column (TASKS_TARGET × that peer) ÷ the
-    floor); None where a side has no figure. A run from before the floor
-    was measured has no rows."""
+@dataclass(frozen=True)
+class FloorRow:
+    """The 100-task column on one loop against that loop's floors, one run
+    (rates in calls or jobs a second; None where the run has no figure)."""
+
+    loop: str
+    bare: float | None  # park and wake alone: no Redis, no job, no I/O (a bound)
+    mark: float | None  # the same, waiting out one empty script call a batch (a mark)
+    ours: float | None  # leasequeue's 100 tasks
+    best: float | None  # the best peer's 100 tasks
+
+    @property
+    def target(self) -> float | None:
+        """Issue 11's target for the column: TASKS_TARGET × the best peer."""
+        return None if self.best is None else TASKS_TARGET * self.best
+
+    def over_mark(self, rate: float | None) -> float | None:
+        """``rate`` ÷ the floor with one empty script call a batch."""
+        return None if rate is None or not self.mark else rate / self.mark
+
+    def beyond(self, rate: float | None) -> float | None:
+        """Microseconds a job at ``rate`` takes beyond parking and waking its
+        caller (1/rate − 1/bare): what the job's own work (its id, envelope,
+        batch and script call, reply) may take at that rate. Negative: the
+        rate is above park and wake alone."""
+        if rate is None or not rate or not self.bare:
+            return None
+        return 1e6 / rate - 1e6 / self.bare
+
+
+def floor_rows(results: dict[str, Any]) -> list[FloorRow]:
+    """Per loop whose floor the run measured (either), a FloorRow. A run
+    from before the floors were measured has none; one from before park and
+    wake alone was (2026-12-06, before 11:00 UTC) has only the mark."""
     lq = results["summary"]["leasequeue"]
     # the best peer of the 100-task column, as best_ratios chose it
     best = next((found[1] for (_, _, found, _), column in zip(
         best_ratios(results), BEST_COLUMNS, strict=True)
         if column[1] == "enqueue_concurrent" and found is not None), None)
-    rows: list[tuple[str, float, float | None, float | None, float | None]] = []
-    for loop, ours_metric, floor_metric in FLOORS:
-        floor = (lq.get(floor_metric) or {}).get("value")
-        if not floor:
+    rows: list[FloorRow] = []
+    for loop, ours_metric, mark_metric, bare_metric in FLOORS:
+        mark, bare = ((lq.get(metric) or {}).get("value") for metric in (mark_metric,
+                                                                          bare_metric))
+        if not mark and not bare:
             continue
         ours = (lq.get(ours_metric) or {}).get("value")
-        rows.append((loop, float(floor), None if ours is None else ours / floor, best,
-                     None if best is None else TASKS_TARGET * best / floor))
+        rows.append(FloorRow(loop, float(bare) if bare else None,
+                             float(mark) if mark else None,
+                             None if ours is None else float(ours), best))
     return rows
 
 
 def _floor_table(results: dict[str, Any], out: list[str]) -> None:
-    """The 100-task column against the event loop's own floor, this run."""
+    """The 100-task column against the event loop's own floors, this run."""
     rows = floor_rows(results)
     if not rows:
         return
     w = out.append
     w("## 100 tasks against the event loop's own floor (this run)\n")
-    w("The floor: as many calls from 100 tasks as the column's, each parking a future that "
-      "one coalescer resolves after one empty script call a batch, no job made, encoded or "
-      "stored (`benchmarks/concurrent_floor.py`; the script call by redis-py's asyncio "
-      "client), run in leasequeue's bench process right after its own 100 tasks, on the "
-      "same loop and Redis: what 100 tasks reach on that loop with no job at all. A mark, "
-      "not a proven bound: leasequeue sends through connections of its own and may spend "
-      "less a batch. Each figure is a median of the reps (the floor's own reps move "
-      "too, each ratio is of two medians). Issue 11's target for the column, "
-      f"{TASKS_TARGET:g}× the best peer, asks for real enqueues at that share of it.\n")
-    w(f"| loop | floor (calls/s) | leasequeue ÷ floor | best peer (jobs/s) "
-      f"| {TASKS_TARGET:g}× best peer ÷ floor |")
-    w("|---|---:|---:|---:|---:|")
-    for loop, floor, ours, best, target in rows:
-        w(f"| {loop} | {_num(floor)} | {'–' if ours is None else f'{ours:.2f}'} "
-          f"| {_num(best)} | {'–' if target is None else f'{target:.2f}'} |")
+    w("Park and wake alone: as many calls from 100 tasks as the column's, each parking a "
+      "future that one coalescer task resolves a batch at a time, with no Redis, no job and "
+      "no I/O (`benchmarks/concurrent_floor.py`): what every caller awaiting a coroutine "
+      "of its own a call (an `async def` enqueue, as `App.enqueue` is) costs on that "
+      "loop, a bound. With one empty script call a batch: the same, "
+      "the coalescer waiting out one empty script call (redis-py's) before it resolves each "
+      "batch: a mark, not a bound (leasequeue sends through connections of its own, and "
+      "keeps one batch in Redis while the client prepares the next). Both run in "
+      "leasequeue's bench process right after its own 100 tasks, on the same loop and "
+      "Redis; each figure is a median of the reps, each ratio one of medians. The last "
+      "two columns: the µs a job takes beyond parking and waking its caller (1/rate − "
+      "1/park-and-wake rate), at leasequeue's rate and at issue 11's target for the "
+      f"column ({TASKS_TARGET:g}× the best peer): what a job's own work (its id, envelope, "
+      "batch and script call, reply) takes, and what the target leaves it.\n")
+    w(f"| loop | park and wake alone (calls/s) | with one empty script call a batch "
+      f"(calls/s) | leasequeue (jobs/s) | {TASKS_TARGET:g}× best peer (jobs/s) "
+      f"| leasequeue ÷ the second | {TASKS_TARGET:g}× best peer ÷ the second "
+      f"| µs a job beyond park and wake: leasequeue | at {TASKS_TARGET:g}× best peer |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def ratio(v: float | None) -> str:
+        return "–" if v is None else f"{v:.2f}"
+
+    for row in rows:
+        w(f"| {row.loop} | {_num(row.bare)} | {_num(row.mark)} | {_num(row.ours)} "
+          f"| {_num(row.target)} | {ratio(row.over_mark(row.ours))} "
+          f"| {ratio(row.over_mark(row.target))} | {_num(row.beyond(row.ours), 2)} "
+          f"| {_num(row.beyond(row.target), 2)} |")
     w("")
 
 

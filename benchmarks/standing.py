@@ -27,6 +27,7 @@ import json
 import os
 import statistics
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -132,19 +133,36 @@ def _band(values: list[float]) -> str:
 
 
 def floor_band(runs: list[dict[str, Any]]) -> list[str]:
-    """The 100-task column against the event loop's own floor (report.floor_rows),
-    over the runs that measured it: a line per loop, then a blank one; none
-    when no run did."""
+    """The 100-task column against the event loop's own floors
+    (report.floor_rows), over the runs that measured them: per loop, a line
+    against the floor with one empty script call a batch, and one against
+    park and wake alone (the µs a job takes beyond it, ours and at the
+    target), each where some run measured it; then a blank line; none when
+    no run did."""
     out = []
-    for loop, _, _ in FLOORS:
-        rows = [row for r in runs for row in floor_rows(r) if row[0] == loop]
-        if rows:
+    for loop, *_ in FLOORS:
+        rows = [row for r in runs for row in floor_rows(r) if row.loop == loop]
+        marked = [row for row in rows if row.mark]
+        if marked:
             out.append(
-                f"100 tasks on {loop}'s loop against its own floor, {_count(len(rows), 'run')}: "
-                f"leasequeue ÷ floor {_band([o for _, _, o, _, _ in rows if o is not None])}; "
+                f"100 tasks on {loop}'s loop against its floor with one empty script call "
+                f"a batch, {_count(len(marked), 'run')}: leasequeue ÷ floor "
+                f"{_band(_present(row.over_mark(row.ours) for row in marked))}; "
                 f"{TASKS_TARGET:g}× the best peer ÷ floor "
-                f"{_band([t for _, _, _, _, t in rows if t is not None])}")
+                f"{_band(_present(row.over_mark(row.target) for row in marked))}")
+        bare = [row for row in rows if row.bare]
+        if bare:
+            out.append(
+                f"100 tasks on {loop}'s loop against park and wake alone, "
+                f"{_count(len(bare), 'run')}: µs a job beyond it, leasequeue "
+                f"{_band(_present(row.beyond(row.ours) for row in bare))}; at "
+                f"{TASKS_TARGET:g}× the best peer "
+                f"{_band(_present(row.beyond(row.target) for row in bare))}")
     return [*out, ""] if out else []
+
+
+def _present(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
 
 
 # one enqueue per call: leasequeue's App and the Node peers, by where the client ran

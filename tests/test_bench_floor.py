@@ -1,7 +1,8 @@
-"""The harness's event-loop floor under the 100-task column (benchmarks/
-concurrent_floor.py, measured by lq_bench.py after its own 100 tasks): the
-floor runs against a real Redis and answers every call, and the report and
-the standing set the column and issue 11's 3x against it."""
+"""The harness's event-loop floors under the 100-task column (benchmarks/
+concurrent_floor.py, measured by lq_bench.py after its own 100 tasks): park
+and wake alone, and the same waiting out one empty script call a batch on a
+real Redis, each answering every call; the report and the standing set the
+column and issue 11's 3x against them."""
 
 from __future__ import annotations
 
@@ -64,21 +65,30 @@ def test_a_script_call_that_fails_mid_run_fails_the_floor_instead_of_hanging_it(
     asyncio.run(run())
 
 
-def test_the_bench_records_a_floor_that_failed_under_its_own_name_and_goes_on(
+def test_the_floor_without_redis_parks_and_wakes_every_call_with_no_io() -> None:
+    result = asyncio.run(concurrent_floor.floor(5_000, None, budget=30.0))
+    assert result["n"] == 5_000 and result["tasks"] == 100 and result["value"] > 0
+
+
+def test_the_bench_records_both_floors_each_under_its_own_name_and_goes_on(
         server: RedisProcess, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
     import lq_bench
 
-    async def failing(n: int, url: str | None, budget: float = 60.0) -> dict[str, Any]:
-        raise ConnectionError("Redis went away")
+    async def failing_with_redis(n: int, url: str | None,
+                                 budget: float = 60.0) -> dict[str, Any]:
+        if url is not None:
+            raise ConnectionError("Redis went away")
+        return {"value": 1234.0, "n": n}
 
-    monkeypatch.setattr(concurrent_floor, "floor", failing)
+    monkeypatch.setattr(concurrent_floor, "floor", failing_with_redis)
     args = argparse.Namespace(conc_n=100, conc_budget=1.0, url=server.url)  # (flushed after)
-    asyncio.run(lq_bench.loop_floor("concurrent_floor_uvloop", args))
-    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
-    assert line["metric"] == "concurrent_floor_uvloop" and "Redis went away" in line["error"]
+    asyncio.run(lq_bench.loop_floor("_uvloop", args))
+    first, second = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
+    assert first["metric"] == "concurrent_floor_uvloop" and "Redis went away" in first["error"]
+    assert second["metric"] == "concurrent_floor_bare_uvloop" and second["value"] == 1234.0
 
 
 def summary(lq: dict[str, float], peers: dict[str, float | None]) -> dict[str, Any]:
@@ -88,22 +98,42 @@ def summary(lq: dict[str, float], peers: dict[str, float | None]) -> dict[str, A
                   for name, value in peers.items()}}}
 
 
-def test_the_report_sets_ours_and_3x_the_best_peer_against_each_loops_floor() -> None:
+def test_the_report_sets_ours_and_3x_the_best_peer_against_each_loops_floors() -> None:
     results = summary({"enqueue_concurrent": 200_000.0, "concurrent_floor": 400_000.0,
+                       "concurrent_floor_bare": 500_000.0,
                        "enqueue_concurrent_uvloop": 250_000.0,
-                       "concurrent_floor_uvloop": 600_000.0},
+                       "concurrent_floor_uvloop": 600_000.0,
+                       "concurrent_floor_bare_uvloop": 1_000_000.0},
                       {"bee-queue-node": 120_000.0, "bullmq-node": 40_000.0})
     rows = report.floor_rows(results)
-    assert [row[0] for row in rows] == ["asyncio", "uvloop"]
-    _, floor, ours, best, target = rows[0]
-    assert (floor, best) == (400_000.0, 120_000.0)
-    assert ours == pytest.approx(0.5) and target == pytest.approx(0.9)  # 3 x 120k / 400k
-    assert rows[1][2] == pytest.approx(250 / 600) and rows[1][4] == pytest.approx(0.6)
+    assert [row.loop for row in rows] == ["asyncio", "uvloop"]
+    row = rows[0]
+    assert (row.bare, row.mark, row.ours, row.best) == (500_000.0, 400_000.0, 200_000.0,
+                                                         120_000.0)
+    assert row.target == 360_000.0
+    assert row.over_mark(row.ours) == pytest.approx(0.5)
+    assert row.over_mark(row.target) == pytest.approx(0.9)  # 3 x 120k / 400k
+    # a job every 5 us at 200k/s, 2 us of it parking and waking its caller
+    assert row.beyond(row.ours) == pytest.approx(3.0)
+    assert row.beyond(row.target) == pytest.approx(1e6 / 360_000 - 2.0)
+    assert rows[1].over_mark(rows[1].ours) == pytest.approx(250 / 600)
+    assert rows[1].beyond(rows[1].ours) == pytest.approx(3.0)  # 4 us - 1 us
     out: list[str] = []
     report._floor_table(results, out)
     assert out[0].startswith("## 100 tasks against the event loop's own floor")
-    assert "| asyncio | 400,000 | 0.50 | 120,000 | 0.90 |" in out
-    assert "| uvloop | 600,000 | 0.42 | 120,000 | 0.60 |" in out
+    assert "| asyncio | 500,000 | 400,000 | 200,000 | 360,000 | 0.50 | 0.90 | 3.00 | 0.78 |" in out
+    assert "| uvloop | 1,000,000 | 600,000 | 250,000 | 360,000 | 0.42 | 0.60 | 3.00 | 1.78 |" in out
+
+
+def test_a_target_above_park_and_wake_alone_leaves_a_job_less_than_nothing() -> None:
+    results = summary({"enqueue_concurrent": 100_000.0, "concurrent_floor_bare": 200_000.0},
+                      {"bee-queue-node": 100_000.0})
+    (row,) = report.floor_rows(results)
+    assert row.mark is None and row.over_mark(row.ours) is None
+    assert row.beyond(row.target) == pytest.approx(1e6 / 300_000 - 5.0)  # < 0
+    out: list[str] = []
+    report._floor_table(results, out)
+    assert "| asyncio | 200,000 | – | 100,000 | 300,000 | – | – | 5.00 | -1.67 |" in out
 
 
 def test_a_run_from_before_the_floor_has_no_rows_and_no_section() -> None:
@@ -115,13 +145,19 @@ def test_a_run_from_before_the_floor_has_no_rows_and_no_section() -> None:
     assert standing.floor_band([results]) == []
 
 
-def test_the_standing_bands_the_floor_over_the_runs_that_measured_it() -> None:
+def test_the_standing_bands_the_floors_over_the_runs_that_measured_them() -> None:
     runs = [summary({"enqueue_concurrent": ours, "concurrent_floor": 400_000.0},
                     {"bee-queue-node": peer})
             for ours, peer in ((200_000.0, 120_000.0), (160_000.0, 100_000.0),
                                (240_000.0, 140_000.0))]
+    runs.append(summary({"enqueue_concurrent": 200_000.0, "concurrent_floor": 400_000.0,
+                         "concurrent_floor_bare": 500_000.0}, {"bee-queue-node": 100_000.0}))
     runs.append(summary({"enqueue_concurrent": 1.0}, {"bee-queue-node": 1.0}))  # no floor
     lines = standing.floor_band(runs)
     assert lines == [
-        "100 tasks on asyncio's loop against its own floor, 3 runs: leasequeue ÷ floor "
-        "0.40-0.60 (median 0.50); 3× the best peer ÷ floor 0.75-1.05 (median 0.90)", ""]
+        "100 tasks on asyncio's loop against its floor with one empty script call a batch, "
+        "4 runs: leasequeue ÷ floor 0.40-0.60 (median 0.50); 3× the best peer ÷ floor "
+        "0.75-1.05 (median 0.82)",
+        "100 tasks on asyncio's loop against park and wake alone, 1 run: µs a job beyond "
+        "it, leasequeue 3.00-3.00 (median 3.00); at 3× the best peer 1.33-1.33 (median 1.33)",
+        ""]
