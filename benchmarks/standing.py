@@ -37,6 +37,7 @@ from report import (
     FLOORS,
     PLACES,
     TASKS_TARGET,
+    FloorRow,
     best_ratios,
     floor_rows,
     placement_recorded,
@@ -139,25 +140,22 @@ def floor_band(runs: list[dict[str, Any]]) -> list[str]:
     park and wake alone (the µs a job takes beyond it, ours and at the
     target), each where some run measured it; then a blank line; none when
     no run did."""
+    floors = (  # (against, the FloorRow field it needs, the figure, ours, the target's)
+        ("its floor with one empty script call a batch", "mark", FloorRow.over_mark,
+         "leasequeue ÷ floor", f"{TASKS_TARGET:g}× the best peer ÷ floor"),
+        ("park and wake alone", "bare", FloorRow.beyond,
+         "µs a job beyond it, leasequeue", f"at {TASKS_TARGET:g}× the best peer"))
     out = []
     for loop, *_ in FLOORS:
         rows = [row for r in runs for row in floor_rows(r) if row.loop == loop]
-        marked = [row for row in rows if row.mark]
-        if marked:
-            out.append(
-                f"100 tasks on {loop}'s loop against its floor with one empty script call "
-                f"a batch, {_count(len(marked), 'run')}: leasequeue ÷ floor "
-                f"{_band(_present(row.over_mark(row.ours) for row in marked))}; "
-                f"{TASKS_TARGET:g}× the best peer ÷ floor "
-                f"{_band(_present(row.over_mark(row.target) for row in marked))}")
-        bare = [row for row in rows if row.bare]
-        if bare:
-            out.append(
-                f"100 tasks on {loop}'s loop against park and wake alone, "
-                f"{_count(len(bare), 'run')}: µs a job beyond it, leasequeue "
-                f"{_band(_present(row.beyond(row.ours) for row in bare))}; at "
-                f"{TASKS_TARGET:g}× the best peer "
-                f"{_band(_present(row.beyond(row.target) for row in bare))}")
+        for against, measured, figure, ours, target in floors:
+            found = [row for row in rows if getattr(row, measured)]
+            if found:
+                out.append(
+                    f"100 tasks on {loop}'s loop against {against}, "
+                    f"{_count(len(found), 'run')}: {ours} "
+                    f"{_band(_present(figure(row, row.ours) for row in found))}; {target} "
+                    f"{_band(_present(figure(row, row.target) for row in found))}")
     return [*out, ""] if out else []
 
 
