@@ -395,7 +395,7 @@ class FloorRow:
 def floor_rows(results: dict[str, Any]) -> list[FloorRow]:
     """Per loop whose floor the run measured (either), a FloorRow. A run
     from before the floors were measured has none; one from before park and
-    wake alone was (2026-12-06, before 11:00 UTC) has only the mark."""
+    wake alone was (before 631b6fe, 2026-12-06 11:38 UTC) has only the mark."""
     lq = results["summary"]["leasequeue"]
     # the best peer of the 100-task column, as best_ratios chose it
     best = next((found[1] for (_, _, found, _), column in zip(
@@ -425,16 +425,17 @@ def _floor_table(results: dict[str, Any], out: list[str]) -> None:
       "future that one coalescer task resolves a batch at a time, with no Redis, no job and "
       "no I/O (`benchmarks/concurrent_floor.py`): what every caller awaiting a coroutine "
       "of its own a call (an `async def` enqueue, as `App.enqueue` is) costs on that "
-      "loop, a bound. With one empty script call a batch: the same, "
-      "the coalescer waiting out one empty script call (redis-py's) before it resolves each "
-      "batch: a mark, not a bound (leasequeue sends through connections of its own, and "
-      "keeps one batch in Redis while the client prepares the next). Both run in "
-      "leasequeue's bench process right after its own 100 tasks, on the same loop and "
-      "Redis; each figure is a median of the reps, each ratio one of medians. The last "
-      "two columns: the µs a job takes beyond parking and waking its caller (1/rate − "
+      "loop, a bound. With one empty script call a batch: the same, the coalescer waiting "
+      "out one empty script call (redis-py's) before it resolves each batch: a mark, not a "
+      "bound (leasequeue sends through connections of its own, and keeps one batch in "
+      "Redis while the client prepares the next). Both run in leasequeue's bench process "
+      "right after its own 100 tasks, on the same loop (the second on the same Redis); "
+      "each figure is a median of the reps, each ratio one of medians. The last two "
+      "columns: the µs a job takes beyond parking and waking its caller (1/rate − "
       "1/park-and-wake rate), at leasequeue's rate and at issue 11's target for the "
       f"column ({TASKS_TARGET:g}× the best peer): what a job's own work (its id, envelope, "
-      "batch and script call, reply) takes, and what the target leaves it.\n")
+      "batch and script call, reply) takes, and what the target leaves it; each a "
+      "difference of two medians whose reps move, to be read to about a µs.\n")
     w(f"| loop | park and wake alone (calls/s) | with one empty script call a batch "
       f"(calls/s) | leasequeue (jobs/s) | {TASKS_TARGET:g}× best peer (jobs/s) "
       f"| leasequeue ÷ the second | {TASKS_TARGET:g}× best peer ÷ the second "
