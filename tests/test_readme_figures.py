@@ -2,9 +2,11 @@
 apart, against the results files they link: every lq ÷ best ratio is what
 report.best_ratios gives for its run, to the two decimals printed; a row
 whose standing says "in all three" has all three at its target (or, for
-"leads", over 1×); and the 100 tasks' floors table gives floor_rows'
-ranges over the latest runs. A figure edited by hand, a standing that
-claims more than its runs, or a table left behind by its runs fails here."""
+"leads", over 1×); the 100 tasks' floors table gives floor_rows'
+ranges over the latest runs; and the band over days and hosts is
+standing.py's over the runs up to the time the README gives it. A
+figure edited by hand, a standing that claims more than its runs, or a
+table left behind by its runs fails here."""
 
 from __future__ import annotations
 
@@ -107,3 +109,29 @@ def test_the_floors_table_gives_floor_rows_ranges_over_the_latest_runs() -> None
         }
         assert got == {"bare": bare, "mark": mark, "target ÷ mark": target_over_mark,
                        "ours beyond": ours_beyond, "target beyond": target_beyond}, loop
+
+
+def test_the_band_over_days_and_hosts_is_standings_over_the_runs_up_to_its_stamp() -> None:
+    start = README.index("**Over days and hosts.**")
+    head = README[start:README.index("\n|", start)]
+    since = re.search(r"--since\s+(\d{4}-\d\d-\d\d)", head)
+    stamp = re.search(r"\((\d{4}-\d\d-\d\d \d\d:\d\d) UTC\):", head)
+    count = re.search(r"\((\d+) runs\s+from", head)
+    assert since and stamp and count, "the paragraph names its --since, its count and its time"
+    runs = [r for r in standing.load(sorted((ROOT / "benchmarks" / "results").glob(
+        "node_peers_*"))) if since[1] <= r["date"][:10] and r["date"][:16] <= stamp[1]]
+    assert len(runs) == int(count[1])
+    _, rows = block("**Over days and hosts.**")
+
+    def cells(by: str) -> dict[str, list[str]]:
+        table = [line for line in standing.standing(runs, by) if line.startswith("| ")]
+        return {line.strip("|").split("|")[0].strip(): [
+            re.sub(r" \(\d+\)$", "", cell.strip()).replace("1.09-1.09", "1.09")
+            for cell in line.strip("|").split("|")[1:]] for line in table[1:]}
+
+    days, hosts = cells("day"), cells("host")
+    assert sorted(row[0] for row in rows) == sorted(LABELS)  # (in report.BEST_COLUMNS' order)
+    for label, *shown in rows:
+        column = LABELS[label]
+        by_day, by_host = days[column], hosts[column]
+        assert shown == [*by_day[:-3], *by_host[:-3], *by_day[-3:]], label
