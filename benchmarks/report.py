@@ -387,7 +387,7 @@ class FloorRow:
         caller (1/rate − 1/bare): what the job's own work (its id, envelope,
         batch and script call, reply) may take at that rate. Negative: the
         rate is above park and wake alone."""
-        if rate is None or not rate or not self.bare:
+        if not rate or not self.bare:
             return None
         return 1e6 / rate - 1e6 / self.bare
 
@@ -403,8 +403,8 @@ def floor_rows(results: dict[str, Any]) -> list[FloorRow]:
         if column[1] == "enqueue_concurrent" and found is not None), None)
     rows: list[FloorRow] = []
     for loop, ours_metric, mark_metric, bare_metric in FLOORS:
-        mark, bare = ((lq.get(metric) or {}).get("value") for metric in (mark_metric,
-                                                                          bare_metric))
+        mark = (lq.get(mark_metric) or {}).get("value")
+        bare = (lq.get(bare_metric) or {}).get("value")
         if not mark and not bare:
             continue
         ours = (lq.get(ours_metric) or {}).get("value")
