@@ -2,11 +2,11 @@
 apart, against the results files they link: every lq ÷ best ratio is what
 report.best_ratios gives for its run, to the two decimals printed; a row
 whose standing says "in all three" has all three at its target (or, for
-"leads", over 1×); the 100 tasks' floors table gives floor_rows'
-ranges over the latest runs; and the band over days and hosts is
-standing.py's over the runs up to the time the README gives it. A
-figure edited by hand, a standing that claims more than its runs, or a
-table left behind by its runs fails here."""
+"leads", over 1×), and its ranges are ours and the best peer's; the 100
+tasks' floors table gives floor_rows' ranges over the latest runs; and
+the band over days and hosts is standing.py's over the runs up to the
+time the README gives it. A figure edited by hand, a standing that claims
+more than its runs, or a table left behind by its runs fails here."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ LABELS = {
     "`used_memory` bytes per queued no-op job": "used_memory bytes per queued no-op job",
 }
 RUN_LINK = re.compile(r"\]\(benchmarks/results/([\w-]+)/results\.md\)")
+RANGE = re.compile(r"(\d[\d,]*(?:\.\d+)?)-(\d[\d,]*(?:\.\d+)?)")  # "13,787-16,777", "0.453-0.561"
 
 
 def block(opening: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
@@ -70,10 +71,11 @@ def test_each_ratio_of_the_readme_is_its_runs_and_each_standing_holds_in_them(
     runs, rows = block(opening)
     assert len(runs) == 3, "the paragraph links its three runs"
     assert [row[0] for row in rows] == list(LABELS), "the twelve columns, in the README's order"
-    computed = [{label: ratio for label, _, _, ratio in report.best_ratios(run)} for run in runs]
+    computed = [{label: (mine, best, ratio) for label, mine, best, ratio
+                 in report.best_ratios(run)} for run in runs]
     for label, *cells, target_cell, standing_text in rows:
         column = LABELS[label]
-        ratios = [computed[i][column] for i in range(3)]
+        ratios = [computed[i][column][2] for i in range(3)]
         assert all(r is not None for r in ratios), label
         shown = [ratio_cell(cell) for cell in cells]
         assert shown == [round(float(r), 2) for r in ratios if r is not None], label
@@ -86,6 +88,16 @@ def test_each_ratio_of_the_readme_is_its_runs_and_each_standing_holds_in_them(
             strict = "leads" in standing_text and "level" not in standing_text
             assert all(s > floor if strict else s >= floor for s in shown), (
                 f"{label}: '{standing_text[:40]}' but {shown}")
+        # its ranges: ours over the three runs, then the best peer's, as printed
+        ours = [float(computed[i][column][0] or 0) for i in range(3)]
+        peers = [computed[i][column][1] for i in range(3)]
+        theirs = [float(p[1]) for p in peers if p is not None]
+        found = RANGE.findall(standing_text)
+        assert len(found) <= 2, label
+        for (low, high), values in zip(found, (ours, theirs)[:len(found)], strict=True):
+            digits = len(low.partition(".")[2])
+            assert (low, high) == (f"{min(values):,.{digits}f}",
+                                   f"{max(values):,.{digits}f}"), f"{label}: {low}-{high}"
 
 
 def span(values: list[float], digits: int) -> str:
