@@ -61,6 +61,11 @@ def block(opening: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
     return runs, rows[2:]  # (the header and its rule left out)
 
 
+def span(values: list[float], digits: int) -> str:
+    low, high = min(values), max(values)
+    return f"{low:,.{digits}f}-{high:,.{digits}f}"
+
+
 def ratio_cell(cell: str) -> float:
     return float(cell.strip("*").rstrip("×"))
 
@@ -96,13 +101,7 @@ def test_each_ratio_of_the_readme_is_its_runs_and_each_standing_holds_in_them(
         assert len(found) <= 2, label
         for (low, high), values in zip(found, (ours, theirs)[:len(found)], strict=True):
             digits = len(low.partition(".")[2])
-            assert (low, high) == (f"{min(values):,.{digits}f}",
-                                   f"{max(values):,.{digits}f}"), f"{label}: {low}-{high}"
-
-
-def span(values: list[float], digits: int) -> str:
-    low, high = min(values), max(values)
-    return f"{low:,.{digits}f}-{high:,.{digits}f}"
+            assert f"{low}-{high}" == span(values, digits), f"{label}: {low}-{high}"
 
 
 def test_the_floors_table_gives_floor_rows_ranges_over_the_latest_runs() -> None:
