@@ -439,6 +439,8 @@ def open_trace(server: RedisServer, wanted: bool) -> bool:
     assert server.proc is not None
     if not wanted:
         return False
+    if sched_trace.mount_tracefs():
+        log(f"mounted tracefs at {sched_trace.TRACEFS} (it was not): placement recorded")
     trace = sched_trace.SchedTrace()
     if not trace.open():
         log(f"no placement: the tracefs instance could not be made ({tracefs_hint()})")

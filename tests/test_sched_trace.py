@@ -5,6 +5,7 @@ tracefs needed); the harness runs them on a real one."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -127,3 +128,41 @@ def test_a_move_before_the_proc_read_is_put_in_order() -> None:
     # redis moved to CPU 1 at 10.5, and /proc was read at 10.6 (it said 1)
     p = sched_trace.parse(TRACE, 100, {50: (10.6, 1)})
     assert p.cpus[50] == ([10.5, 10.6], [1, 1])
+
+
+def test_tracefs_is_mounted_where_it_is_not_and_the_harness_is_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an unmounted tracefs: the directory is there, empty
+    monkeypatch.setattr(sched_trace, "TRACEFS", tmp_path)
+    monkeypatch.setattr(sched_trace.os, "geteuid", lambda: 0)
+    calls: list[list[str]] = []
+
+    def mount(argv: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        calls.append(argv)
+        (tmp_path / "instances").mkdir()  # what a mount makes appear
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    monkeypatch.setattr(sched_trace.subprocess, "run", mount)
+    assert sched_trace.mount_tracefs() is True
+    assert calls == [["mount", "-t", "tracefs", "nodev", str(tmp_path)]]
+    # mounted now: nothing more is tried
+    assert sched_trace.mount_tracefs() is False
+    assert len(calls) == 1
+
+
+def test_tracefs_is_not_mounted_by_a_user_nor_where_the_mount_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sched_trace, "TRACEFS", tmp_path)
+    calls: list[list[str]] = []
+
+    def refused(argv: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 32, b"", b"permission denied")
+
+    monkeypatch.setattr(sched_trace.subprocess, "run", refused)
+    monkeypatch.setattr(sched_trace.os, "geteuid", lambda: 1000)
+    assert sched_trace.mount_tracefs() is False
+    assert calls == []  # not root: not tried
+    monkeypatch.setattr(sched_trace.os, "geteuid", lambda: 0)
+    assert sched_trace.mount_tracefs() is False  # tried, refused
+    assert len(calls) == 1
