@@ -421,13 +421,10 @@ def tracefs_hint() -> str:
     """Why a tracefs instance could not be made, as far as can be told."""
     if os.geteuid() != 0:
         return "not root"
-    try:
-        mounted = (sched_trace.TRACEFS / "instances").is_dir()
-    except OSError:
-        mounted = False
-    if not mounted and not sched_trace.TRACEFS.is_dir():
-        return f"no {sched_trace.TRACEFS} to mount tracefs on"
-    if not mounted:  # (open_trace tried mount_tracefs first)
+    if not sched_trace.tracefs_mounted():
+        if not sched_trace.TRACEFS.is_dir():
+            return f"no {sched_trace.TRACEFS} to mount tracefs on"
+        # (open_trace tried mount_tracefs first)
         return (f"tracefs is not mounted at {sched_trace.TRACEFS}, and "
                 f"'mount -t tracefs nodev {sched_trace.TRACEFS}' was refused")
     return "root, tracefs mounted: the kernel refused the instance"

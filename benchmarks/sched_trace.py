@@ -168,20 +168,28 @@ def last_cpu(pid: int, tid: int | None = None) -> int:
         return int(f.read().rsplit(b")", 1)[1].split()[36])
 
 
+def tracefs_mounted() -> bool:
+    """Whether tracefs is mounted at TRACEFS (its instances/ is there)."""
+    try:
+        return (TRACEFS / "instances").is_dir()
+    except OSError:
+        return False
+
+
 def mount_tracefs() -> bool:
     """Mount tracefs at TRACEFS where it is not mounted and this process is
     root (a fresh VM often boots without it, and a harness run left without
     placement cannot get it back): True when it was mounted here. Nothing
     is tried where it is mounted already, or not as root; a refused mount
     (no tracefs in the kernel, a container without the right) is False."""
-    if os.geteuid() != 0 or not TRACEFS.is_dir() or (TRACEFS / "instances").is_dir():
+    if os.geteuid() != 0 or not TRACEFS.is_dir() or tracefs_mounted():
         return False
     try:
         done = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)],
                               capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
-    return done.returncode == 0 and (TRACEFS / "instances").is_dir()
+    return done.returncode == 0 and tracefs_mounted()
 
 
 class SchedTrace:
