@@ -124,6 +124,41 @@ async def test_a_wait_whose_claim_comes_back_full_claims_again_at_once(
         assert sum(calls["plain"]) == 4
 
 
+async def test_a_job_the_wait_hands_over_starts_before_the_wait_returns(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim behind the wait hands its jobs over and lets their executors
+    start them before it leaves its shielded scope and goes back to the claim
+    loop: that way back is not on an idle worker's path to its handler."""
+    app = real_app
+    returned: list[int] = []  # each wait that handed jobs over, once it returned
+    seen: list[int] = []  # at each handler's start: how many had returned
+    handed: list[str] = []
+
+    async def j(ctx: Any) -> None:
+        seen.append(len(returned))
+        handed.append(ctx.job_id)
+
+    app.job(j, name="j")
+    worker = Worker(app, concurrency=2, lease=30.0, shutdown_timeout=5.0)
+    wait_then_claim = worker.claimer._wait_then_claim
+
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        got = await wait_then_claim(*args, **kwargs)
+        if got[0]:
+            returned.append(got[0])
+        return got
+
+    monkeypatch.setattr(worker.claimer, "_wait_then_claim", timed)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        for _ in range(3):
+            await _waiting(worker)
+            job = await app.enqueue("j")
+            await eventually(lambda j=job.id: j in handed and returned, what="the job ran")
+        worker.stop()
+    assert seen == [0, 1, 2] and returned == [1, 1, 1]
+
+
 async def test_a_stop_ends_the_idle_wait_at_once(real_app: App) -> None:
     """The wait is shielded (a claim is never cut on the wire); interrupt()
     puts a token on the worker's own wake list, so the worker stops well
