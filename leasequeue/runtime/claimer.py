@@ -248,9 +248,10 @@ class Claimer:
                                                             time.monotonic()))
                     # their executors start them now, before this scope's exit
                     # and the way back to the claim loop: an idle worker's job
-                    # reaches its handler 11-18 µs sooner at p50 (DESIGN-NOTES.md,
-                    # "An idle worker's hand-off"). A stop that comes
-                    # meanwhile lands at the loop's next check, as during the claim
+                    # reaches its handler about 16 µs sooner at p50
+                    # (DESIGN-NOTES.md, "An idle worker's hand-off"). A stop
+                    # that comes meanwhile lands at the loop's next check, as
+                    # one during the claim does
                     await asyncio.sleep(0)
         finally:
             self._wait_scope = None

@@ -814,7 +814,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                    await asyncio.sleep(0)\n        finally:\n",
         "        finally:\n",
         "the idle wait's jobs start only once the claimer has left the wait's shielded "
-        "scope and gone back to its loop: 11-18 µs more at p50 on an idle worker's way "
+        "scope and gone back to its loop: about 16 µs more at p50 on an idle worker's way "
         "to a handler",
         ("tests/test_wait_then_claim.py::test_a_job_the_wait_hands_over_starts_before_the_"
          "wait_returns",),
