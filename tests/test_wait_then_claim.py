@@ -127,8 +127,9 @@ async def test_a_wait_whose_claim_comes_back_full_claims_again_at_once(
 async def test_a_job_the_wait_hands_over_starts_before_the_wait_returns(
         real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     """The claim behind the wait hands its jobs over and lets their executors
-    start them before it leaves its shielded scope and goes back to the claim
-    loop: that way back is not on an idle worker's path to its handler."""
+    start them before the wait returns to the claim loop (the claimer does
+    both inside the wait's shielded scope): the scope's exit and the way back
+    are not on an idle worker's path to its handler."""
     app = real_app
     returned: list[int] = []  # each wait that handed jobs over, once it returned
     seen: list[int] = []  # at each handler's start: how many had returned
