@@ -121,8 +121,8 @@ class App:
         self.redis: Redis = redis if redis is not None else connect(url)
         self.scripts = Scripts(self.redis, url, self.settings)
         #: concurrent enqueue calls of one queue share a script call (group commit)
-        self.coalescer = EnqueueCoalescer(lambda qk, jobs: self.scripts.enqueue(qk, jobs),
-                                          ENQUEUE_CHUNK)
+        self.coalescer = EnqueueCoalescer(
+            lambda qk, jobs, ids: self.scripts.enqueue(qk, jobs, ids), ENQUEUE_CHUNK)
         self._verifying: dict[str, anyio.Event] = {}  # first enqueues checking a queue
         # layers 2 and 3 of the limits; in-process unless told otherwise
         self.limiter: Limiter = limiter if limiter is not None else LocalLimiter()
@@ -308,14 +308,16 @@ class App:
         try:
             logical_queue, qk, job = self.producer.one(
                 name, payload, job_id, queue, delay, priority, correlation_id, request_id,
-                max_attempts, max_infra_attempts, infos)
+                max_attempts, max_infra_attempts, infos, True)
             if (logical_queue not in self._verified  # (already logical, but for "q#k")
                     and logical(logical_queue) not in self._verified):
                 await self._verify_once(logical_queue)
             # concurrent calls for one queue go as one script call (store/coalesce.py)
-            created, state = await self.coalescer.enqueue(qk, job)
+            # the common call's job gets its id as it is sent (Producer.one's
+            # id_at_send): one os.urandom read for the coalescer's batch
+            job_id, (created, state) = await self.coalescer.enqueue(qk, job)
             # tuple.__new__: the named tuple's own __new__ is a Python function around it
-            answer = _new(EnqueuedJob, (job.id, logical_queue, job.name, created, state))
+            answer = _new(EnqueuedJob, (job_id, logical_queue, job.name, created, state))
             return answer
         finally:
             for info in infos or ():

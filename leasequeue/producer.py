@@ -28,6 +28,7 @@ from .errors import (
 )
 from .gcpause import collection_held
 from .hooks import EnqueueInfo, HookSet
+from .ids import ID_BYTES, new_job_id
 from .models import EnqueuedJob, JobRecord, JobState, NewJob
 from .rate import Rate
 from .registry import JobDefinition, Registry
@@ -52,7 +53,6 @@ Plain = tuple[str, QueueKeys, int, int, int, int]
 # route(): (logical queue, definition or None, whether it has limit keys)
 Route = tuple[str, "JobDefinition | None", bool]
 MAX_PRIORITY = 32767
-ID_BYTES = 14  # random bytes of a job id a producer makes (new_job_id)
 # the defaults of one enqueue call's delay and priority (App.enqueue,
 # SyncApp.enqueue): a call that passes these very objects (and no budgets)
 # has the default shape of its (name, queue), cached (Producer.default_shape)
@@ -166,7 +166,8 @@ class Producer:
     def one(self, name: str, payload: dict[str, Any] | None, job_id: str | None,
             queue: str | None, delay: float, priority: int, correlation_id: str | None,
             request_id: str | None, max_attempts: int | None, max_infra: int | None,
-            infos: list[EnqueueInfo] | None) -> tuple[str, QueueKeys, NewJob]:
+            infos: list[EnqueueInfo] | None,
+            id_at_send: bool = False) -> tuple[str, QueueKeys, NewJob]:
         """prepare() and keys_for() of one enqueue call's arguments
         (App.enqueue, SyncApp.enqueue) without a JobRequest: (logical queue,
         the keys of the queue that takes the job, the job). A call that leaves
@@ -177,7 +178,12 @@ class Producer:
         its queue, keys and shape from one entry by name (_plain), where the
         name's jobs need nothing more (no limit keys rendered from the
         payload, no shard chosen by the job's id): one lookup for what
-        default_shape, make and keys_for find in three layers."""
+        default_shape, make and keys_for find in three layers.
+
+        ``id_at_send`` (App.enqueue, whose coalescer draws a batch's ids in
+        one read as it sends them): that common call's job has no id yet
+        (``""``, which no caller may give: make() refuses it), and the
+        sender must give it one. Every other call's job has its id."""
         if (delay is NO_DELAY and priority is NO_PRIORITY and max_attempts is None
                 and max_infra is None):
             if (job_id is None and queue is None and correlation_id is None
@@ -187,7 +193,8 @@ class Producer:
                     logical_queue, keys, delay_ms, prio, attempts, infra = known
                     envelope = codec.encode_envelope(payload, "", "", self.max_payload_bytes)
                     return logical_queue, keys, _new(NewJob, (
-                        new_job_id(), name, envelope, delay_ms, prio, attempts, infra, ""))
+                        "" if id_at_send else new_job_id(), name, envelope, delay_ms, prio,
+                        attempts, infra, ""))
             shape = self.default_shape(name, queue)
         else:
             shape = self.shape(JobRequest(name, None, None, queue, delay, priority, None, None,
@@ -485,23 +492,6 @@ class PlainBatch(Sequence[list[NewJob]]):
                 repeat(self._priority), repeat(self._attempts), repeat(self._infra),
                 repeat(""))))
         return jobs
-
-
-def new_job_id() -> str:
-    """A fresh job id: 112 random bits as 28 hex characters, from os.urandom
-    (safe across fork, and across a VM snapshot restored more than once,
-    where the kernel reseeds: a pool of ids drawn ahead would be handed out
-    again by every restored copy; uuid.uuid4() costs four times as much).
-    28 characters stay in a 32-byte allocation in Redis (a 1-byte header and
-    a NUL; from 32 characters on the header is 3 bytes and the string takes
-    48), and a queued job's id is stored twice (its record and its place in
-    line; a third time with a payload over 1,024 bytes): 32 bytes a queued
-    job less than 32 characters. Two ids collide once in about 2**56 jobs;
-    an id that did would be answered 'existed' (HSETNX), never overwrite a
-    job. 14 characters would save 32 bytes more and are not used: see
-    DESIGN-NOTES.md, "A queued job's footprint" (a collision could not
-    be retried under a new id)."""
-    return os.urandom(ID_BYTES).hex()
 
 
 def check_limit_keys(d: JobDefinition, queue: str, queue_rates: dict[str, Rate],

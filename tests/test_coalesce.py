@@ -6,6 +6,7 @@ caller takes nothing from the others."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -25,9 +26,13 @@ from leasequeue.errors import (
     UnknownJob,
 )
 from leasequeue.hooks import EnqueueInfo
+from leasequeue.ids import new_job_ids
 from leasequeue.models import NewJob
+from leasequeue.producer import NO_DELAY, NO_PRIORITY
+from leasequeue.store.coalesce import ids_at_send
 from leasequeue.store.keys import QueueKeys
 from leasequeue.store.record import split_record
+from leasequeue.store.scripts import enqueue_args
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tcp_proxy import TcpProxy
 from tests.helpers import eventually, ready_ids_sync
@@ -234,25 +239,33 @@ class Gate:
         self.events = [anyio.Event() for _ in range(calls)]
         app.coalescer._send = self
 
-    def __call__(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> Awaitable[Any]:
-        return self._run(qk, jobs)
+    def __call__(self, qk: QueueKeys, jobs: Sequence[NewJob],
+                 ids: Sequence[str] | None) -> Awaitable[Any]:
+        return self._run(qk, jobs, ids)
 
-    async def _run(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> Any:
+    async def _run(self, qk: QueueKeys, jobs: Sequence[NewJob],
+                   ids: Sequence[str] | None) -> Any:
         i = len(self.entered)
-        self.entered.append([j.id for j in jobs])
+        call = [j.id for j in jobs] if ids is None else list(ids)
+        self.entered.append(call)
         if i < len(self.events):
             await self.events[i].wait()
-        self.sent.append([j.id for j in jobs])
-        return await self.send(qk, jobs)
+        self.sent.append(call)
+        return await self.send(qk, jobs, ids)
 
     async def wait_entered(self, count: int) -> None:
         await eventually(lambda: len(self.entered) >= count, what=f"call {count}")
 
 
 async def test_a_cancelled_caller_takes_nothing_from_the_others(real_app: App) -> None:
+    """The lone call held; ten callers come in one turn: six of them go
+    beside it (half of the eleven callers, rounded up; held too), four wait,
+    as two calls are in flight. One cancelled while it waits is never sent;
+    one cancelled after its call was sent has its job written; the others,
+    and one that came later, get their own replies, in order."""
     app = real_app
     await app.enqueue("noop", queue="default")  # the queue check
-    gate = Gate(app, 2)
+    gate = Gate(app, 3)
     results: dict[str, Any] = {}
     scopes: dict[str, anyio.CancelScope] = {}
 
@@ -266,38 +279,34 @@ async def test_a_cancelled_caller_takes_nothing_from_the_others(real_app: App) -
                 results[job_id] = exc
                 raise
 
-    async def wait_waiting(count: int) -> None:
-        await eventually(lambda: waiting(app) >= count, what=f"{count} waiting")
-
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(caller, "lead")
             await gate.wait_entered(1)  # the lone call is in flight (held)
             for i in range(10):
-                tg.start_soon(caller, f"b{i}")
-            await wait_waiting(10)
-            scopes["b3"].cancel()  # cancelled while waiting: never sent
+                tg.start_soon(caller, f"b{i}")  # all in one turn of the loop
+            await gate.wait_entered(2)  # the call beside it (held)
+            assert gate.entered[1] == [f"b{i}" for i in range(6)]
+            assert waiting(app) == 4
+            scopes["b7"].cancel()  # cancelled while waiting: never sent
+            scopes["b2"].cancel()  # cancelled after its job was sent
             await anyio.lowlevel.checkpoint()
-            gate.events[0].set()
-            await gate.wait_entered(2)  # the batch of the others is in flight (held)
-            scopes["b5"].cancel()  # cancelled after its job was sent
-            tg.start_soon(caller, "late")  # waits for the call after the batch
-            await wait_waiting(1)
+            tg.start_soon(caller, "late")  # waits with the others: two calls in flight
+            await eventually(lambda: waiting(app) == 5, what="late waiting")
+            gate.events[0].set()  # the lone call returns: the waiting ones go
+            await gate.wait_entered(3)
             gate.events[1].set()
-    assert gate.sent[0] == ["lead"]
-    assert "b5" in gate.sent[1]  # the held call
-    # every other caller's job sent once, in order; b3's never
-    expected = [*(f"b{i}" for i in range(10) if i != 3), "late"]
-    assert [job_id for call in gate.sent[1:] for job_id in call] == expected
+            gate.events[2].set()
+    assert gate.entered == [["lead"], [f"b{i}" for i in range(6)], ["b6", "b8", "b9", "late"]]
     ids = {k.decode() for k in await app.redis.hkeys(app.keys("default").jobs)}
-    assert "b3" not in ids
-    assert "b5" in ids  # sent before its caller was cancelled: the job exists
-    for name in ["lead", "late", *(f"b{i}" for i in range(10) if i not in (3, 5))]:
+    assert "b7" not in ids
+    assert "b2" in ids  # sent before its caller was cancelled: the job exists
+    for name in ["lead", "late", *(f"b{i}" for i in range(10) if i not in (2, 7))]:
         reply = results[name]
         assert isinstance(reply, EnqueuedJob) and reply.id == name and reply.created, name
         assert name in ids
-    assert not isinstance(results["b3"], EnqueuedJob)
-    assert not isinstance(results["b5"], EnqueuedJob)
+    assert not isinstance(results["b7"], EnqueuedJob)
+    assert not isinstance(results["b2"], EnqueuedJob)
     # the queue is idle again: the next enqueue goes at once, alone
     job = await app.enqueue("noop", job_id="after", queue="default")
     assert job.created and gate.sent[-1] == ["after"]
@@ -305,9 +314,12 @@ async def test_a_cancelled_caller_takes_nothing_from_the_others(real_app: App) -
 
 async def test_a_cancelled_first_caller_does_not_strand_the_waiting_ones(
         real_app: App) -> None:
+    """The lone call and the call beside it held, two callers waiting
+    behind both: the lone call's caller cancelled (its call never sent) lets
+    the waiting ones go."""
     app = real_app
     await app.enqueue("noop", queue="default")
-    gate = Gate(app, 1)
+    gate = Gate(app, 2)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             # the lone call, held before it reaches Redis, then cancelled
@@ -319,14 +331,18 @@ async def test_a_cancelled_first_caller_does_not_strand_the_waiting_ones(
 
             tg.start_soon(lead_caller)
             await gate.wait_entered(1)
-            for _ in range(5):
+            for _ in range(6):
                 tg.start_soon(app.enqueue, "noop", None)
-            await eventually(lambda: waiting(app) >= 5, what="5 waiting")
+            await gate.wait_entered(2)  # four of the seven callers beside it (held)
+            assert waiting(app) == 2
             lead_scope.cancel()
+            await gate.wait_entered(3)  # the two waiting ones, sent
+            gate.events[1].set()
     sent = [i for call in gate.sent for i in call]
-    assert "lead" not in sent and len(sent) == 5 and len(set(sent)) == 5
+    assert "lead" not in sent and len(sent) == 6 and len(set(sent)) == 6
+    assert [len(call) for call in gate.entered] == [1, 4, 2]
     ids = {k.decode() for k in await app.redis.hkeys(app.keys("default").jobs)}
-    assert "lead" not in ids
+    assert "lead" not in ids and set(sent) <= ids
 
 
 async def test_concurrent_enqueues_to_a_sharded_queue_route_per_job_and_call_hooks(
@@ -350,7 +366,9 @@ async def test_concurrent_enqueues_to_a_sharded_queue_route_per_job_and_call_hoo
         before = script_calls(sync_redis)
         replies = await gather([enqueue_call(app, "noop", {"i": i}, job_id=f"s{i}",
                                              queue="default") for i in range(N)])
-        assert script_calls(sync_redis) - before <= 4 * 3  # a few calls per shard at most
+        # a few calls per shard at most: the lone call, one beside it, then
+        # the rest in one or two as those return (two calls in flight)
+        assert script_calls(sync_redis) - before <= 4 * 4
         for i, reply in enumerate(replies):
             assert isinstance(reply, EnqueuedJob) and reply.id == f"s{i}", reply
             assert seen[reply.id] == reply
@@ -364,49 +382,179 @@ async def test_concurrent_enqueues_to_a_sharded_queue_route_per_job_and_call_hoo
         await app.close()
 
 
-async def held_lone_call_then(app: App, calls: Sequence[Callable[[], Awaitable[Any]]]) -> Gate:
+async def held_lone_call_then(app: App, calls: Sequence[Callable[[], Awaitable[Any]]],
+                              held: int = 1) -> Gate:
     """The lone call ("lead") held before it reaches Redis while ``calls``
-    start and wait behind it, in order, then let through; every caller ends.
-    The gate's ``sent``: each script call's job ids, in order."""
+    start, all in one turn of the loop, and park behind it; the first
+    ``held`` calls are held until the second one entered, then let through
+    in order; every caller ends. The gate's ``entered``: each script call's
+    job ids, in the order the calls were made."""
     await app.enqueue("noop", queue="default")  # the queue check
-    gate = Gate(app, 1)
+    gate = Gate(app, held)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(enqueue_call(app, "noop", job_id="lead", queue="default"))
             await gate.wait_entered(1)
-            for k, call in enumerate(calls):
+            for call in calls:
                 tg.start_soon(call)
-                # one at a time: they wait in the order they were started
-                await eventually(lambda k=k: waiting(app) > k, what=f"{k + 1} waiting")
-            gate.events[0].set()
+            await gate.wait_entered(2)
+            for event in gate.events:
+                event.set()
     return gate
 
 
-async def test_a_batch_takes_half_of_the_callers_and_the_next_call_the_rest(
+async def test_callers_of_one_turn_go_beside_the_call_in_flight_and_the_rest_wait(
         real_app: App) -> None:
-    """20 callers wait behind the lone call: the next call takes 11 of them,
-    half of the 22 (the one just answered, the 20, rounded up), and the call
-    after it the other 9, all in order and all created."""
-    calls = [enqueue_call(real_app, "noop", job_id=f"w{i}", queue="default") for i in range(20)]
-    gate = await held_lone_call_then(real_app, calls)
-    assert gate.sent == [["lead"], [f"w{i}" for i in range(11)],
-                         [f"w{i}" for i in range(11, 20)]]
-    ids = {k.decode() for k in await real_app.redis.hkeys(real_app.keys("default").jobs)}
+    """20 callers come in one turn while the lone call is in flight: half of
+    the 21 callers (rounded up), 11, go at the end of that turn as a second
+    call beside it; the other 9 wait, as two calls are in flight, and go
+    together when one of them returns (the lone one, here: the second is
+    held); all in order and all created."""
+    app = real_app
+    await app.enqueue("noop", queue="default")  # the queue check
+    gate = Gate(app, 2)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(enqueue_call(app, "noop", job_id="lead", queue="default"))
+            await gate.wait_entered(1)
+            for i in range(20):
+                tg.start_soon(enqueue_call(app, "noop", job_id=f"w{i}", queue="default"))
+            await gate.wait_entered(2)
+            assert waiting(app) == 9  # not a third call while two are in flight
+            gate.events[0].set()
+            await gate.wait_entered(3)
+            gate.events[1].set()
+    assert gate.entered == [["lead"], [f"w{i}" for i in range(11)],
+                            [f"w{i}" for i in range(11, 20)]]
+    ids = {k.decode() for k in await app.redis.hkeys(app.keys("default").jobs)}
     assert {"lead", *(f"w{i}" for i in range(20))} <= ids
 
 
 async def test_a_batch_s_payloads_add_up_to_max_bytes_at_most(real_app: App) -> None:
     """Beyond its first job, a call takes jobs while their payloads add up
     to max_bytes at most: with room for two of these payloads and a half,
-    calls of two jobs; a payload over max_bytes on its own goes alone."""
+    calls of two jobs at most; a payload over max_bytes on its own goes
+    alone."""
     small, big = {"s": "x" * 1000}, {"s": "x" * 3000}
     size = len(encode_envelope(small, "", ""))
     real_app.coalescer.max_bytes = size * 5 // 2
     payloads = [big if i == 4 else small for i in range(10)]
     calls = [enqueue_call(real_app, "noop", payloads[i], job_id=f"w{i}", queue="default")
              for i in range(10)]
-    gate = await held_lone_call_then(real_app, calls)
-    assert gate.sent == [["lead"], ["w0", "w1"], ["w2", "w3"], ["w4"], ["w5", "w6"],
-                         ["w7", "w8"], ["w9"]]
+    gate = await held_lone_call_then(real_app, calls, held=2)
+    assert gate.entered[:3] == [["lead"], ["w0", "w1"], ["w2", "w3"]]
+    assert ["w4"] in gate.entered
+    assert all(len(call) <= 2 for call in gate.entered)
+    assert [job_id for call in gate.entered[1:] for job_id in call] == [
+        f"w{i}" for i in range(10)]
     for i in range(10):
         assert (await real_app.get_job(f"w{i}", queue="default")).payload == payloads[i]
+
+
+# -- ids drawn at the send ------------------------------------------------------------
+
+HEX_ID = re.compile(r"[0-9a-f]{28}")
+
+
+async def test_common_calls_get_ids_drawn_as_their_batch_is_sent(
+        redis_server: RedisProcess, prefix: str, sync_redis: redis_sync.Redis) -> None:
+    """App.enqueue's common call (a name and a payload, nothing else) makes
+    its job with no id; the coalescer draws a batch's ids in one read as it
+    sends it. Each caller's answer names the job that holds its own payload;
+    the ids are distinct, 28 hex characters each, and no job is stored under
+    an empty id."""
+    app = unspun_app(redis_server, prefix)
+    try:
+        await app.enqueue("noop")  # the queue check
+        before = script_calls(sync_redis)
+        replies = await gather([enqueue_call(app, "noop", {"i": i}) for i in range(N)])
+        assert script_calls(sync_redis) - before <= 10  # batches, not a call each
+        ids = [r.id for r in replies]
+        assert len(set(ids)) == N and all(HEX_ID.fullmatch(i) for i in ids), ids
+        for i, reply in enumerate(replies):
+            assert (reply.created, reply.state) == (True, "queued"), reply
+            assert (await app.get_job(reply.id)).payload == {"i": i}
+        stored = set(sync_redis.hkeys(app.keys("default").jobs))
+        assert b"" not in stored and {i.encode() for i in ids} <= stored
+    finally:
+        await app.close()
+
+
+async def test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """One batch holds common calls (ids drawn at the send) and calls with
+    their own job_id: the given ids go as given, the others get fresh ones,
+    and each caller is answered with the id its job was stored under."""
+    app = unspun_app(redis_server, prefix)
+    results: dict[int, EnqueuedJob] = {}
+
+    async def caller(k: int, job_id: str | None) -> None:
+        results[k] = await app.enqueue("noop", {"k": k}, job_id=job_id)
+
+    try:
+        await app.enqueue("noop")  # the queue check
+        gate = Gate(app, 1)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(caller, -1, None)  # the lone call (held)
+                await gate.wait_entered(1)
+                for k in range(6):
+                    tg.start_soon(caller, k, f"given-{k}" if k % 2 else None)
+                await gate.wait_entered(2)  # four of them beside it, all of one turn
+                gate.events[0].set()
+        assert [len(call) for call in gate.entered] == [1, 4, 2]
+        sent = [job_id for call in gate.entered[1:] for job_id in call]
+        for k in range(6):
+            if k % 2:
+                assert sent[k] == f"given-{k}"
+            else:
+                assert HEX_ID.fullmatch(sent[k]), sent
+            assert results[k].id == sent[k] and results[k].created
+            assert (await app.get_job(sent[k])).payload == {"k": k}
+        assert HEX_ID.fullmatch(gate.entered[0][0]) and results[-1].id == gate.entered[0][0]
+        assert len(set(sent)) == 6
+    finally:
+        await app.close()
+
+
+async def test_a_job_with_no_id_is_never_sent(
+        real_app: App, sync_redis: redis_sync.Redis) -> None:
+    """A job made for an id drawn at the send that reaches Scripts.enqueue
+    without one (a sender that forgot it) raises ValueError, alone or in a
+    batch, and writes nothing; so do ids that do not match the jobs."""
+    app = real_app
+    _, qk, blank = app.producer.one("noop", None, None, None, NO_DELAY, NO_PRIORITY, None,
+                                    None, None, None, None, True)
+    assert blank.id == ""
+    for jobs in ([blank], [blank, blank]):
+        with pytest.raises(ValueError, match="no id"):
+            await app.scripts.enqueue(qk, jobs)
+        with pytest.raises(ValueError, match="no id"):
+            enqueue_args(app.settings, jobs)
+    with pytest.raises(ValueError, match="ids for"):
+        await app.scripts.enqueue(qk, [blank, blank], ["a" * 28])
+    with pytest.raises(ValueError, match="ids for"):
+        await app.scripts.enqueue(qk, [blank, blank], ["a" * 28, ""])
+    assert sync_redis.hlen(qk.jobs) == 0
+    # with its ids it goes: the given ones are the stored ones
+    replies = await app.scripts.enqueue(qk, [blank, blank], ["a" * 28, "b" * 28])
+    assert replies == [(True, "queued"), (True, "queued")]
+    assert set(sync_redis.hkeys(qk.jobs)) == {b"a" * 28, b"b" * 28}
+
+
+def test_ids_at_send_draws_only_the_missing_ones() -> None:
+    given = NewJob("mine", "noop", b"", 0, 0, 1, 1, "")
+    blank = given._replace(id="")
+    assert ids_at_send([given, given]) is None
+    fresh = ids_at_send([blank] * 50)
+    assert fresh is not None and len(set(fresh)) == 50
+    assert all(HEX_ID.fullmatch(i) for i in fresh)
+    mixed = ids_at_send([blank, given, blank])
+    assert mixed is not None and mixed[1] == "mine"
+    assert HEX_ID.fullmatch(mixed[0]) and HEX_ID.fullmatch(mixed[2]) and mixed[0] != mixed[2]
+    assert new_job_ids(0) == []
+    many = new_job_ids(1000)
+    assert len(set(many)) == 1000 and all(HEX_ID.fullmatch(i) for i in many)
+    # each id its own 112 bits: no two share a half (ids cut from one read overlapping)
+    halves = [half for i in many for half in (i[:14], i[14:])]
+    assert len(set(halves)) == 2000

@@ -2,27 +2,50 @@
 
 Many tasks of one process calling ``app.enqueue`` at once (a web service
 under load) would each send their own enqueue script call. Per physical
-queue, this sends them together instead:
+queue, this sends them together instead, with up to two calls in flight:
 
 - a call that finds its queue idle (no enqueue call of this App in flight
-  for it) is sent at once, alone, by its own task: no timer, no added
-  latency, the same single script call as before;
-- calls that arrive while one is in flight wait, and go together as ONE
-  script call (lua/enqueue.lua takes a batch) as soon as it returns, sent
-  before the callers it answered resume: at most ``max_jobs`` jobs, about
-  ``max_bytes`` of payloads and half of the queue's callers (those just
-  answered and those waiting) per call, so that under a steady load one
-  half is in Redis while the client prepares the other; the next waiting
-  ones go in the call after.
+  for it, none waiting) is sent at once, alone, by its own task: no timer,
+  no added latency, the same single script call as before;
+- calls that arrive while one is in flight wait for the end of the event
+  loop's turn, and go together as ONE script call (lua/enqueue.lua takes a
+  batch) beside the one in flight; calls that arrive while two are in
+  flight wait for one of them to return, and go together at the end of
+  that turn, after the callers it answered have run (those that enqueue
+  again join them). A call takes at most ``max_jobs`` jobs, about
+  ``max_bytes`` of payloads and half of the queue's callers (those in
+  flight and those waiting, rounded up); the rest go in the next.
 
-Each caller gets its own reply (created, state): the script answers per job
-in order, and a job id repeated within a batch is "existed" for the later
-caller, as two calls one after the other would answer. A job-level problem
-(a bad payload, an unknown job, a bad option) is raised by the caller's own
-checks before its job joins a batch, so it never reaches the others. A
-failed call (Redis unreachable, NotDurable, OOM...) raises its typed error
-in every caller of that batch: the script runs whole or not at all, so a
-batch is never half-written.
+Under a steady load the callers split in two halves: one half's call is in
+Redis (and on its way back) while the client runs the other half's
+callers, which make their next jobs; then the two swap. With one call in
+flight at a time, the next could leave only once the last reply was read,
+so each round waited out a whole round trip whenever that took longer than
+the client's turn (100 tasks on the Intel Xeon host: the client busy
+91-96% of the run, a call in flight 88-93%).
+
+The jobs of App.enqueue's common call (a name and a payload, nothing else)
+come with no id (Producer.one's ``id_at_send``): a batch's ids are drawn
+here, in one os.urandom read, as the batch is sent (ids_at_send), and each
+caller gets its job's id with its reply. One read per job was 0.31 us of a
+job's 3.4-4.3 us of client CPU there. Neither change moved the rate alone:
+fewer CPU us a job only lengthened the client's wait for the round trip,
+and a second call in flight alone cost its bookkeeping where the client
+was the bound; together, 1.05-1.07x on asyncio's loop and 1.13-1.14x on
+uvloop's (paired rounds; benchmarks/results/coalesce_ids_at_send.txt).
+
+Each caller gets its own reply (created, state) and its job's id: the
+script answers per job in order, and a job id repeated within a batch is
+"existed" for the later caller, as two calls one after the other would
+answer. Two calls in flight
+may run in Redis in either order (each on a connection of its own): their
+callers are concurrent, each waiting for its own reply, and a caller's
+next job leaves only once its last one was answered, so each caller's
+jobs keep its order. A job-level problem (a bad payload, an unknown job, a
+bad option) is raised by the caller's own checks before its job joins a
+batch, so it never reaches the others. A failed call (Redis unreachable,
+NotDurable, OOM...) raises its typed error in every caller of that batch:
+the script runs whole or not at all, so a batch is never half-written.
 
 Cancellation: a caller cancelled while it waits is taken out (its job is
 never sent). A caller cancelled once its batch was sent sees the
@@ -38,30 +61,51 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from operator import itemgetter
 
+from ..ids import new_job_id, new_job_ids
 from ..models import NewJob
 from .keys import QueueKeys
 
-Reply = tuple[bool, str]
-Send = Callable[[QueueKeys, Sequence[NewJob]], Awaitable[list[Reply]]]
+Reply = tuple[bool, str]  # the script's answer for one job: (created, state)
+Answer = tuple[str, Reply]  # what a caller gets: its job's id and the reply
+# (queue, jobs, their ids drawn at the send or None: each job's own) -> replies
+Send = Callable[[QueueKeys, Sequence[NewJob], Sequence[str] | None], Awaitable[list[Reply]]]
 
 MAX_BATCH_BYTES = 1 << 20  # payload bytes per call, beyond the first job
+CALLS_IN_FLIGHT = 2  # per queue: one in Redis while the client runs the other's callers
 
 
 class _Lane:
-    """One physical queue: is a call in flight, and who waits for the next
-    (their jobs and their callers' futures, side by side, in arrival order)."""
+    """One physical queue: its calls in flight (how many, and how many jobs
+    they carry), who waits for the next (their jobs and their callers'
+    futures, side by side, in arrival order), and whether a call is due at
+    the end of the loop's turn."""
 
-    __slots__ = ("busy", "futures", "jobs", "loop")
+    __slots__ = ("calls", "due", "futures", "jobs", "loop", "sent")
 
     def __init__(self) -> None:
-        self.busy = False
+        self.calls = 0
+        self.sent = 0  # jobs in the calls in flight
+        self.due = False  # _send_due is in the loop's queue
         self.loop: asyncio.AbstractEventLoop | None = None
         self.jobs: list[NewJob] = []
-        self.futures: list[asyncio.Future[Reply]] = []
+        self.futures: list[asyncio.Future[Answer]] = []
 
 
 _DONE = asyncio.Future.done
-_PAYLOAD = itemgetter(2)  # NewJob.payload (a tuple's item: no Python frame)
+_ID, _PAYLOAD = itemgetter(0), itemgetter(2)  # NewJob.id, .payload (no Python frame)
+
+
+def ids_at_send(batch: Sequence[NewJob]) -> list[str] | None:
+    """The ids of a batch about to be sent, where some of its jobs have
+    none yet (App.enqueue's common call: Producer.one(id_at_send=True)):
+    those drawn here, in one os.urandom read for the batch, the others the
+    jobs' own. None when every job has its own."""
+    if all(map(_ID, batch)):
+        return None
+    fresh = new_job_ids(len(batch))
+    if any(map(_ID, batch)):  # a batch of both kinds (a job_id given, a hook...)
+        return [job.id or new for job, new in zip(batch, fresh, strict=True)]
+    return fresh
 
 
 class EnqueueCoalescer:
@@ -77,25 +121,35 @@ class EnqueueCoalescer:
         self._lanes: dict[str, _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # batch calls in flight
 
-    def enqueue(self, qk: QueueKeys, job: NewJob) -> Awaitable[Reply]:
-        """What to await, at once, for the script's reply for ``job`` in
-        queue ``qk``: while a call is in flight for the queue, the caller's
-        own future, parked in the lane (a plain function, so that a waiting
-        caller, the common one under load, makes no coroutine of its own);
-        else the lone call (_alone)."""
+    def enqueue(self, qk: QueueKeys, job: NewJob) -> Awaitable[Answer]:
+        """What to await, at once, for ``job``'s id and the script's reply
+        for it in queue ``qk`` (a job with no id, ``""``, gets one as it is
+        sent: ids_at_send): while a call is in flight for the queue (or callers
+        wait for one), the caller's own future, parked in the lane (a plain
+        function, so that a waiting caller, the common one under load,
+        makes no coroutine of its own); else the lone call (_alone)."""
         lane = self._lanes.get(qk.queue)
-        if lane is not None and lane.busy:
+        if lane is not None and (lane.calls or lane.jobs):
             loop = asyncio.get_running_loop()
             if lane.loop is loop:
-                future: asyncio.Future[Reply] = loop.create_future()
-                lane.jobs.append(job)
-                lane.futures.append(future)
                 # cancelled while awaited: the future is cancelled too; _take
                 # skips it if its job was not sent yet, a batch in flight leaves it
-                return future
+                return self._park(qk, lane, loop, job)
         return self._alone(qk, job, lane)
 
-    async def _alone(self, qk: QueueKeys, job: NewJob, lane: _Lane | None) -> Reply:
+    def _park(self, qk: QueueKeys, lane: _Lane, loop: asyncio.AbstractEventLoop,
+              job: NewJob) -> asyncio.Future[Answer]:
+        """The caller's future, its job waiting for the next call: sent at
+        the end of this turn of the loop when a call may go now."""
+        future: asyncio.Future[Answer] = loop.create_future()
+        lane.jobs.append(job)
+        lane.futures.append(future)
+        if not lane.due and lane.calls < CALLS_IN_FLIGHT:
+            lane.due = True
+            loop.call_soon(self._send_due, qk, lane)
+        return future
+
+    async def _alone(self, qk: QueueKeys, job: NewJob, lane: _Lane | None) -> Answer:
         """The reply of a job whose queue was idle when it came: sent at
         once, alone, from the caller's task (or parked after all, if another
         caller's call started in between). ``lane``: the queue's, as
@@ -103,69 +157,77 @@ class EnqueueCoalescer:
         if lane is None:  # (another first call may have made it since: never two lanes)
             lane = self._lanes.setdefault(qk.queue, _Lane())
         loop = asyncio.get_running_loop()
-        if lane.busy and lane.loop is not loop:
+        if (lane.calls or lane.jobs) and lane.loop is not loop:
             # left busy by an event loop that is gone (closed mid-call)
-            lane.busy = False
+            lane.calls = lane.sent = 0
+            lane.due = False
             lane.jobs.clear()
             lane.futures.clear()
-        if not lane.busy:  # idle: send at once, alone, from this task
-            lane.busy, lane.loop = True, loop
-            try:
-                (reply,) = await self._send(qk, (job,))
-            finally:
-                if lane.jobs:
-                    self._next(qk, lane, 1)
-                else:
-                    lane.busy = False
-            return reply
-        future: asyncio.Future[Reply] = loop.create_future()
-        lane.jobs.append(job)
-        lane.futures.append(future)
-        return await future
+        if lane.calls or lane.jobs:
+            return await self._park(qk, lane, loop, job)
+        # idle: send at once, alone, from this task
+        lane.calls, lane.sent, lane.loop = 1, 1, loop
+        job_id = job.id or new_job_id()
+        try:
+            (reply,) = await self._send(qk, (job,), None if job.id else (job_id,))
+        finally:
+            self._returned(qk, lane, 1)
+        return job_id, reply
 
-    def _next(self, qk: QueueKeys, lane: _Lane, answered: int) -> None:
-        """After the lone call returned with callers waiting: a task of its
-        own sends them (no caller's cancellation can stop it)."""
-        jobs, futures = self._take(lane, answered)
-        if jobs:
-            task = asyncio.get_running_loop().create_task(self._flush(qk, lane, jobs, futures))
+    def _returned(self, qk: QueueKeys, lane: _Lane, jobs: int) -> None:
+        """A call of ``jobs`` jobs returned (its callers answered): callers
+        waiting go at the end of this turn, with those it answered who come
+        back in it."""
+        lane.calls -= 1
+        lane.sent -= jobs
+        if lane.jobs and not lane.due and lane.loop is not None:
+            lane.due = True
+            lane.loop.call_soon(self._send_due, qk, lane)
+
+    def _send_due(self, qk: QueueKeys, lane: _Lane) -> None:
+        """The end of the turn in which callers parked: their calls go, each
+        by a task of its own (no caller's cancellation can stop it), while
+        fewer than CALLS_IN_FLIGHT are in flight."""
+        lane.due = False
+        loop = lane.loop
+        while lane.jobs and lane.calls < CALLS_IN_FLIGHT and loop is not None:
+            jobs, futures = self._take(lane)
+            if not jobs:
+                return
+            lane.calls += 1
+            lane.sent += len(jobs)
+            task = loop.create_task(self._flush(qk, lane, jobs, futures))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _take(self, lane: _Lane,
-              answered: int) -> tuple[list[NewJob], list[asyncio.Future[Reply]]]:
-        """After a call for ``answered`` jobs returned: the waiting jobs
-        (skipping cancelled callers) of the next call, and their callers'
-        futures; when none, the queue is idle again.
+    def _take(self, lane: _Lane) -> tuple[list[NewJob], list[asyncio.Future[Answer]]]:
+        """The waiting jobs (skipping cancelled callers) of the next call,
+        and their callers' futures.
 
-        A call takes at most half of the queue's callers (those just answered,
-        who may come back at once, and those waiting): under a steady load two
-        halves alternate, one in Redis while the client prepares the other,
-        instead of the client and Redis taking turns. Beyond its first job, a
-        call takes jobs while their payloads add up to ``max_bytes`` at most."""
+        A call takes at most half of the queue's callers (those in flight,
+        who come back once answered, and those waiting), so that under a
+        steady load two halves alternate, one in Redis while the client runs
+        the other. Beyond its first job, a call takes jobs while their
+        payloads add up to ``max_bytes`` at most."""
         jobs, futures = lane.jobs, lane.futures
-        limit = min(self.max_jobs, (answered + len(jobs) + 1) // 2)
+        limit = min(self.max_jobs, (lane.sent + len(jobs) + 1) // 2)
         n = min(limit, len(jobs))
-        if n:
-            # the common call: the first n callers, none cancelled, within the
-            # bytes; taken by slices and C loops, not a Python turn per job
-            taken = futures[:n]
-            if not any(map(_DONE, taken)):
-                batch = jobs[:n]
-                if n == 1 or sum(map(len, map(_PAYLOAD, batch))) <= self.max_bytes:
-                    del jobs[:n], futures[:n]
-                    return batch, taken
-        batch, taken = self._take_one_by_one(lane, limit)
-        if not batch:
-            lane.busy = False
-        return batch, taken
+        # the common call: the first n callers, none cancelled, within the
+        # bytes; taken by slices and C loops, not a Python turn per job
+        taken = futures[:n]
+        if not any(map(_DONE, taken)):
+            batch = jobs[:n]
+            if n == 1 or sum(map(len, map(_PAYLOAD, batch))) <= self.max_bytes:
+                del jobs[:n], futures[:n]
+                return batch, taken
+        return self._take_one_by_one(lane, limit)
 
     def _take_one_by_one(self, lane: _Lane,
-                         limit: int) -> tuple[list[NewJob], list[asyncio.Future[Reply]]]:
+                         limit: int) -> tuple[list[NewJob], list[asyncio.Future[Answer]]]:
         """_take's call when a caller was cancelled or the bytes cut it short."""
         jobs, futures = lane.jobs, lane.futures
         batch: list[NewJob] = []
-        taken: list[asyncio.Future[Reply]] = []
+        taken: list[asyncio.Future[Answer]] = []
         size = 0
         i = 0
         while i < len(jobs) and len(batch) < limit:
@@ -183,33 +245,35 @@ class EnqueueCoalescer:
         return batch, taken
 
     async def _flush(self, qk: QueueKeys, lane: _Lane, batch: list[NewJob],
-                     futures: list[asyncio.Future[Reply]]) -> None:
-        """Batch calls, one after the other, while callers wait: every caller
-        of a batch gets its reply or the call's error. The next call is sent
-        before the answered callers resume, so it is in Redis while they run."""
-        while batch:
-            try:
-                replies = await self._send(qk, batch)
-                if len(replies) != len(batch):
-                    raise RuntimeError(f"enqueue answered {len(replies)} replies for "
-                                       f"{len(batch)} jobs")
-            except asyncio.CancelledError:
-                # only the loop's shutdown cancels this task: nothing more is sent
-                for future in [*futures, *lane.futures]:
-                    future.cancel()
-                lane.jobs.clear()
-                lane.futures.clear()
-                lane.busy = False
+                     futures: list[asyncio.Future[Answer]]) -> None:
+        """One batch call: every caller of the batch gets its job's id and
+        reply, or the call's error."""
+        ids = ids_at_send(batch)
+        try:
+            replies = await self._send(qk, batch, ids)
+            if len(replies) != len(batch):
+                raise RuntimeError(f"enqueue answered {len(replies)} replies for "
+                                   f"{len(batch)} jobs")
+        except asyncio.CancelledError:
+            # only the loop's shutdown cancels this task: nothing more is sent
+            for future in [*futures, *lane.futures]:
+                future.cancel()
+            lane.jobs.clear()
+            lane.futures.clear()
+            lane.calls -= 1
+            lane.sent -= len(batch)
+            raise
+        except BaseException as exc:  # every caller of the batch gets it
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                lane.calls -= 1  # KeyboardInterrupt & co: the waiting ones stay
+                lane.sent -= len(batch)
                 raise
-            except BaseException as exc:  # every caller of the batch gets it
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    lane.busy = False  # KeyboardInterrupt & co: the waiting ones stay
-                    raise
-            else:
-                for future, reply in zip(futures, replies, strict=True):
-                    if not future.done():  # a caller cancelled after it was sent
-                        future.set_result(reply)
-            batch, futures = self._take(lane, len(batch))
+        else:
+            answers = zip(map(_ID, batch) if ids is None else ids, replies, strict=True)
+            for future, answer in zip(futures, answers, strict=True):
+                if not future.done():  # a caller cancelled after it was sent
+                    future.set_result(answer)
+        self._returned(qk, lane, len(batch))

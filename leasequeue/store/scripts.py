@@ -181,12 +181,21 @@ class Scripts:
 
     # -- one method per script ------------------------------------------------
 
-    async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob]) -> list[tuple[bool, str]]:
+    async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob],
+                      ids: Sequence[str] | None = None) -> list[tuple[bool, str]]:
+        """Enqueue ``jobs`` in one call; (created, state) for each, in order.
+        ``ids``: the jobs' ids, in order, drawn by the sender as it sends
+        them (the coalescer: App.enqueue's common call makes its job with no
+        id, ``""``); None: each job's own. A job left with no id raises
+        ValueError before anything is sent."""
         s = self.settings
         if len(jobs) == 1 and self._lane is not None and s.durable_replicas <= 0:
             # one job a call (the coalescer's lone call, a one-job chunk, a
             # rerun): formatted onto a head
-            call = self._one_job.call(s, qk, jobs[0], self._keys_of)
+            job = jobs[0] if ids is None else jobs[0]._replace(id=ids[0])
+            if not job.id:
+                raise ValueError("a job with no id: its sender gives it one (ids)")
+            call = self._one_job.call(s, qk, job, self._keys_of)
             while call is not None:
                 packed, keys, name = call
                 try:
@@ -197,8 +206,8 @@ class Scripts:
                 if reply.__class__ is not int or name != "enqueue_one":  # (ends the loop)
                     return enqueue_replies(reply, 1)
                 # enqueue_one.lua found the id: enqueue.lua answers its state
-                call = self._one_job.call(s, qk, jobs[0], self._keys_of, line=False)
-        reply = await self.run_durable("enqueue", qk, enqueue_args(s, jobs))
+                call = self._one_job.call(s, qk, job, self._keys_of, line=False)
+        reply = await self.run_durable("enqueue", qk, enqueue_args(s, jobs, ids))
         return enqueue_replies(reply, len(jobs))
 
     async def enqueue_in_order(self, qk: QueueKeys, batches: Sequence[Sequence[NewJob]],
@@ -623,13 +632,22 @@ _RUN_SHAPE = itemgetter(1, 3, 4, 5, 6, 7)
 _PAYLOAD, _ID = itemgetter(2), itemgetter(0)
 
 
-def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
+def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob],
+                 ids: Sequence[str] | None = None) -> list[Any]:
     """enqueue.lua's arguments: the settings, then the jobs in runs of jobs
     alike (same name, delay, priority, budgets and park group), each run a
     head (count, those six, and the run's payload) and then, when every job
     of the run has the same payload (no payload at all: the common case), one
     id per job; else the head's payload is empty and an (id, payload) pair
-    follows per job."""
+    follows per job. ``ids``: the jobs' ids in order, where the sender drew
+    them (Scripts.enqueue); None: each job's own. ValueError when a job
+    would go with no id (``""``): no job is ever written under an empty id."""
+    if ids is None:
+        if not all(map(_ID, jobs)):
+            raise ValueError("a job with no id: its sender gives it one (ids)")
+        ids = list(map(_ID, jobs))
+    elif len(ids) != len(jobs) or not all(ids):
+        raise ValueError(f"{len(ids)} ids for {len(jobs)} jobs, or an empty one")
     if len(jobs) > 1:
         # a batch of one run with one payload (a bulk enqueue of one kind of
         # job: the common batch) is checked and read by C loops (map, set)
@@ -639,18 +657,19 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
         if (payload and len(set(map(_RUN_SHAPE, jobs))) == 1
                 and all(map(eq, map(_PAYLOAD, jobs), repeat(payload)))):
             return [s.events_maxlen, s.audit_flag, s.wake_cap, len(jobs), *_RUN_SHAPE(first),
-                    payload, *map(_ID, jobs)]
-    return runs_args(s, jobs)
+                    payload, *ids]
+    return runs_args(s, jobs, ids)
 
 
-def runs_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
+def runs_args(s: StoreSettings, jobs: Sequence[NewJob],
+              ids: Sequence[str] | None = None) -> list[Any]:
     """enqueue_args for any batch, a run at a time (tests/test_scripts.py
-    holds enqueue_args's one-run path to it)."""
+    holds enqueue_args's one-run path to it); ``ids`` as there."""
     args: list[Any] = [s.events_maxlen, s.audit_flag, s.wake_cap]
     shape: tuple[str, int, int, int, int, str] | None = None
     head = 0  # where the current run's count is
     payload: bytes | None = None  # the run's payload while every job so far has it
-    for j in jobs:
+    for j, job_id in zip(jobs, map(_ID, jobs) if ids is None else ids, strict=True):
         this = (j.name, j.delay_ms, j.priority, j.max_attempts, j.max_infra, j.grp)
         if this != shape:
             if payload:
@@ -660,7 +679,7 @@ def runs_args(s: StoreSettings, jobs: Sequence[NewJob]) -> list[Any]:
         elif payload is not None and j.payload is not payload and j.payload != payload:
             payload = None
         args[head] += 1
-        args += [j.id, j.payload]
+        args += [job_id, j.payload]
     if payload:
         _share_payload(args, head, payload)
     return args

@@ -713,11 +713,52 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- group commit of concurrent enqueues ------------------------------------------
     Mutation(
         "coalesced-reply-to-wrong-caller", "leasequeue/store/coalesce.py",
-        "zip(futures, replies, strict=True)",
-        "zip(futures, replies[::-1], strict=True)",
+        "else ids, replies, strict=True)",
+        "else ids, replies[::-1], strict=True)",
         "a batch of concurrent enqueues answers each caller with another caller's "
         "reply (created / state)",
         ("tests/test_coalesce.py::test_each_caller_gets_its_own_reply",),
+    ),
+    Mutation(
+        "coalesced-id-to-wrong-caller", "leasequeue/store/coalesce.py",
+        "else ids, replies, strict=True)",
+        "else ids[::-1], replies, strict=True)",
+        "a batch of App.enqueue's common calls answers each caller with the id drawn for "
+        "another caller's job",
+        ("tests/test_coalesce.py::test_common_calls_get_ids_drawn_as_their_batch_is_sent",),
+    ),
+    Mutation(
+        "coalesced-given-ids-redrawn", "leasequeue/store/coalesce.py",
+        "    if any(map(_ID, batch)):  # a batch of both kinds",
+        "    if False:  # a batch of both kinds",
+        "a batch holding common calls and calls with their own job_id draws fresh ids for "
+        "every job: a given job_id is not the one stored",
+        ("tests/test_coalesce.py::"
+         "test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones",),
+    ),
+    Mutation(
+        "coalesced-lone-id-not-sent", "leasequeue/store/coalesce.py",
+        "None if job.id else (job_id,))",
+        "None)",
+        "the lone call of App.enqueue's common call is sent without the id drawn for it",
+        ("tests/test_coalesce.py::"
+         "test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones",),
+    ),
+    Mutation(
+        "enqueue-args-empty-id", "leasequeue/store/scripts.py",
+        "        if not all(map(_ID, jobs)):\n",
+        "        if False:\n",
+        "enqueue's arguments take a job with no id: a sender that forgot to draw it "
+        "writes the job under an empty id",
+        ("tests/test_coalesce.py::test_a_job_with_no_id_is_never_sent",),
+    ),
+    Mutation(
+        "batch-ids-overlap", "leasequeue/ids.py",
+        "return [fresh[at:at + _WIDTH] for at in range(0, _WIDTH * count, _WIDTH)]",
+        "return [fresh[at:at + _WIDTH] for at in range(0, ID_BYTES * count, ID_BYTES)][:count]",
+        "a batch's ids drawn at the send overlap: each shares half its characters with the "
+        "next",
+        ("tests/test_coalesce.py::test_ids_at_send_draws_only_the_missing_ones",),
     ),
     Mutation(
         "coalesced-take-sends-cancelled", "leasequeue/store/coalesce.py",
@@ -737,11 +778,30 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-take-all-callers", "leasequeue/store/coalesce.py",
-        "(answered + len(jobs) + 1) // 2)",
-        "(answered + len(jobs) + 1))",
+        "(lane.sent + len(jobs) + 1) // 2)",
+        "(lane.sent + len(jobs) + 1))",
         "a batch call of concurrent enqueues takes every waiting caller instead of half of "
         "the queue's callers: the client and Redis take turns instead of overlapping",
-        ("tests/test_coalesce.py::test_a_batch_takes_half_of_the_callers_and_the_next_call_the_rest",),
+        ("tests/test_coalesce.py::"
+         "test_callers_of_one_turn_go_beside_the_call_in_flight_and_the_rest_wait",),
+    ),
+    Mutation(
+        "coalesced-calls-unbounded", "leasequeue/store/coalesce.py",
+        "while lane.jobs and lane.calls < CALLS_IN_FLIGHT and loop is not None:",
+        "while lane.jobs and loop is not None:",
+        "the coalescer sends every waiting caller at once, in as many calls as it takes, "
+        "however many calls are in flight: no bound of two per queue",
+        ("tests/test_coalesce.py::"
+         "test_callers_of_one_turn_go_beside_the_call_in_flight_and_the_rest_wait",),
+    ),
+    Mutation(
+        "coalesced-waits-for-the-reply", "leasequeue/store/coalesce.py",
+        "        if not lane.due and lane.calls < CALLS_IN_FLIGHT:\n",
+        "        if not lane.due and lane.calls < 1:\n",
+        "a caller that finds one call in flight waits for its reply instead of going "
+        "beside it at the end of the turn (one call in flight at a time)",
+        ("tests/test_coalesce.py::"
+         "test_callers_of_one_turn_go_beside_the_call_in_flight_and_the_rest_wait",),
     ),
     # -- batch enqueue: runs and the pipeline -------------------------------------------
     Mutation(
@@ -980,7 +1040,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- the job's footprint in Redis --------------------------------------------
     Mutation(
-        "job-id-32-chars", "leasequeue/producer.py",
+        "job-id-32-chars", "leasequeue/ids.py",
         "ID_BYTES = 14  # random bytes",
         "ID_BYTES = 16  # random bytes",
         "a producer's job ids are 32 hex characters: each of a job's two copies of "
