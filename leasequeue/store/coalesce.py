@@ -92,6 +92,7 @@ class _Lane:
 
 
 _DONE = asyncio.Future.done
+_new = tuple.__new__  # a named tuple made without its Python-level __new__
 _ID, _PAYLOAD = itemgetter(0), itemgetter(2)  # NewJob.id, .payload (no Python frame)
 
 
@@ -167,12 +168,13 @@ class EnqueueCoalescer:
             return await self._park(qk, lane, loop, job)
         # idle: send at once, alone, from this task
         lane.calls, lane.sent, lane.loop = 1, 1, loop
-        job_id = job.id or new_job_id()
+        if not job.id:  # the common call's: its id now, in the job (a lone call's own path)
+            job = _new(NewJob, (new_job_id(), *job[1:]))
         try:
-            (reply,) = await self._send(qk, (job,), None if job.id else (job_id,))
+            (reply,) = await self._send(qk, (job,), None)
         finally:
             self._returned(qk, lane, 1)
-        return job_id, reply
+        return job.id, reply
 
     def _returned(self, qk: QueueKeys, lane: _Lane, jobs: int) -> None:
         """A call of ``jobs`` jobs returned (its callers answered): callers

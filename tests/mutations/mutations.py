@@ -737,10 +737,11 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones",),
     ),
     Mutation(
-        "coalesced-lone-id-not-sent", "leasequeue/store/coalesce.py",
-        "None if job.id else (job_id,))",
-        "None)",
-        "the lone call of App.enqueue's common call is sent without the id drawn for it",
+        "coalesced-lone-call-wrong-id", "leasequeue/store/coalesce.py",
+        "        return job.id, reply\n",
+        "        return new_job_id(), reply\n",
+        "the lone call of App.enqueue's common call answers its caller with an id other "
+        "than the one its job was stored under",
         ("tests/test_coalesce.py::"
          "test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones",),
     ),
