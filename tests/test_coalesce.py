@@ -6,6 +6,7 @@ caller takes nothing from the others."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -464,11 +465,25 @@ async def test_common_calls_get_ids_drawn_as_their_batch_is_sent(
     the ids are distinct, 28 hex characters each, and no job is stored under
     an empty id."""
     app = unspun_app(redis_server, prefix)
+    send = app.coalescer._send
+    seen: list[tuple[int, bool, bool]] = []  # (jobs, all with no id, ids given)
+
+    def recording(qk: QueueKeys, jobs: Sequence[NewJob],
+                  ids: Sequence[str] | None) -> Awaitable[Any]:
+        seen.append((len(jobs), not any(j.id for j in jobs), ids is not None))
+        return send(qk, jobs, ids)
+
+    app.coalescer._send = recording
     try:
         await app.enqueue("noop")  # the queue check
         before = script_calls(sync_redis)
         replies = await gather([enqueue_call(app, "noop", {"i": i}) for i in range(N)])
         assert script_calls(sync_redis) - before <= 10  # batches, not a call each
+        # a batch's jobs came with no id and went with the ids drawn for them;
+        # a lone call's job has its id in it, and goes with no ids beside
+        assert sum(n for n, _, _ in seen[1:]) == N, seen
+        assert all(blank == drawn for _, blank, drawn in seen), seen
+        assert any(n > 1 and drawn for n, _, drawn in seen), seen
         ids = [r.id for r in replies]
         assert len(set(ids)) == N and all(HEX_ID.fullmatch(i) for i in ids), ids
         for i, reply in enumerate(replies):
@@ -558,3 +573,45 @@ def test_ids_at_send_draws_only_the_missing_ones() -> None:
     # each id its own 112 bits: no two share a half (ids cut from one read overlapping)
     halves = [half for i in many for half in (i[:14], i[14:])]
     assert len(set(halves)) == 2000
+
+
+def test_a_lane_reset_for_a_new_loop_is_not_counted_out_by_the_old_loop_s_call(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """A lone call left in flight by an event loop closed mid-call: the next
+    loop resets the lane; when the old call's coroutine is closed later (its
+    finally runs, as when the collector takes it), it does not count itself
+    out of the new loop's calls, and enqueues on the new loop go on."""
+    app = unspun_app(redis_server, prefix)
+    app._verified.add("default")  # (no queue check on the first loop: its I/O stays untouched)
+    send = app.coalescer._send
+    sent: list[int] = []
+
+    async def held_first(qk: QueueKeys, jobs: Sequence[NewJob],
+                         ids: Sequence[str] | None) -> Any:
+        sent.append(len(jobs))
+        if len(sent) == 1:
+            await asyncio.get_running_loop().create_future()  # never answered
+        return await send(qk, jobs, ids)
+
+    app.coalescer._send = held_first
+    old_loop = asyncio.new_event_loop()
+    stranded = old_loop.create_task(app.enqueue("noop"))
+    old_loop.run_until_complete(asyncio.sleep(0.05))
+    assert sent == [1] and not stranded.done()
+    old_loop.close()
+
+    async def on_the_new_loop() -> list[EnqueuedJob]:
+        answers = [await asyncio.wait_for(app.enqueue("noop"), 10)]  # resets the lane
+        stranded._log_destroy_pending = False  # type: ignore[attr-defined]
+        stranded.get_coro().close()  # the old call's finally runs now
+        for _ in range(3):
+            answers.append(await asyncio.wait_for(app.enqueue("noop"), 10))
+        await app.close()
+        return answers
+
+    new_loop = asyncio.new_event_loop()
+    try:
+        answers = new_loop.run_until_complete(on_the_new_loop())
+    finally:
+        new_loop.close()
+    assert [a.created for a in answers] == [True] * 4 and sent == [1, 1, 1, 1, 1]

@@ -22,17 +22,23 @@ callers, which make their next jobs; then the two swap. With one call in
 flight at a time, the next could leave only once the last reply was read,
 so each round waited out a whole round trip whenever that took longer than
 the client's turn (100 tasks on the Intel Xeon host: the client busy
-91-96% of the run, a call in flight 88-93%).
+90-96% of the run, a call in flight 88-93%).
 
-The jobs of App.enqueue's common call (a name and a payload, nothing else)
+The jobs of App.enqueue's common call (a name and a payload, nothing else;
+no enqueue hook, and a queue of one shard whose jobs need no limit keys)
 come with no id (Producer.one's ``id_at_send``): a batch's ids are drawn
 here, in one os.urandom read, as the batch is sent (ids_at_send), and each
-caller gets its job's id with its reply. One read per job was 0.31 us of a
-job's 3.4-4.3 us of client CPU there. Neither change moved the rate alone:
-fewer CPU us a job only lengthened the client's wait for the round trip,
-and a second call in flight alone cost its bookkeeping where the client
-was the bound; together, 1.05-1.07x on asyncio's loop and 1.13-1.14x on
-uvloop's (paired rounds; benchmarks/results/coalesce_ids_at_send.txt).
+caller gets its job's id with its reply; a lone call's job gets its id
+here too, one read. One read per job was 0.31 us of a job's 3.4-4.3 us of
+client CPU there. On the Intel Xeon host the ids alone left the rate where
+it was (fewer us a job only lengthened the client's wait for the round
+trip); the second call in flight alone moved uvloop's (1.03x unpinned,
+1.10x pinned) and not asyncio's (1.00x, 0.97x), whose client CPU a job its
+bookkeeping raised; together 1.06-1.07x on asyncio's loop and 1.13-1.14x
+on uvloop's (paired geometric means; the commit against the one before,
+1.07-1.08x and 1.10-1.17x). One enqueue at a time (the lone call) ran
+2-5% slower in the same hour, where an in-process A/B of its id puts
+0.3-0.5 us a call on it (benchmarks/results/coalesce_ids_at_send.txt).
 
 Each caller gets its own reply (created, state) and its job's id: the
 script answers per job in order, and a job id repeated within a batch is
@@ -77,12 +83,16 @@ CALLS_IN_FLIGHT = 2  # per queue: one in Redis while the client runs the other's
 class _Lane:
     """One physical queue: its calls in flight (how many, and how many jobs
     they carry), who waits for the next (their jobs and their callers'
-    futures, side by side, in arrival order), and whether a call is due at
-    the end of the loop's turn."""
+    futures, side by side, in arrival order), whether a call is due at
+    the end of the loop's turn, and its epoch: bumped when a lane left busy
+    by a closed event loop is reset, so that the calls of the old loop,
+    ending later (a coroutine closed by the collector runs its finally),
+    do not count themselves out of the new loop's."""
 
-    __slots__ = ("calls", "due", "futures", "jobs", "loop", "sent")
+    __slots__ = ("calls", "due", "epoch", "futures", "jobs", "loop", "sent")
 
     def __init__(self) -> None:
+        self.epoch = 0
         self.calls = 0
         self.sent = 0  # jobs in the calls in flight
         self.due = False  # _send_due is in the loop's queue
@@ -158,28 +168,35 @@ class EnqueueCoalescer:
         if lane is None:  # (another first call may have made it since: never two lanes)
             lane = self._lanes.setdefault(qk.queue, _Lane())
         loop = asyncio.get_running_loop()
-        if (lane.calls or lane.jobs) and lane.loop is not loop:
+        if (lane.calls or lane.jobs or lane.due) and lane.loop is not loop:
             # left busy by an event loop that is gone (closed mid-call)
+            lane.epoch += 1
             lane.calls = lane.sent = 0
             lane.due = False
             lane.jobs.clear()
             lane.futures.clear()
         if lane.calls or lane.jobs:
             return await self._park(qk, lane, loop, job)
-        # idle: send at once, alone, from this task
-        lane.calls, lane.sent, lane.loop = 1, 1, loop
-        if not job.id:  # the common call's: its id now, in the job (a lone call's own path)
+        # idle: send at once, alone, from this task; the common call's job
+        # gets its id now, in the job itself (before the lane is taken: a
+        # failed read fails this caller alone)
+        if not job.id:
             job = _new(NewJob, (new_job_id(), *job[1:]))
+        lane.calls, lane.sent, lane.loop = 1, 1, loop
+        epoch = lane.epoch
         try:
             (reply,) = await self._send(qk, (job,), None)
         finally:
-            self._returned(qk, lane, 1)
+            self._returned(qk, lane, 1, epoch)
         return job.id, reply
 
-    def _returned(self, qk: QueueKeys, lane: _Lane, jobs: int) -> None:
+    def _returned(self, qk: QueueKeys, lane: _Lane, jobs: int, epoch: int) -> None:
         """A call of ``jobs`` jobs returned (its callers answered): callers
         waiting go at the end of this turn, with those it answered who come
-        back in it."""
+        back in it. A call of an epoch gone (the lane was reset since) counts
+        for nothing."""
+        if epoch != lane.epoch:
+            return
         lane.calls -= 1
         lane.sent -= jobs
         if lane.jobs and not lane.due and lane.loop is not None:
@@ -198,7 +215,7 @@ class EnqueueCoalescer:
                 return
             lane.calls += 1
             lane.sent += len(jobs)
-            task = loop.create_task(self._flush(qk, lane, jobs, futures))
+            task = loop.create_task(self._flush(qk, lane, jobs, futures, lane.epoch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -247,35 +264,52 @@ class EnqueueCoalescer:
         return batch, taken
 
     async def _flush(self, qk: QueueKeys, lane: _Lane, batch: list[NewJob],
-                     futures: list[asyncio.Future[Answer]]) -> None:
+                     futures: list[asyncio.Future[Answer]], epoch: int) -> None:
         """One batch call: every caller of the batch gets its job's id and
-        reply, or the call's error."""
-        ids = ids_at_send(batch)
+        reply, or the call's error (a failed id draw too)."""
+        ids: list[str] | None = None
         try:
+            ids = ids_at_send(batch)
             replies = await self._send(qk, batch, ids)
             if len(replies) != len(batch):
                 raise RuntimeError(f"enqueue answered {len(replies)} replies for "
                                    f"{len(batch)} jobs")
         except asyncio.CancelledError:
-            # only the loop's shutdown cancels this task: nothing more is sent
-            for future in [*futures, *lane.futures]:
-                future.cancel()
-            lane.jobs.clear()
-            lane.futures.clear()
-            lane.calls -= 1
-            lane.sent -= len(batch)
+            _cancelled(lane, len(batch), futures, epoch)
             raise
         except BaseException as exc:  # every caller of the batch gets it
             for future in futures:
                 if not future.done():
                     future.set_exception(exc)
             if not isinstance(exc, Exception):
-                lane.calls -= 1  # KeyboardInterrupt & co: the waiting ones stay
-                lane.sent -= len(batch)
+                _count_out(lane, len(batch), epoch)  # KeyboardInterrupt & co: the waiting stay
                 raise
         else:
             answers = zip(map(_ID, batch) if ids is None else ids, replies, strict=True)
             for future, answer in zip(futures, answers, strict=True):
                 if not future.done():  # a caller cancelled after it was sent
                     future.set_result(answer)
-        self._returned(qk, lane, len(batch))
+        self._returned(qk, lane, len(batch), epoch)
+
+
+def _count_out(lane: _Lane, jobs: int, epoch: int) -> None:
+    """A call of ``jobs`` jobs of ``epoch`` is no longer in flight (a call
+    of an epoch gone, the lane reset since, counts for nothing)."""
+    if epoch == lane.epoch:
+        lane.calls -= 1
+        lane.sent -= jobs
+
+
+def _cancelled(lane: _Lane, jobs: int, futures: list[asyncio.Future[Answer]],
+               epoch: int) -> None:
+    """A batch call of ``jobs`` jobs cancelled (only the loop's shutdown
+    cancels it): nothing more is sent; its callers, and those waiting in
+    the lane unless it was reset for another loop since, are cancelled."""
+    for future in futures:
+        future.cancel()
+    if epoch == lane.epoch:
+        for future in lane.futures:
+            future.cancel()
+        lane.jobs.clear()
+        lane.futures.clear()
+    _count_out(lane, jobs, epoch)

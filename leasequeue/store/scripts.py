@@ -192,9 +192,8 @@ class Scripts:
         if len(jobs) == 1 and self._lane is not None and s.durable_replicas <= 0:
             # one job a call (the coalescer's lone call, a one-job chunk, a
             # rerun): formatted onto a head
+            check_ids(jobs, ids)
             job = jobs[0] if ids is None else jobs[0]._replace(id=ids[0])
-            if not job.id:
-                raise ValueError("a job with no id: its sender gives it one (ids)")
             call = self._one_job.call(s, qk, job, self._keys_of)
             while call is not None:
                 packed, keys, name = call
@@ -642,12 +641,9 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob],
     follows per job. ``ids``: the jobs' ids in order, where the sender drew
     them (Scripts.enqueue); None: each job's own. ValueError when a job
     would go with no id (``""``): no job is ever written under an empty id."""
+    check_ids(jobs, ids)
     if ids is None:
-        if not all(map(_ID, jobs)):
-            raise ValueError("a job with no id: its sender gives it one (ids)")
         ids = list(map(_ID, jobs))
-    elif len(ids) != len(jobs) or not all(ids):
-        raise ValueError(f"{len(ids)} ids for {len(jobs)} jobs, or an empty one")
     if len(jobs) > 1:
         # a batch of one run with one payload (a bulk enqueue of one kind of
         # job: the common batch) is checked and read by C loops (map, set)
@@ -659,6 +655,19 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob],
             return [s.events_maxlen, s.audit_flag, s.wake_cap, len(jobs), *_RUN_SHAPE(first),
                     payload, *ids]
     return runs_args(s, jobs, ids)
+
+
+def check_ids(jobs: Sequence[NewJob], ids: Sequence[str] | None) -> None:
+    """ValueError unless every job goes with an id: its own (``ids`` None)
+    or the one ``ids`` gives it, one per job. A job with no id (``""``)
+    comes only from Producer.one(id_at_send=True), for a sender that draws
+    its id: one that forgot must fail here, never write a job under an
+    empty id."""
+    if ids is None:
+        if not all(map(_ID, jobs)):
+            raise ValueError("a job with no id: its sender gives it one (ids)")
+    elif len(ids) != len(jobs) or not all(ids):
+        raise ValueError(f"{len(ids)} ids for {len(jobs)} jobs, or an empty one")
 
 
 def runs_args(s: StoreSettings, jobs: Sequence[NewJob],

@@ -746,6 +746,23 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones",),
     ),
     Mutation(
+        "coalesced-old-loop-counts-out", "leasequeue/store/coalesce.py",
+        "        if epoch != lane.epoch:\n            return\n",
+        "",
+        "a call left in flight by a closed event loop, ending later, counts itself out of "
+        "the lane the next loop reset: its counts go below zero and its enqueues wait forever",
+        ("tests/test_coalesce.py::"
+         "test_a_lane_reset_for_a_new_loop_is_not_counted_out_by_the_old_loop_s_call",),
+    ),
+    Mutation(
+        "coalesced-ids-drawn-per-call", "leasequeue/app.py",
+        "max_attempts, max_infra_attempts, infos, True)",
+        "max_attempts, max_infra_attempts, infos, False)",
+        "App.enqueue's common call draws its job's id itself, one os.urandom read a job, "
+        "instead of its batch's one read at the send",
+        ("tests/test_coalesce.py::test_common_calls_get_ids_drawn_as_their_batch_is_sent",),
+    ),
+    Mutation(
         "enqueue-args-empty-id", "leasequeue/store/scripts.py",
         "        if not all(map(_ID, jobs)):\n",
         "        if False:\n",
@@ -763,8 +780,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-take-sends-cancelled", "leasequeue/store/coalesce.py",
-        "            if not any(map(_DONE, taken)):",
-        "            if True:",
+        "        if not any(map(_DONE, taken)):",
+        "        if True:",
         "the next batch call of concurrent enqueues takes its callers by the slice without "
         "looking for cancelled ones: a caller cancelled while it waited has its job written",
         ("tests/test_coalesce.py::test_a_cancelled_caller_takes_nothing_from_the_others",),
