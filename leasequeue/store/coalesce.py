@@ -43,11 +43,10 @@ on uvloop's (paired geometric means; the commit against the one before,
 Each caller gets its own reply (created, state) and its job's id: the
 script answers per job in order, and a job id repeated within a batch is
 "existed" for the later caller, as two calls one after the other would
-answer. Two calls in flight
-may run in Redis in either order (each on a connection of its own): their
-callers are concurrent, each waiting for its own reply, and a caller's
-next job leaves only once its last one was answered, so each caller's
-jobs keep its order. A job-level problem (a bad payload, an unknown job, a
+answer. Two calls in flight may run in Redis in either order (each on a
+connection of its own): their callers are concurrent, each waiting for
+its own reply, and a caller's next job leaves only once its last one was
+answered, so each caller's jobs keep its order. A job-level problem (a bad payload, an unknown job, a
 bad option) is raised by the caller's own checks before its job joins a
 batch, so it never reaches the others. A failed call (Redis unreachable,
 NotDurable, OOM...) raises its typed error in every caller of that batch:
