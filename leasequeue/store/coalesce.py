@@ -46,11 +46,12 @@ script answers per job in order, and a job id repeated within a batch is
 answer. Two calls in flight may run in Redis in either order (each on a
 connection of its own): their callers are concurrent, each waiting for
 its own reply, and a caller's next job leaves only once its last one was
-answered, so each caller's jobs keep its order. A job-level problem (a bad payload, an unknown job, a
-bad option) is raised by the caller's own checks before its job joins a
-batch, so it never reaches the others. A failed call (Redis unreachable,
-NotDurable, OOM...) raises its typed error in every caller of that batch:
-the script runs whole or not at all, so a batch is never half-written.
+answered, so each caller's jobs keep its order. A job-level problem (a
+bad payload, an unknown job, a bad option) is raised by the caller's own
+checks before its job joins a batch, so it never reaches the others. A
+failed call (Redis unreachable, NotDurable, OOM...) raises its typed error
+in every caller of that batch: the script runs whole or not at all, so a
+batch is never half-written.
 
 Cancellation: a caller cancelled while it waits is taken out (its job is
 never sent). A caller cancelled once its batch was sent sees the
