@@ -642,8 +642,6 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob],
     them (Scripts.enqueue); None: each job's own. ValueError when a job
     would go with no id (``""``): no job is ever written under an empty id."""
     check_ids(jobs, ids)
-    if ids is None:
-        ids = list(map(_ID, jobs))
     if len(jobs) > 1:
         # a batch of one run with one payload (a bulk enqueue of one kind of
         # job: the common batch) is checked and read by C loops (map, set)
@@ -653,7 +651,7 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob],
         if (payload and len(set(map(_RUN_SHAPE, jobs))) == 1
                 and all(map(eq, map(_PAYLOAD, jobs), repeat(payload)))):
             return [s.events_maxlen, s.audit_flag, s.wake_cap, len(jobs), *_RUN_SHAPE(first),
-                    payload, *ids]
+                    payload, *(map(_ID, jobs) if ids is None else ids)]
     return runs_args(s, jobs, ids)
 
 
