@@ -303,6 +303,16 @@ class App:
         (``created=False``) instead of adding a second one. The job's budgets
         come from its handler's definition on the worker unless
         ``max_attempts`` / ``max_infra_attempts`` are given here."""
+        if (job_id is None and queue is None and delay is NO_DELAY and priority is NO_PRIORITY
+                and correlation_id is None and request_id is None and max_attempts is None
+                and max_infra_attempts is None and not self.hooks.wants_enqueue):
+            # the common call (a name and a payload; no hook): Producer.common
+            # makes its job at once, on a queue checked already; the rest below
+            common = self.producer.common(name, payload)
+            if common is not None and common[0] in self._verified:
+                logical_queue, qk, job = common
+                job_id, (created, state) = await self.coalescer.enqueue(qk, job)
+                return _new(EnqueuedJob, (job_id, logical_queue, name, created, state))
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:

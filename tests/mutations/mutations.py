@@ -26,6 +26,7 @@ INLINE = "tests/test_inline_payload.py"
 RUNTIME = "tests/test_runtime.py"
 LIMITS = "tests/test_limits.py"
 KIT = "tests/test_kit.py"
+COMMON = "tests/test_enqueue_common.py"
 BREAKERS = "tests/test_breakers.py"
 RESOURCES = "tests/test_resources.py"
 RATES = "tests/test_rate_limits.py"
@@ -756,11 +757,83 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-ids-drawn-per-call", "leasequeue/app.py",
-        "max_attempts, max_infra_attempts, infos, True)",
-        "max_attempts, max_infra_attempts, infos, False)",
+        "            common = self.producer.common(name, payload)\n",
+        "            common = self.producer.common(name, payload, False)\n",
         "App.enqueue's common call draws its job's id itself, one os.urandom read a job, "
         "instead of its batch's one read at the send",
         ("tests/test_coalesce.py::test_common_calls_get_ids_drawn_as_their_batch_is_sent",),
+    ),
+    Mutation(
+        "enqueue-common-skips-shard-check", "leasequeue/app.py",
+        "            if common is not None and common[0] in self._verified:\n",
+        "            if common is not None:\n",
+        "App.enqueue's common call goes its short way on a queue never checked: a queue "
+        "Redis records with 3 shards takes this App's jobs into keys no worker reads",
+        (f"{COMMON}::test_a_queue_s_first_common_call_checks_its_recorded_shard_count",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-hooks", "leasequeue/app.py",
+        "                and max_infra_attempts is None and not self.hooks.wants_enqueue):",
+        "                and max_infra_attempts is None):",
+        "App.enqueue's common call goes its short way with a hook that asks for enqueues: "
+        "before_enqueue and after_enqueue never see it",
+        ("tests/test_hooks.py::test_enqueue_hooks_see_the_common_call",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-given-id", "leasequeue/app.py",
+        "        if (job_id is None and queue is None and delay is NO_DELAY",
+        "        if (queue is None and delay is NO_DELAY",
+        "a call that gives its job id goes the common call's short way: the job gets a "
+        "fresh id, and enqueueing it twice makes two jobs",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-queue", "leasequeue/app.py",
+        "        if (job_id is None and queue is None and delay is NO_DELAY",
+        "        if (job_id is None and delay is NO_DELAY",
+        "a call that names its queue goes the common call's short way: the job lands in "
+        "its name's default queue",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-delay", "leasequeue/app.py",
+        "queue is None and delay is NO_DELAY and priority is NO_PRIORITY\n",
+        "queue is None and priority is NO_PRIORITY\n",
+        "a delayed call goes the common call's short way: the job is ready at once",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-priority", "leasequeue/app.py",
+        "queue is None and delay is NO_DELAY and priority is NO_PRIORITY\n",
+        "queue is None and delay is NO_DELAY\n",
+        "a call with a priority goes the common call's short way: the job keeps the "
+        "default priority",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-trace-ids", "leasequeue/app.py",
+        "                and correlation_id is None and request_id is None and max_attempts",
+        "                and max_attempts",
+        "a call with a correlation or request id goes the common call's short way: "
+        "neither is stored",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-budgets", "leasequeue/app.py",
+        "request_id is None and max_attempts is None\n"
+        "                and max_infra_attempts is None and not",
+        "request_id is None\n                and not",
+        "a call with its own attempt budgets goes the common call's short way: the "
+        "budgets are never stored, the handler's decide",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "common-drops-payload", "leasequeue/producer.py",
+        "        envelope = (_EMPTY if payload is None\n",
+        "        envelope = (_EMPTY if True\n",
+        "Producer.common stores every job of the common call with no payload: its "
+        "handler gets none of its arguments",
+        (f"{COMMON}::test_the_common_call_stores_what_the_long_way_stores",),
     ),
     Mutation(
         "enqueue-args-empty-id", "leasequeue/store/scripts.py",

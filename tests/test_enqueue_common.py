@@ -1,0 +1,94 @@
+"""App.enqueue's common call (a job's name and a payload, nothing else; no
+hook asking for enqueues) takes a short way on a queue already checked:
+Producer.common makes its job at once, before App.enqueue gathers its
+arguments for Producer.one. These tests hold that way to the long one's
+answers: every option given beside a name leaves it, a queue's first call
+still checks the shard count Redis records, and the payload, its absence
+and the job's id come back as the long way stores them."""
+
+from __future__ import annotations
+
+import pytest
+
+from leasequeue import App, Context, JobRequest
+from leasequeue.errors import ConfigError, PayloadNotSerializable, UnknownJob
+from leasequeue.models import EnqueuedJob
+from tests.harness.redis_proc import RedisProcess
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_common_call_stores_what_the_long_way_stores(real_app: App) -> None:
+    app = real_app
+    first = await app.enqueue("j")  # the queue's first call: checked, the long way
+    plain = await app.enqueue("j")  # the short way from here on
+    given = await app.enqueue("j", {"n": 1, "s": "x"})
+    for answer in (first, plain, given):
+        assert answer == EnqueuedJob(answer.id, "default", "j", True, "queued")
+        assert len(answer.id) == 28 and int(answer.id, 16) >= 0
+    assert len({first.id, plain.id, given.id}) == 3
+    assert (await app.get_job(plain.id)).payload == {}
+    record = await app.get_job(given.id)
+    assert (record.payload, record.state, record.priority) == ({"n": 1, "s": "x"}, "queued", 0)
+    assert (record.max_attempts, record.correlation_id, record.request_id) == (None, given.id, "")
+    # its typed error, nothing written: a payload that is not a dict
+    with pytest.raises(PayloadNotSerializable):
+        await app.enqueue("j", ["not", "a", "dict"])  # type: ignore[arg-type]
+    assert (await app.stats("default")).ready == 3
+
+
+async def test_every_option_beside_the_name_takes_the_long_way(real_app: App) -> None:
+    """Each option given alone, on a queue the common call has checked
+    already: the job is what the option asks for."""
+    app = real_app
+    await app.enqueue("j")  # the queue is checked: the next common calls go the short way
+    mine = await app.enqueue("j", job_id="mine")
+    assert mine == EnqueuedJob("mine", "default", "j", True, "queued")
+    assert await app.enqueue("j", job_id="mine") == mine._replace(created=False)
+    delayed = await app.enqueue("j", delay=60)
+    assert delayed.state == "scheduled"
+    high = await app.enqueue("j", priority=5)
+    assert (await app.get_job(high.id)).priority == 5
+    elsewhere = await app.enqueue("j", queue="other")
+    assert elsewhere.queue == "other"
+    assert (await app.get_job(elsewhere.id, queue="other")).queue == "other"
+    traced = await app.enqueue("j", correlation_id="c1", request_id="r1")
+    record = await app.get_job(traced.id)
+    assert (record.correlation_id, record.request_id) == ("c1", "r1")
+    budgets = await app.enqueue("j", max_attempts=3, max_infra_attempts=4)
+    record = await app.get_job(budgets.id)
+    assert (record.max_attempts, record.max_infra_attempts) == (3, 4)
+
+
+async def test_a_queue_s_first_common_call_checks_its_recorded_shard_count(
+        redis_server: RedisProcess, prefix: str) -> None:
+    """A queue recorded in Redis with 3 shards: an App that holds it unsharded
+    refuses its common call, the first and every later one, and writes
+    nothing (its jobs would go to keys no worker of the sharded queue reads)."""
+    async with App(redis_server.url, prefix=prefix, queue_shards={"default": 3}) as sharded:
+        await sharded.enqueue("j", job_id="a")
+    async with App(redis_server.url, prefix=prefix) as plain:
+        before = await plain.redis.dbsize()
+        for _ in range(2):
+            with pytest.raises(ConfigError, match="recorded in Redis with 3 shard"):
+                await plain.enqueue("j")
+        with pytest.raises(ConfigError):
+            await plain.enqueue_many([JobRequest("j")])
+        assert await plain.redis.dbsize() == before
+
+
+async def test_an_unknown_name_is_refused_on_a_checked_queue(real_app: App) -> None:
+    """An App with handlers refuses a name it does not know, on a queue its
+    common calls have checked already, and writes nothing."""
+    app = real_app
+
+    @app.job
+    async def j(ctx: Context) -> None: ...
+
+    await app.enqueue("j")
+    await app.enqueue("j")
+    before = await app.redis.dbsize()
+    with pytest.raises(UnknownJob):
+        await app.enqueue("nobody")
+    assert await app.redis.dbsize() == before
+    assert (await app.stats("default")).ready == 2
