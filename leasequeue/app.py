@@ -307,10 +307,13 @@ class App:
                 and correlation_id is None and request_id is None and max_attempts is None
                 and max_infra_attempts is None and not self.hooks.wants_enqueue):
             # the common call (a name and a payload; no hook): Producer.common
-            # makes its job at once, on a queue checked already; the rest below
-            common = self.producer.common(name, payload)
-            if common is not None and common[0] in self._verified:
+            # makes its job at once (with no id: the coalescer draws it as it
+            # sends), its queue checked once; every other call below
+            common = self.producer.common(name, payload, True)
+            if common is not None:
                 logical_queue, qk, job = common
+                if logical_queue not in self._verified:  # (a plain queue: never "q#k")
+                    await self._verify_once(logical_queue)
                 job_id, (created, state) = await self.coalescer.enqueue(qk, job)
                 return _new(EnqueuedJob, (job_id, logical_queue, name, created, state))
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None

@@ -38,7 +38,7 @@ from .store.record import decode_record, parse_logs, parse_progress
 from .store.shards import Shards, logical
 
 _new = tuple.__new__
-_EMPTY = codec.EMPTY_ENVELOPE  # encode_envelope(None, "", "", any limit)
+_EMPTY = codec.EMPTY_ENVELOPE  # encode_envelope(None, "", "", any limit of 1 or more)
 _ID, _NAME = itemgetter(0), itemgetter(1)  # a NewJob's id and name
 _CREATED, _STATE = itemgetter(0), itemgetter(1)  # an enqueue reply's (created, state)
 # Producer.shape(): what a request shares with every request alike, checked:
@@ -201,20 +201,22 @@ class Producer:
         return logical_queue, self._shards.keys_for(logical_queue, job.id), job
 
     def common(self, name: str, payload: dict[str, Any] | None,
-               id_at_send: bool = True) -> tuple[str, QueueKeys, NewJob] | None:
+               id_at_send: bool) -> tuple[str, QueueKeys, NewJob] | None:
         """one()'s common call (a name and a payload, every other argument
         at its default, no hook asking for it) where the name's jobs need
         nothing more (_plain): (logical queue, keys, job), the job with no
-        id (``""``) when ``id_at_send``; None: the call takes one()'s longer
-        way. App.enqueue calls it first, before its own arguments are
-        gathered for one(): no payload is the stored envelope of every such
-        job (codec.EMPTY_ENVELOPE, which encode_envelope returns for it at
-        any size limit), so only a payload is encoded."""
+        id (``""``) when ``id_at_send`` (its sender must draw one: the
+        coalescer); None: the call takes one()'s longer way. App.enqueue
+        calls it first, before its own arguments are gathered for one(): no
+        payload is the stored envelope of every such job
+        (codec.EMPTY_ENVELOPE, the bytes encode_envelope gives it under any
+        size limit of a byte or more; under a limit below that, which App
+        refuses, encode_envelope raises), so only a payload is encoded."""
         known = self._plain(name)
         if known is None:
             return None
         logical_queue, keys, delay_ms, prio, attempts, infra = known
-        envelope = (_EMPTY if payload is None
+        envelope = (_EMPTY if payload is None and self.max_payload_bytes > 0
                     else codec.encode_envelope(payload, "", "", self.max_payload_bytes))
         return logical_queue, keys, _new(NewJob, (
             "" if id_at_send else new_job_id(), name, envelope, delay_ms, prio, attempts,

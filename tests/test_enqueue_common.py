@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from leasequeue import App, Context, JobRequest
-from leasequeue.errors import ConfigError, PayloadNotSerializable, UnknownJob
+from leasequeue import App, Context, JobRequest, codec
+from leasequeue.errors import ConfigError, PayloadNotSerializable, PayloadTooLarge, UnknownJob
 from leasequeue.models import EnqueuedJob
+from leasequeue.producer import Producer
+from leasequeue.registry import Defaults, Registry
+from leasequeue.store.shards import Shards
 from tests.harness.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
@@ -52,12 +55,14 @@ async def test_every_option_beside_the_name_takes_the_long_way(real_app: App) ->
     elsewhere = await app.enqueue("j", queue="other")
     assert elsewhere.queue == "other"
     assert (await app.get_job(elsewhere.id, queue="other")).queue == "other"
-    traced = await app.enqueue("j", correlation_id="c1", request_id="r1")
-    record = await app.get_job(traced.id)
-    assert (record.correlation_id, record.request_id) == ("c1", "r1")
-    budgets = await app.enqueue("j", max_attempts=3, max_infra_attempts=4)
-    record = await app.get_job(budgets.id)
-    assert (record.max_attempts, record.max_infra_attempts) == (3, 4)
+    correlated = await app.enqueue("j", correlation_id="c1")
+    assert (await app.get_job(correlated.id)).correlation_id == "c1"
+    requested = await app.enqueue("j", request_id="r1")
+    assert (await app.get_job(requested.id)).request_id == "r1"
+    attempts = await app.enqueue("j", max_attempts=3)
+    assert (await app.get_job(attempts.id)).max_attempts == 3
+    infra = await app.enqueue("j", max_infra_attempts=4)
+    assert (await app.get_job(infra.id)).max_infra_attempts == 4
 
 
 async def test_a_queue_s_first_common_call_checks_its_recorded_shard_count(
@@ -92,3 +97,16 @@ async def test_an_unknown_name_is_refused_on_a_checked_queue(real_app: App) -> N
         await app.enqueue("nobody")
     assert await app.redis.dbsize() == before
     assert (await app.stats("default")).ready == 2
+
+
+async def test_no_payload_under_a_limit_below_one_byte_is_refused_as_before() -> None:
+    """Producer.common stores no payload as codec.EMPTY_ENVELOPE, the bytes
+    encode_envelope gives it under any limit of a byte or more; under a
+    limit below that (App refuses one, SyncApp takes it) it raises what
+    encode_envelope raises, as the long way did."""
+    for limit in (1, 4, 5, 1 << 20):
+        common = Producer(Registry(Defaults()), Shards("p", {}), limit).common("j", None, True)
+        assert common is not None and common[2].payload == codec.EMPTY_ENVELOPE
+        assert common[2].payload == codec.encode_envelope(None, "", "", limit)
+    with pytest.raises(PayloadTooLarge):
+        Producer(Registry(Defaults()), Shards("p", {}), 0).common("j", None, True)

@@ -182,8 +182,9 @@ async def test_enqueue_hooks_see_failures_and_batches(real_app: App) -> None:
 
 async def test_enqueue_hooks_see_the_common_call(real_app: App) -> None:
     """The common call (a job's name and payload, nothing else) goes a
-    cached way while no hook asks for enqueues (Producer.one): a hook added
-    once that way is cached sees every later such call, before and after."""
+    short way while no hook asks for enqueues (App.enqueue's, through
+    Producer.common): a hook added once that way is taken sees every later
+    such call, before and after."""
     app = real_app
 
     @app.job

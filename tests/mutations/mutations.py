@@ -757,7 +757,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-ids-drawn-per-call", "leasequeue/app.py",
-        "            common = self.producer.common(name, payload)\n",
+        "            common = self.producer.common(name, payload, True)\n",
         "            common = self.producer.common(name, payload, False)\n",
         "App.enqueue's common call draws its job's id itself, one os.urandom read a job, "
         "instead of its batch's one read at the send",
@@ -765,8 +765,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-common-skips-shard-check", "leasequeue/app.py",
-        "            if common is not None and common[0] in self._verified:\n",
-        "            if common is not None:\n",
+        "                if logical_queue not in self._verified:  # (a plain queue: "
+        "never \"q#k\")\n                    await self._verify_once(logical_queue)\n",
+        "",
         "App.enqueue's common call goes its short way on a queue never checked: a queue "
         "Redis records with 3 shards takes this App's jobs into keys no worker reads",
         (f"{COMMON}::test_a_queue_s_first_common_call_checks_its_recorded_shard_count",),
@@ -811,26 +812,48 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-trace-ids", "leasequeue/app.py",
-        "                and correlation_id is None and request_id is None and max_attempts",
-        "                and max_attempts",
-        "a call with a correlation or request id goes the common call's short way: "
-        "neither is stored",
+        "enqueue-common-ignores-correlation-id", "leasequeue/app.py",
+        "and correlation_id is None and request_id is None and max_attempts is None\n",
+        "and request_id is None and max_attempts is None\n",
+        "a call with a correlation id goes the common call's short way: the id is never "
+        "stored, the job correlates to itself",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-budgets", "leasequeue/app.py",
-        "request_id is None and max_attempts is None\n"
-        "                and max_infra_attempts is None and not",
-        "request_id is None\n                and not",
-        "a call with its own attempt budgets goes the common call's short way: the "
-        "budgets are never stored, the handler's decide",
+        "enqueue-common-ignores-request-id", "leasequeue/app.py",
+        "and correlation_id is None and request_id is None and max_attempts is None\n",
+        "and correlation_id is None and max_attempts is None\n",
+        "a call with a request id goes the common call's short way: the id is never stored",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-max-attempts", "leasequeue/app.py",
+        "and correlation_id is None and request_id is None and max_attempts is None\n",
+        "and correlation_id is None and request_id is None\n",
+        "a call with its own max_attempts goes the common call's short way: the budget is "
+        "never stored, the handler's decides",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-max-infra-attempts", "leasequeue/app.py",
+        "                and max_infra_attempts is None and not self.hooks.wants_enqueue):",
+        "                and not self.hooks.wants_enqueue):",
+        "a call with its own max_infra_attempts goes the common call's short way: the "
+        "budget is never stored, the handler's decides",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "common-empty-under-any-limit", "leasequeue/producer.py",
+        "        envelope = (_EMPTY if payload is None and self.max_payload_bytes > 0\n",
+        "        envelope = (_EMPTY if payload is None\n",
+        "Producer.common stores no payload under a size limit below one byte, which "
+        "encode_envelope refuses: a SyncApp with max_payload_bytes=0 writes what it refused",
+        (f"{COMMON}::test_no_payload_under_a_limit_below_one_byte_is_refused_as_before",),
     ),
     Mutation(
         "common-drops-payload", "leasequeue/producer.py",
-        "        envelope = (_EMPTY if payload is None\n",
-        "        envelope = (_EMPTY if True\n",
+        "        envelope = (_EMPTY if payload is None and self.max_payload_bytes > 0\n",
+        "        envelope = (_EMPTY if self.max_payload_bytes > 0\n",
         "Producer.common stores every job of the common call with no payload: its "
         "handler gets none of its arguments",
         (f"{COMMON}::test_the_common_call_stores_what_the_long_way_stores",),
