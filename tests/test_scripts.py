@@ -284,12 +284,22 @@ def test_a_batch_of_one_run_packs_as_the_runs_loop_does() -> None:
         "one job": same[:1],
         "two runs back": [*same[:2], same[2]._replace(name="b"), *same[3:]],
     }
+    # jobs alike (ids too): blank below, as the coalescer's batch of one name
+    cases["alike, one object"] = [base] * 5
+    cases["alike, one object each"] = [base._replace(id="id0") for _ in range(5)]
     for label, jobs in cases.items():
         assert enqueue_args(settings, jobs) == runs_args(settings, jobs), label
+        # the same batch with no ids of its own, drawn by its sender (the coalescer)
+        blank = [j._replace(id="") for j in jobs]
+        drawn = [f"new{i}" for i in range(len(jobs))]
+        assert enqueue_args(settings, blank, drawn) == runs_args(settings, blank, drawn), label
     # the fast path's answer for one run: one head, the payload in it, the ids
     assert enqueue_args(settings, same) == [
         settings.events_maxlen, settings.audit_flag, settings.wake_cap, 5, "a", 10, 2, 3, 4, "",
         b"\x81", *(f"id{i}" for i in range(5))]
+    assert enqueue_args(settings, [base._replace(id="")] * 3, ["x", "y", "z"]) == [
+        settings.events_maxlen, settings.audit_flag, settings.wake_cap, 3, "a", 10, 2, 3, 4, "",
+        b"\x81", "x", "y", "z"]
 
 
 def test_a_plain_batch_makes_the_jobs_prepare_many_makes(monkeypatch: pytest.MonkeyPatch) -> None:

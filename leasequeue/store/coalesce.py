@@ -287,8 +287,10 @@ class EnqueueCoalescer:
         else:
             answers = zip(map(_ID, batch) if ids is None else ids, replies, strict=True)
             for future, answer in zip(futures, answers, strict=True):
-                if not future.done():  # a caller cancelled after it was sent
+                try:
                     future.set_result(answer)
+                except asyncio.InvalidStateError:  # a caller cancelled after it was sent
+                    pass
         self._returned(qk, lane, len(batch), epoch)
 
 

@@ -648,8 +648,12 @@ def enqueue_args(s: StoreSettings, jobs: Sequence[NewJob],
         # instead of the loop below, a Python turn per job; the same values
         first = jobs[0]
         payload = first.payload
-        if (payload and len(set(map(_RUN_SHAPE, jobs))) == 1
-                and all(map(eq, map(_PAYLOAD, jobs), repeat(payload)))):
+        # (a batch whose ids were drawn at the send and whose jobs are all
+        # alike, the coalescer's batch of one job name with no payload, is
+        # one run: one C comparison a job instead of a shape made and hashed)
+        if payload and ((ids is not None and jobs.count(first) == len(jobs))
+                        or (len(set(map(_RUN_SHAPE, jobs))) == 1
+                            and all(map(eq, map(_PAYLOAD, jobs), repeat(payload))))):
             return [s.events_maxlen, s.audit_flag, s.wake_cap, len(jobs), *_RUN_SHAPE(first),
                     payload, *(map(_ID, jobs) if ids is None else ids)]
     return runs_args(s, jobs, ids)

@@ -738,6 +738,16 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_batch_of_common_calls_and_given_ids_keeps_the_given_ones",),
     ),
     Mutation(
+        "coalesced-cancelled-caller-stops-the-answers", "leasequeue/store/coalesce.py",
+        "                try:\n                    future.set_result(answer)\n"
+        "                except asyncio.InvalidStateError:  # a caller cancelled after it was "
+        "sent\n                    pass\n",
+        "                future.set_result(answer)\n",
+        "a caller cancelled once its batch was sent stops the batch's answers at it: the "
+        "callers after it in the batch wait forever",
+        ("tests/test_coalesce.py::test_a_cancelled_caller_takes_nothing_from_the_others",),
+    ),
+    Mutation(
         "coalesced-lone-call-wrong-id", "leasequeue/store/coalesce.py",
         "        return job.id, reply\n",
         "        return new_job_id(), reply\n",
@@ -943,16 +953,24 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-one-run-ignores-shapes", "leasequeue/store/scripts.py",
-        "        if (payload and len(set(map(_RUN_SHAPE, jobs))) == 1\n",
-        "        if (payload\n",
+        "                        or (len(set(map(_RUN_SHAPE, jobs))) == 1\n",
+        "                        or (True\n",
         "enqueue_args takes any batch of one payload for one run: every job gets the first "
         "job's name, delay, priority and budgets",
         (f"{SCRIPTS}::test_a_batch_of_one_run_packs_as_the_runs_loop_does",),
     ),
     Mutation(
+        "enqueue-alike-by-the-first-job", "leasequeue/store/scripts.py",
+        "(ids is not None and jobs.count(first) == len(jobs))",
+        "(ids is not None and jobs.count(first) >= 1)",
+        "enqueue_args takes a batch whose ids were drawn at the send for one run of its "
+        "first job when any job is like it: every job gets the first's name, shape and payload",
+        (f"{SCRIPTS}::test_a_batch_of_one_run_packs_as_the_runs_loop_does",),
+    ),
+    Mutation(
         "enqueue-one-run-ignores-payloads", "leasequeue/store/scripts.py",
-        "                and all(map(eq, map(_PAYLOAD, jobs), repeat(payload)))):\n",
-        "                and True):\n",
+        "                            and all(map(eq, map(_PAYLOAD, jobs), repeat(payload))))):\n",
+        "                            and True)):\n",
         "enqueue_args sends the first job's payload for a whole batch of one shape: "
         "every job is written with it",
         (f"{SCRIPTS}::test_a_batch_of_one_run_packs_as_the_runs_loop_does",),
