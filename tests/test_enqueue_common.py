@@ -110,3 +110,46 @@ async def test_no_payload_under_a_limit_below_one_byte_is_refused_as_before() ->
         assert common[2].payload == codec.encode_envelope(None, "", "", limit)
     with pytest.raises(PayloadTooLarge):
         Producer(Registry(Defaults()), Shards("p", {}), 0).common("j", None, True)
+
+
+async def _handler(ctx: Context) -> None: ...
+
+
+def test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route() -> None:
+    """No payload and the id drawn at the send (App.enqueue's common call with
+    no payload): Producer.common answers one job made once a name, with no
+    id and the empty envelope. A call with a payload, or one whose job needs
+    its id now, gets a job of its own; a registration that moves the name,
+    and shards set for its queue, drop the cached job."""
+    registry = Registry(Defaults())
+    producer = Producer(registry, Shards("p", {}), 1 << 20)
+    first = producer.common("j", None, True)
+    assert first is not None and producer.common("j", None, True) is first
+    logical_queue, keys, job = first
+    assert (logical_queue, job.id, job.name, job.payload) == ("default", "", "j",
+                                                                 codec.EMPTY_ENVELOPE)
+    given = producer.common("j", {"n": 1}, True)
+    assert given is not None and given[2].payload != codec.EMPTY_ENVELOPE
+    assert given[2].payload == codec.encode_envelope({"n": 1}, "", "", 1 << 20)
+    own = producer.common("j", None, False)
+    assert own is not None and len(own[2].id) == 28 and own[2].payload == codec.EMPTY_ENVELOPE
+    registry.register(_handler, name="j", queue="elsewhere")
+    moved = producer.common("j", None, True)
+    assert moved is not None and moved[0] == "elsewhere" and moved[1] != keys
+    assert producer.common("j", None, True) is moved
+    producer.shards = Shards("p", {"elsewhere": 3})  # its jobs need a shard: the long way
+    assert producer.common("j", None, True) is None
+
+
+def test_a_name_that_is_not_a_str_never_gets_the_cached_job() -> None:
+    """A str subclass equal to a cached name, and a name that cannot be
+    hashed, take the long way (Producer.one decides, as for any call): no
+    cached job, no TypeError from the cache."""
+
+    class Name(str):
+        pass
+
+    producer = Producer(Registry(Defaults()), Shards("p", {}), 1 << 20)
+    assert producer.common("j", None, True) is not None
+    assert producer.common(Name("j"), None, True) is None
+    assert producer.common(["j"], None, True) is None  # type: ignore[arg-type]

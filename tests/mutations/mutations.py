@@ -854,19 +854,78 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "common-empty-under-any-limit", "leasequeue/producer.py",
-        "        envelope = (_EMPTY if payload is None and self.max_payload_bytes > 0\n",
-        "        envelope = (_EMPTY if payload is None\n",
+        "        if payload is None and self.max_payload_bytes > 0:\n",
+        "        if payload is None:\n",
         "Producer.common stores no payload under a size limit below one byte, which "
         "encode_envelope refuses: a SyncApp with max_payload_bytes=0 writes what it refused",
         (f"{COMMON}::test_no_payload_under_a_limit_below_one_byte_is_refused_as_before",),
     ),
     Mutation(
         "common-drops-payload", "leasequeue/producer.py",
-        "        envelope = (_EMPTY if payload is None and self.max_payload_bytes > 0\n",
-        "        envelope = (_EMPTY if self.max_payload_bytes > 0\n",
+        "        if payload is None and self.max_payload_bytes > 0:\n",
+        "        if self.max_payload_bytes > 0:\n",
         "Producer.common stores every job of the common call with no payload: its "
         "handler gets none of its arguments",
         (f"{COMMON}::test_the_common_call_stores_what_the_long_way_stores",),
+    ),
+    Mutation(
+        "common-empty-any-version", "leasequeue/producer.py",
+        "            if version == self.registry.version:\n"
+        "                answer = empties.get(name)\n",
+        "            if True:\n"
+        "                answer = empties.get(name)\n",
+        "Producer.common's cached job of a name outlives a registration that moves the "
+        "name to another queue: its calls go on to the old queue",
+        (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
+    ),
+    Mutation(
+        "common-empty-kept-on-new-shards", "leasequeue/producer.py",
+        "        self._plains = (self.registry.version, {})\n"
+        "        self._empties = (self.registry.version, {})\n",
+        "        self._plains = (self.registry.version, {})\n",
+        "Producer.common's cached job of a name outlives shards set for its queue: its "
+        "calls go on to the unsharded queue's keys, which no worker of the sharded one reads",
+        (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
+    ),
+    Mutation(
+        "common-empty-for-a-payload", "leasequeue/producer.py",
+        "        if payload is None and id_at_send and name.__class__ is str:\n",
+        "        if id_at_send and name.__class__ is str:\n",
+        "a common call with a payload gets the name's cached job of no payload: its "
+        "handler gets none of its arguments",
+        (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
+    ),
+    Mutation(
+        "common-empty-for-an-id-now", "leasequeue/producer.py",
+        "        if payload is None and id_at_send and name.__class__ is str:\n",
+        "        if payload is None and name.__class__ is str:\n",
+        "a common call whose job needs its id now (SyncApp's, which no sender draws for) "
+        "gets the cached job with no id",
+        (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
+    ),
+    Mutation(
+        "common-empty-any-name", "leasequeue/producer.py",
+        "        if payload is None and id_at_send and name.__class__ is str:\n",
+        "        if payload is None and id_at_send:\n",
+        "a name that is not a str gets the cached job of a str equal to it, and a name "
+        "that cannot be hashed raises TypeError from the cache, not the long way's answer",
+        (f"{COMMON}::test_a_name_that_is_not_a_str_never_gets_the_cached_job",),
+    ),
+    Mutation(
+        "common-empty-never-cached", "leasequeue/producer.py",
+        "        answer = empties[name] = (logical_queue, keys, _new(NewJob, (\n",
+        "        answer = (logical_queue, keys, _new(NewJob, (\n",
+        "Producer.common makes the commonest call's job anew each call: the cache is "
+        "never filled",
+        (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
+    ),
+    Mutation(
+        "common-empty-cached-with-an-id", "leasequeue/producer.py",
+        "            \"\", name, _EMPTY, delay_ms, prio, attempts, infra, \"\")))\n",
+        "            new_job_id(), name, _EMPTY, delay_ms, prio, attempts, infra, \"\")))\n",
+        "the cached job of a name carries an id: every common call with no payload "
+        "sends that one id, and all but the first are answered 'existed'",
+        (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
     ),
     Mutation(
         "enqueue-args-empty-id", "leasequeue/store/scripts.py",
@@ -878,8 +937,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch-ids-overlap", "leasequeue/ids.py",
-        "return [fresh[at:at + _WIDTH] for at in range(0, _WIDTH * count, _WIDTH)]",
-        "return [fresh[at:at + _WIDTH] for at in range(0, ID_BYTES * count, ID_BYTES)][:count]",
+        "    return raw.hex(\" \", ID_BYTES).split(\" \") if raw else []\n",
+        "    return [raw.hex()[at:at + 2 * ID_BYTES] for at in range(0, len(raw), ID_BYTES)]\n",
         "a batch's ids drawn at the send overlap: each shares half its characters with the "
         "next",
         ("tests/test_coalesce.py::test_ids_at_send_draws_only_the_missing_ones",),
@@ -1181,8 +1240,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "batch-ids-repeat", "leasequeue/producer.py",
-        "                at += width\n",
-        "",
+        "            for r, job_id in zip(batch, fresh, strict=True):\n",
+        "            for r, job_id in zip(batch, [fresh[0]] * len(fresh), strict=True):\n",
         "every job of a batch gets the same fresh id: all but the first are "
         "answered 'existed' and never queued",
         (f"{STORE}::test_a_queued_no_op_job_costs_at_most_165_bytes_in_redis",
@@ -1517,11 +1576,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SCRIPTS}::test_any_request_not_plain_sends_the_batch_to_prepare_many",),
     ),
     Mutation(
-        "plain-batch-ids-overlap", "leasequeue/producer.py",
-        "                                             range((span.start + 1) * width,\n",
-        "                                             range((span.start + 2) * width,\n",
-        "a plain batch's job ids run into the next one's random bytes: ids twice as long, "
-        "each sharing half of its neighbour's",
+        "plain-batch-ids-of-the-first-call", "leasequeue/producer.py",
+        "            ids = job_ids_of(self._raw[span.start * ID_BYTES:span.stop * ID_BYTES])\n",
+        "            ids = job_ids_of(self._raw[:(span.stop - span.start) * ID_BYTES])\n",
+        "every call of a plain batch takes the first call's ids: the jobs of every call "
+        "after the first are answered 'existed' and never queued",
         (f"{SCRIPTS}::test_a_plain_batch_makes_the_jobs_prepare_many_makes",),
     ),
     Mutation(
