@@ -30,13 +30,13 @@ from leasequeue.hooks import EnqueueInfo
 from leasequeue.ids import new_job_ids
 from leasequeue.models import NewJob
 from leasequeue.producer import NO_DELAY, NO_PRIORITY
-from leasequeue.store.coalesce import ids_at_send
-from leasequeue.store.keys import QueueKeys
+from leasequeue.store.coalesce import Answer, EnqueueCoalescer, ids_at_send
+from leasequeue.store.keys import QueueKeys, queue_keys
 from leasequeue.store.record import split_record
 from leasequeue.store.scripts import enqueue_args
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tcp_proxy import TcpProxy
-from tests.helpers import eventually, ready_ids_sync
+from tests.helpers import eventually, in_forked_child, ready_ids_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -615,3 +615,90 @@ def test_a_lane_reset_for_a_new_loop_is_not_counted_out_by_the_old_loop_s_call(
     finally:
         new_loop.close()
     assert [a.created for a in answers] == [True] * 4 and sent == [1, 1, 1, 1, 1]
+
+
+class _HeldOnOneLoop:
+    """A coalescer's send that never answers on ``held`` (a call stays in
+    flight there) and answers at once, every job created, on any other
+    loop; it counts the jobs it was sent."""
+
+    def __init__(self) -> None:
+        self.held: asyncio.AbstractEventLoop | None = None
+        self.jobs = 0
+
+    async def __call__(self, qk: QueueKeys, jobs: Sequence[NewJob],
+                       ids: Sequence[str] | None) -> list[tuple[bool, str]]:
+        self.jobs += len(jobs)
+        if asyncio.get_running_loop() is self.held:
+            await asyncio.get_running_loop().create_future()
+        return [(True, "queued")] * len(jobs)
+
+
+def _job() -> NewJob:
+    return NewJob("", "noop", b"", 0, 0, 1, 1)
+
+
+def test_a_forked_child_never_parks_on_its_parent_s_loop() -> None:
+    """A fork from a task of the loop whose lane is busy (a call in flight,
+    callers parked): in the child that loop is a copy, mid-step, that no
+    one runs. The child's enqueues on a loop of its own go out and are
+    answered there (parked on the copy, they would never be)."""
+    send = _HeldOnOneLoop()
+    coalescer = EnqueueCoalescer(send, max_jobs=50)
+    qk = queue_keys("fork", "default")
+
+    def in_the_child() -> str:
+        async def three() -> list[Answer]:
+            return list(await asyncio.wait_for(asyncio.gather(
+                *(coalescer.enqueue(qk, _job()) for _ in range(3))), 5))
+        return str(len(asyncio.run(three())))
+
+    async def in_the_parent() -> str:
+        send.held = asyncio.get_running_loop()
+        first = asyncio.ensure_future(coalescer.enqueue(qk, _job()))
+        await asyncio.sleep(0)  # the first call in flight, held
+        parked = [asyncio.ensure_future(coalescer.enqueue(qk, _job())) for _ in range(2)]
+        for _ in range(3):  # the end of the turn, then the batch call's task
+            await asyncio.sleep(0)
+        assert send.jobs == 3 and not any(f.done() for f in (first, *parked))
+        said = in_forked_child(in_the_child)  # forked from this task's step
+        for f in (first, *parked):
+            f.cancel()
+        return said
+
+    assert asyncio.run(in_the_parent()) == "3"
+
+
+def test_a_parked_caller_does_not_ask_for_the_running_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Callers that park behind a call in flight know their loop from the
+    lane (on Python 3.11 asyncio.get_running_loop() makes a getpid() system
+    call each time): of 100 concurrent callers only the lone first asks."""
+    asked: list[int] = []
+    running = asyncio.get_running_loop
+
+    def counted() -> asyncio.AbstractEventLoop:
+        asked.append(1)
+        return running()
+
+    send = _HeldOnOneLoop()
+    coalescer = EnqueueCoalescer(send, max_jobs=50)
+    qk = queue_keys("asked", "default")
+
+    async def hundred() -> None:
+        send.held = running()
+        calls = [asyncio.ensure_future(coalescer.enqueue(qk, _job()))]
+        await asyncio.sleep(0)  # the first: alone, in flight (held)
+        assert send.jobs == 1
+        monkeypatch.setattr(asyncio, "get_running_loop", counted)
+        calls += [asyncio.ensure_future(coalescer.enqueue(qk, _job())) for _ in range(99)]
+        monkeypatch.setattr(asyncio, "get_running_loop", running)
+        for _ in range(3):  # the end of the turn, then the batch call's task
+            await asyncio.sleep(0)
+        # a batch of half the callers beside the first, held; the rest wait
+        assert send.jobs == 51 and not any(call.done() for call in calls)
+        for call in calls:
+            call.cancel()
+
+    asyncio.run(hundred())
+    assert asked == []

@@ -986,6 +986,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_coalesce.py::"
          "test_callers_of_one_turn_go_beside_the_call_in_flight_and_the_rest_wait",),
     ),
+    Mutation(
+        "coalesced-park-in-a-forked-child", "leasequeue/store/coalesce.py",
+        "            if (loop is not None and lane.forks == _FORKS[0]\n",
+        "            if (loop is not None\n",
+        "a forked child's enqueue parks on its copy of the parent's loop (a task of it "
+        "mid-step at the fork), which no one runs there: the child's enqueues are never "
+        "answered",
+        ("tests/test_coalesce.py::test_a_forked_child_never_parks_on_its_parent_s_loop",),
+    ),
+    Mutation(
+        "coalesced-park-on-a-closed-loop", "leasequeue/store/coalesce.py",
+        "                    and _current_task(loop) is not None):\n",
+        "                    ):\n",
+        "an enqueue parks on its lane's loop without asking whether that loop is the one "
+        "stepping it: behind a call left in flight by a closed loop, it never goes",
+        ("tests/test_coalesce.py::"
+         "test_a_lane_reset_for_a_new_loop_is_not_counted_out_by_the_old_loop_s_call",),
+    ),
+    Mutation(
+        "coalesced-park-asks-the-running-loop", "leasequeue/store/coalesce.py",
+        "            loop = lane.loop\n            # the lane's loop",
+        "            loop = lane.loop if asyncio.get_running_loop() else None\n"
+        "            # the lane's loop",
+        "every enqueue that parks behind a call in flight asks for the running loop (a "
+        "getpid() system call a job on Python 3.11)",
+        ("tests/test_coalesce.py::test_a_parked_caller_does_not_ask_for_the_running_loop",),
+    ),
     # -- batch enqueue: runs and the pipeline -------------------------------------------
     Mutation(
         "enqueue-run-keeps-first-options", "leasequeue/store/scripts.py",
