@@ -62,6 +62,11 @@ NO_PRIORITY: int = 0
 ENQUEUE_CHUNK = 500
 MAX_DELAY = 10 * 365 * 24 * 3600.0  # ten years: beyond that it is a bug
 UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
+# the most job names (or name and queue pairs) each of Producer's caches by
+# name keeps: a cache that reaches it starts again empty, so a producer fed
+# ever new names (a name made from a user's input) holds at most this many
+# entries a cache, where an App's names are a few dozen
+CACHED_NAMES = 4096
 # wait blocks in slices under the socket timeout (5 s), re-checking the
 # job's state after each one: a missed token (a reconnect) costs one slice
 WAIT_SLICE = 2.0
@@ -166,7 +171,11 @@ class Producer:
         key = name if queue is None else (name, queue)
         known = shapes.get(key)
         if known is None:
-            known = shapes[key] = self.shape(JobRequest(name, None, None, queue))
+            known = self.shape(JobRequest(name, None, None, queue))
+            if len(shapes) >= CACHED_NAMES:  # ever new names: start again
+                shapes = {}
+                self._shapes = (version, shapes)
+            shapes[key] = known
         return known
 
     def one(self, name: str, payload: dict[str, Any] | None, job_id: str | None,
@@ -252,6 +261,9 @@ class Producer:
         if version != self.registry.version:
             version, empties = self._empties = (self.registry.version, {})
         logical_queue, keys, delay_ms, prio, attempts, infra = known
+        if len(empties) >= CACHED_NAMES:  # ever new names: start again
+            empties = {}
+            self._empties = (version, empties)
         answer = empties[name] = (logical_queue, keys, _new(NewJob, (
             "", name, _EMPTY, delay_ms, prio, attempts, infra, "")))
         return answer
@@ -270,6 +282,9 @@ class Producer:
             queue, keyed, delay_ms, priority, attempts, infra = self.default_shape(name, None)
             if keyed is None and self._shards.count(queue) == 1:
                 known = (queue, self._shards.keys(queue), delay_ms, priority, attempts, infra)
+            if len(plains) >= CACHED_NAMES:  # ever new names: start again
+                plains = {}
+                self._plains = (version, plains)
             plains[name] = known
         return known
 
@@ -301,7 +316,10 @@ class Producer:
         max_infra = (UNSET_BUDGET if r.max_infra_attempts is None
                      else budget("max_infra_attempts", r.max_infra_attempts))
         if r.name not in self._names_ok:
-            self._names_ok.add(check_job_name(r.name))
+            checked = check_job_name(r.name)
+            if len(self._names_ok) >= CACHED_NAMES:
+                self._names_ok = set()
+            self._names_ok.add(checked)
         # plain ints (an IntEnum's value): every path sends the number alike
         priority = r.priority if r.priority.__class__ is int else int(r.priority)
         return (queue, definition if limited else None, int(r.delay * 1000), priority,

@@ -13,7 +13,7 @@ import pytest
 from leasequeue import App, Context, JobRequest, codec
 from leasequeue.errors import ConfigError, PayloadNotSerializable, PayloadTooLarge, UnknownJob
 from leasequeue.models import EnqueuedJob
-from leasequeue.producer import Producer
+from leasequeue.producer import CACHED_NAMES, NO_DELAY, NO_PRIORITY, Producer
 from leasequeue.registry import Defaults, Registry
 from leasequeue.store.shards import Shards
 from tests.harness.redis_proc import RedisProcess
@@ -153,3 +153,27 @@ def test_a_name_that_is_not_a_str_never_gets_the_cached_job() -> None:
     assert producer.common("j", None, True) is not None
     assert producer.common(Name("j"), None, True) is None
     assert producer.common(["j"], None, True) is None  # type: ignore[arg-type]
+
+
+def test_ever_new_names_keep_each_cache_by_name_within_its_bound() -> None:
+    """A producer fed ever new job names (a name made from a user's input):
+    each of its caches by name (the checked names, the shapes, the common
+    call's entries and the commonest call's jobs) holds at most
+    CACHED_NAMES entries, and every call is still answered right; a name
+    cached before the bound was reached is made again, the same."""
+    producer = Producer(Registry(Defaults()), Shards("p", {}), 1 << 20)
+    extra = 10
+    for i in range(CACHED_NAMES + extra):
+        empty = producer.common(f"n{i}", None, True)
+        assert empty is not None and empty[2].name == f"n{i}"
+        given = producer.common(f"n{i}", {"i": i}, True)
+        assert given is not None and given[0] == "default"
+        queue, _, job = producer.one(f"n{i}", None, None, "other", NO_DELAY, NO_PRIORITY,
+                                     None, None, None, None, None)
+        assert (queue, job.name) == ("other", f"n{i}")
+    caches = {"names checked": producer._names_ok, "shapes": producer._shapes[1],
+              "common entries": producer._plains[1], "commonest jobs": producer._empties[1]}
+    for cache, entries in caches.items():
+        assert 0 < len(entries) <= CACHED_NAMES, (cache, len(entries))
+    again = producer.common("n0", None, True)  # dropped with the rest: made again
+    assert again is not None and (again[0], again[2].name, again[2].id) == ("default", "n0", "")

@@ -928,6 +928,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{COMMON}::test_the_commonest_call_s_job_is_made_once_a_name_and_dropped_with_its_route",),
     ),
     Mutation(
+        "name-cache-unbounded-names-checked", "leasequeue/producer.py",
+        "            if len(self._names_ok) >= CACHED_NAMES:\n",
+        "            if False:\n",
+        "the set of job names already checked grows with every new name a producer is "
+        "given: no bound",
+        (f"{COMMON}::test_ever_new_names_keep_each_cache_by_name_within_its_bound",),
+    ),
+    Mutation(
+        "name-cache-unbounded-shapes", "leasequeue/producer.py",
+        "            if len(shapes) >= CACHED_NAMES:  # ever new names: start again\n",
+        "            if False:\n",
+        "default_shape's cache grows with every new name (and name and queue pair) a "
+        "producer is given: no bound",
+        (f"{COMMON}::test_ever_new_names_keep_each_cache_by_name_within_its_bound",),
+    ),
+    Mutation(
+        "name-cache-unbounded-common-entries", "leasequeue/producer.py",
+        "            if len(plains) >= CACHED_NAMES:  # ever new names: start again\n",
+        "            if False:\n",
+        "the common call's entries by name grow with every new name a producer is given: no bound",
+        (f"{COMMON}::test_ever_new_names_keep_each_cache_by_name_within_its_bound",),
+    ),
+    Mutation(
+        "name-cache-unbounded-commonest-jobs", "leasequeue/producer.py",
+        "        if len(empties) >= CACHED_NAMES:  # ever new names: start again\n",
+        "        if False:\n",
+        "the commonest call's jobs by name grow with every new name a producer is given: no bound",
+        (f"{COMMON}::test_ever_new_names_keep_each_cache_by_name_within_its_bound",),
+    ),
+    Mutation(
         "enqueue-args-empty-id", "leasequeue/store/scripts.py",
         "        if not all(map(_ID, jobs)):\n",
         "        if False:\n",
