@@ -8,6 +8,10 @@ counts only user-space instructions, so a system call on the hot path
 
   git worktree add /tmp/lq-old <commit>
   python benchmarks/syscalls.py --tree /tmp/lq-old --tree .
+  python benchmarks/syscalls.py --tree /tmp/lq-old --tree . --tasks 1 --each 5000
+
+``--tasks 1``: one enqueue at a time, each a lone call (the one-per-call
+column's path: the reply spun for, the job's id drawn per call).
 
 Needs strace. The counts hold start-up and imports (the file system calls);
 the rows below are the per-job ones."""
@@ -25,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import tree_args
 from redis_server import RedisServer
 
-TASKS, EACH = 100, 500
-SHOWN = ("getpid", "sendto", "recvfrom", "epoll_wait", "getrandom", "futex")
+TASKS, EACH = 100, 500  # the defaults of --tasks and --each
+SHOWN = ("getpid", "sendto", "recvfrom", "read", "epoll_wait", "getrandom", "futex")
 
 CLIENT = """
 import asyncio
@@ -47,12 +51,12 @@ asyncio.run(main())
 """
 
 
-def counts(tree: Path, url: str) -> dict[str, int]:
+def counts(tree: Path, url: str, tasks: int, each: int) -> dict[str, int]:
     """Calls per system call of one client process of ``tree``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "strace.txt"
         subprocess.run(["strace", "-c", "-f", "-o", str(out), sys.executable, "-c",
-                        CLIENT.format(url=url, each=EACH, tasks=TASKS)],
+                        CLIENT.format(url=url, each=each, tasks=tasks)],
                        env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, check=True,
                        capture_output=True)
         found: dict[str, int] = {}
@@ -66,15 +70,18 @@ def counts(tree: Path, url: str) -> dict[str, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     tree_args(ap)
+    ap.add_argument("--tasks", type=int, default=TASKS, help="concurrent tasks")
+    ap.add_argument("--each", type=int, default=EACH, help="calls per task")
     args = ap.parse_args()
     server = RedisServer()
     server.start()
     try:
-        rows = {tree: counts(tree, server.url) for tree in args.tree}
+        rows = {tree: counts(tree, server.url, args.tasks, args.each) for tree in args.tree}
     finally:
         server.stop()
-    jobs = TASKS * EACH
-    print(f"system calls of {jobs:,} App.enqueue calls from {TASKS} tasks (strace -c -f)")
+    jobs = args.tasks * args.each
+    print(f"system calls of {jobs:,} App.enqueue calls from {args.tasks} task(s) "
+          "(strace -c -f)")
     print("| tree | " + " | ".join(SHOWN) + " | per job, all shown |")
     print("|---|" + "---:|" * (len(SHOWN) + 1))
     for tree, found in rows.items():

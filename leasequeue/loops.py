@@ -13,10 +13,27 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import sys
+from collections.abc import Callable
 
 from .errors import ConfigError
 
 LOOPS = ("auto", "asyncio", "uvloop")
+
+# task_of(loop): the task ``loop`` is stepping now, or None (asyncio's
+# current_task(loop)). On Python 3.11 asyncio.current_task is a Python
+# function around this dict (about 1,000 instructions a call more than the
+# dict's C get, by callgrind), and asyncio.get_running_loop() makes a
+# getpid() system call each call (its check for a fork): a hot path that
+# knows a loop asks it for its task instead (store/coalesce.py,
+# store/spin.py). C since 3.12, where get_running_loop no longer asks.
+task_of: Callable[[asyncio.AbstractEventLoop], object]
+if sys.version_info < (3, 12):
+    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
+
+    task_of = _current_tasks.get
+else:
+    task_of = asyncio.current_task
 
 
 def has_uvloop() -> bool:

@@ -65,7 +65,9 @@ UNSET_BUDGET = 0  # in the job record: "the worker's definition decides"
 # the most job names (or name and queue pairs) each of Producer's caches by
 # name keeps: a cache that reaches it starts again empty, so a producer fed
 # ever new names (a name made from a user's input) holds at most this many
-# entries a cache, where an App's names are a few dozen
+# entries a cache, where an App's names are a few dozen. Emptied in place
+# (clear), not replaced: a cache replaced since (a registration, new shards)
+# is one nobody reads, and a thread that fills it publishes nothing stale
 CACHED_NAMES = 4096
 # wait blocks in slices under the socket timeout (5 s), re-checking the
 # job's state after each one: a missed token (a reconnect) costs one slice
@@ -173,8 +175,7 @@ class Producer:
         if known is None:
             known = self.shape(JobRequest(name, None, None, queue))
             if len(shapes) >= CACHED_NAMES:  # ever new names: start again
-                shapes = {}
-                self._shapes = (version, shapes)
+                shapes.clear()
             shapes[key] = known
         return known
 
@@ -262,8 +263,7 @@ class Producer:
             version, empties = self._empties = (self.registry.version, {})
         logical_queue, keys, delay_ms, prio, attempts, infra = known
         if len(empties) >= CACHED_NAMES:  # ever new names: start again
-            empties = {}
-            self._empties = (version, empties)
+            empties.clear()
         answer = empties[name] = (logical_queue, keys, _new(NewJob, (
             "", name, _EMPTY, delay_ms, prio, attempts, infra, "")))
         return answer
@@ -283,8 +283,7 @@ class Producer:
             if keyed is None and self._shards.count(queue) == 1:
                 known = (queue, self._shards.keys(queue), delay_ms, priority, attempts, infra)
             if len(plains) >= CACHED_NAMES:  # ever new names: start again
-                plains = {}
-                self._plains = (version, plains)
+                plains.clear()
             plains[name] = known
         return known
 
@@ -318,7 +317,7 @@ class Producer:
         if r.name not in self._names_ok:
             checked = check_job_name(r.name)
             if len(self._names_ok) >= CACHED_NAMES:
-                self._names_ok = set()
+                self._names_ok.clear()
             self._names_ok.add(checked)
         # plain ints (an IntEnum's value): every path sends the number alike
         priority = r.priority if r.priority.__class__ is int else int(r.priority)

@@ -175,5 +175,10 @@ def test_ever_new_names_keep_each_cache_by_name_within_its_bound() -> None:
               "common entries": producer._plains[1], "commonest jobs": producer._empties[1]}
     for cache, entries in caches.items():
         assert 0 < len(entries) <= CACHED_NAMES, (cache, len(entries))
+    last = f"n{CACHED_NAMES + extra - 1}"  # the newest name kept, under the current version
+    assert {last, "n0"} & set(producer._plains[1]) == {last}
+    assert last in producer._empties[1] and last in producer._shapes[1]
+    assert producer._shapes[0] == producer._plains[0] == producer._empties[0] == (
+        producer.registry.version)
     again = producer.common("n0", None, True)  # dropped with the rest: made again
     assert again is not None and (again[0], again[2].name, again[2].id) == ("default", "n0", "")

@@ -60,23 +60,27 @@ mid-call); the others of the batch still get their replies, as the call is
 sent by a task of its own, which no caller's cancellation stops.
 
 Works on the running asyncio loop (redis-py's asyncio client needs one).
-A caller parks only on its lane's loop; knowing that is on the hot path,
-so it asks the loop's current task, not the running loop: on Python 3.11
+A caller parks only on its lane's loop, and a lone call takes the lane's
+loop when it is the running one; knowing that is on the hot path, so both
+ask the lane's loop for its current task (loops.task_of: a task of that
+loop stepped now is this caller's, as one loop runs in a thread at a
+time), not for the running loop: on Python 3.11
 ``asyncio.get_running_loop()`` makes a getpid() system call (its check
 for a fork) on each call, one per job here (50,110 of them in 50,000
 enqueues from 100 tasks, by ``strace -c``), about 0.3 us each on the AMD
 EPYC host. A fork is told apart by a count of forks instead (_FORKS,
-bumped in the child)."""
+bumped in the child): a lane's loop set before a fork is not trusted
+after it, and the running loop is asked the long way."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from operator import itemgetter
 
 from ..ids import new_job_id, new_job_ids
+from ..loops import task_of
 from ..models import NewJob
 from .keys import QueueKeys
 
@@ -112,14 +116,6 @@ class _Lane:
 
 
 _DONE = asyncio.Future.done
-if sys.version_info < (3, 12):
-    # asyncio.current_task(loop) is a Python function around this dict here:
-    # its C get, about 1,000 instructions less a call (callgrind)
-    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
-
-    _current_task: Callable[[asyncio.AbstractEventLoop], object] = _current_tasks.get
-else:  # C since 3.12 (as get_running_loop, which no longer asks getpid())
-    _current_task = asyncio.current_task
 _FORKS = [0]  # forks of this process since the import: bumped in each child
 
 
@@ -174,7 +170,7 @@ class EnqueueCoalescer:
             # in the process that set it (a forked child's copy of a loop
             # mid-step is not running); else _alone asks the running loop
             if (loop is not None and lane.forks == _FORKS[0]
-                    and _current_task(loop) is not None):
+                    and task_of(loop) is not None):
                 # cancelled while awaited: the future is cancelled too; _take
                 # skips it if its job was not sent yet, a batch in flight leaves it
                 return self._park(qk, lane, loop, job)
@@ -199,7 +195,9 @@ class EnqueueCoalescer:
         enqueue() found it (None: the queue's first call)."""
         if lane is None:  # (another first call may have made it since: never two lanes)
             lane = self._lanes.setdefault(qk.queue, _Lane())
-        loop = asyncio.get_running_loop()
+        loop = lane.loop
+        if loop is None or lane.forks != _FORKS[0] or task_of(loop) is None:
+            loop = asyncio.get_running_loop()  # (the lane's is not running here)
         if (lane.calls or lane.jobs or lane.due) and lane.loop is not loop:
             # left busy by an event loop that is gone (closed mid-call)
             lane.epoch += 1
@@ -207,7 +205,7 @@ class EnqueueCoalescer:
             lane.due = False
             lane.jobs.clear()
             lane.futures.clear()
-        if lane.calls or lane.jobs:  # (on this loop, asked just now)
+        if lane.calls or lane.jobs:  # (on this loop)
             lane.forks = _FORKS[0]
             return await self._park(qk, lane, loop, job)
         # idle: send at once, alone, from this task; the common call's job

@@ -52,7 +52,7 @@ back-off by a call, nothing else."""
 from __future__ import annotations
 
 import os
-from asyncio import AbstractEventLoop, Handle, current_task
+from asyncio import AbstractEventLoop, Handle
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
@@ -60,6 +60,8 @@ from typing import Any
 
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.exceptions import ConnectionError as RedisConnectionError
+
+from ..loops import task_of
 
 MAX_STREAK_NS = 2_000_000  # about the longest a loop's other work waits for spun calls
 
@@ -160,7 +162,7 @@ class LoopTurn:
         if ready:  # asyncio's queue: anything but this streak's end is work waiting
             if len(ready) > 1 or ready[0] is not self.handle:
                 return True
-        task = current_task(loop)
+        task = task_of(loop)  # (asyncio.current_task(loop), a C get on 3.11)
         if self.handle is None or self.loop is not loop:  # a new streak
             self.loop, self.task, self.since = loop, task, perf_counter_ns()
             self.handle = loop.call_soon(self._turned)

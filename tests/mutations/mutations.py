@@ -1027,7 +1027,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-park-on-a-closed-loop", "leasequeue/store/coalesce.py",
-        "                    and _current_task(loop) is not None):\n",
+        "                    and task_of(loop) is not None):\n",
         "                    ):\n",
         "an enqueue parks on its lane's loop without asking whether that loop is the one "
         "stepping it: behind a call left in flight by a closed loop, it never goes",
@@ -1042,6 +1042,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         "every enqueue that parks behind a call in flight asks for the running loop (a "
         "getpid() system call a job on Python 3.11)",
         ("tests/test_coalesce.py::test_a_parked_caller_does_not_ask_for_the_running_loop",),
+    ),
+    Mutation(
+        "coalesced-park-the-long-way", "leasequeue/store/coalesce.py",
+        "                    and task_of(loop) is not None):\n",
+        "                    and task_of(loop) is not None and False):\n",
+        "a caller that finds a call in flight never parks at once: each makes a coroutine "
+        "of its own that asks for the running loop before it parks",
+        ("tests/test_coalesce.py::test_a_parked_caller_does_not_ask_for_the_running_loop",),
+    ),
+    Mutation(
+        "coalesced-lone-asks-the-running-loop", "leasequeue/store/coalesce.py",
+        "        loop = lane.loop\n        if loop is None or lane.forks",
+        "        loop = None\n        if loop is None or lane.forks",
+        "every lone enqueue asks for the running loop (a getpid() system call a call on "
+        "Python 3.11), though its lane's loop is the one stepping it",
+        ("tests/test_coalesce.py::"
+         "test_a_lone_call_on_its_lane_s_loop_does_not_ask_for_the_running_loop",),
+    ),
+    Mutation(
+        "coalesced-lone-in-a-forked-child", "leasequeue/store/coalesce.py",
+        "        if loop is None or lane.forks != _FORKS[0] or task_of(loop) is None:\n",
+        "        if loop is None or task_of(loop) is None:\n",
+        "a forked child's lone enqueue takes its copy of the parent's loop (a task of it "
+        "mid-step at the fork) for the running one: it parks on a loop no one runs",
+        ("tests/test_coalesce.py::test_a_forked_child_never_parks_on_its_parent_s_loop",),
     ),
     # -- batch enqueue: runs and the pipeline -------------------------------------------
     Mutation(
