@@ -116,6 +116,8 @@ class _Lane:
 
 
 _DONE = asyncio.Future.done
+_new = tuple.__new__  # a named tuple made without its Python-level __new__
+_ID, _PAYLOAD = itemgetter(0), itemgetter(2)  # NewJob.id, .payload (no Python frame)
 _FORKS = [0]  # forks of this process since the import: bumped in each child
 
 
@@ -125,8 +127,6 @@ def _forked() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
-_new = tuple.__new__  # a named tuple made without its Python-level __new__
-_ID, _PAYLOAD = itemgetter(0), itemgetter(2)  # NewJob.id, .payload (no Python frame)
 
 
 def ids_at_send(batch: Sequence[NewJob]) -> list[str] | None:
