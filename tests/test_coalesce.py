@@ -7,8 +7,9 @@ caller takes nothing from the others."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -639,6 +640,24 @@ def _job() -> NewJob:
     return NewJob("", "noop", b"", 0, 0, 1, 1)
 
 
+@contextlib.contextmanager
+def _counting_asks(monkeypatch: pytest.MonkeyPatch, asked: list[int]) -> Iterator[None]:
+    """asyncio.get_running_loop, as code looks it up by that name, counted
+    into ``asked`` while the block runs (the fake send looks it up
+    elsewhere: its asks are not counted)."""
+    running = asyncio.get_running_loop
+
+    def counted() -> asyncio.AbstractEventLoop:
+        asked.append(1)
+        return running()
+
+    monkeypatch.setattr(asyncio, "get_running_loop", counted)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(asyncio, "get_running_loop", running)
+
+
 def test_a_forked_child_never_parks_on_its_parent_s_loop() -> None:
     """A fork from a task of the loop whose lane is busy (a call in flight,
     callers parked): in the child that loop is a copy, mid-step, that no
@@ -677,24 +696,17 @@ def test_a_parked_caller_does_not_ask_for_the_running_loop(
     lane (on Python 3.11 asyncio.get_running_loop() makes a getpid() system
     call each time): of 100 concurrent callers only the lone first asks."""
     asked: list[int] = []
-    running = asyncio.get_running_loop
-
-    def counted() -> asyncio.AbstractEventLoop:
-        asked.append(1)
-        return running()
-
     send = _HeldOnOneLoop()
     coalescer = EnqueueCoalescer(send, max_jobs=50)
     qk = queue_keys("asked", "default")
 
     async def hundred() -> None:
-        send.held = running()
+        send.held = asyncio.get_running_loop()
         calls = [asyncio.ensure_future(coalescer.enqueue(qk, _job()))]
         await asyncio.sleep(0)  # the first: alone, in flight (held)
         assert send.jobs == 1
-        monkeypatch.setattr(asyncio, "get_running_loop", counted)
-        returned = [coalescer.enqueue(qk, _job()) for _ in range(99)]
-        monkeypatch.setattr(asyncio, "get_running_loop", running)
+        with _counting_asks(monkeypatch, asked):
+            returned = [coalescer.enqueue(qk, _job()) for _ in range(99)]
         # each parked at once: its own future, no coroutine that asks later
         assert all(isinstance(r, asyncio.Future) for r in returned)
         calls += [asyncio.ensure_future(r) for r in returned]
@@ -717,32 +729,22 @@ def test_a_lone_call_on_its_lane_s_loop_does_not_ask_for_the_running_loop(
     (a getpid() system call each on Python 3.11). A new loop's first call
     asks, once."""
     asked: list[int] = []
-    running = asyncio.get_running_loop
-
-    def counted() -> asyncio.AbstractEventLoop:
-        asked.append(1)
-        return running()
-
     send = _HeldOnOneLoop()  # (held on no loop: every call answered at once)
     coalescer = EnqueueCoalescer(send, max_jobs=50)
     qk = queue_keys("lone", "default")
 
     async def ten() -> list[Answer]:
         answers = [await coalescer.enqueue(qk, _job())]  # the lane's loop set
-        monkeypatch.setattr(asyncio, "get_running_loop", counted)
-        for _ in range(9):
-            answers.append(await coalescer.enqueue(qk, _job()))
-        monkeypatch.setattr(asyncio, "get_running_loop", running)
+        with _counting_asks(monkeypatch, asked):
+            for _ in range(9):
+                answers.append(await coalescer.enqueue(qk, _job()))
         return answers
 
     assert len({job_id for job_id, _ in asyncio.run(ten())}) == 10
     assert send.jobs == 10 and asked == []
 
     async def on_a_new_loop() -> Answer:
-        monkeypatch.setattr(asyncio, "get_running_loop", counted)
-        try:
+        with _counting_asks(monkeypatch, asked):
             return await coalescer.enqueue(qk, _job())
-        finally:
-            monkeypatch.setattr(asyncio, "get_running_loop", running)
 
     assert asyncio.run(on_a_new_loop())[1] == (True, "queued") and asked == [1]
