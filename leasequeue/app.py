@@ -55,6 +55,7 @@ from .store import listing
 from .store.coalesce import EnqueueCoalescer
 from .store.connection import close_client, connect, is_memory_url
 from .store.keys import (
+    CACHED_QUEUES,
     DEFAULT_PREFIX,
     QueueKeys,
     breaker_keys,
@@ -419,6 +420,8 @@ class App:
                 raise shard_mismatch(name, recorded, configured, self.prefix)
             with redis_errors(self.url, "verify_queues"):
                 await self.redis.sadd(queues_key(self.prefix), name)
+            if len(self._verified) >= CACHED_QUEUES:  # ever new queues: start again
+                self._verified.clear()  # (each checked again on its next use)
             self._verified.add(name)
 
     async def recorded_queues(self) -> list[str]:

@@ -35,7 +35,14 @@ from .producer import (
 )
 from .registry import Defaults, Registry
 from .store.connection import is_memory_url
-from .store.keys import DEFAULT_PREFIX, QueueKeys, check_prefix, check_queue_name, queues_key
+from .store.keys import (
+    CACHED_QUEUES,
+    DEFAULT_PREFIX,
+    QueueKeys,
+    check_prefix,
+    check_queue_name,
+    queues_key,
+)
 from .store.settings import StoreSettings, with_durable
 from .store.shards import Shards, combine, logical
 from .store.sync_scripts import SyncScripts, connect_sync
@@ -139,6 +146,8 @@ class SyncApp:
                 raise shard_mismatch(name, recorded, configured, self.prefix)
             with redis_errors(self.url, "verify_queues"):
                 self.redis.sadd(queues_key(self.prefix), name)
+            if len(self._verified) >= CACHED_QUEUES:  # ever new queues: start again
+                self._verified.clear()  # (each checked again on its next use)
             self._verified.add(name)
 
     # -- reading and waiting ----------------------------------------------------

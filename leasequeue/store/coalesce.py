@@ -82,7 +82,7 @@ from operator import itemgetter
 from ..ids import new_job_id, new_job_ids
 from ..loops import task_of
 from ..models import NewJob
-from .keys import QueueKeys
+from .keys import CACHED_QUEUES, QueueKeys
 
 Reply = tuple[bool, str]  # the script's answer for one job: (created, state)
 Answer = tuple[str, Reply]  # what a caller gets: its job's id and the reply
@@ -153,6 +153,7 @@ class EnqueueCoalescer:
         # by physical queue name (one App, one prefix): a str caches its hash,
         # where the frozen QueueKeys dataclass hashes its fields each lookup
         self._lanes: dict[str, _Lane] = {}
+        self._sweep_at = CACHED_QUEUES  # lanes at which a new queue's drops the idle ones
         self._tasks: set[asyncio.Task[None]] = set()  # batch calls in flight
 
     def enqueue(self, qk: QueueKeys, job: NewJob) -> Awaitable[Answer]:
@@ -193,8 +194,12 @@ class EnqueueCoalescer:
         once, alone, from the caller's task (or parked after all, if another
         caller's call started in between). ``lane``: the queue's, as
         enqueue() found it (None: the queue's first call)."""
-        if lane is None:  # (another first call may have made it since: never two lanes)
-            lane = self._lanes.setdefault(qk.queue, _Lane())
+        lanes = self._lanes
+        if lane is None or lanes.get(qk.queue) is not lane:
+            # the queue's first call, or its lane swept since enqueue() found
+            # it (this coroutine was not run at once): another first call may
+            # have made one meanwhile, never two lanes
+            lane = lanes.get(qk.queue) or self._new_lane(qk.queue)
         loop = lane.loop
         if loop is None or lane.forks != _FORKS[0] or task_of(loop) is None:
             loop = asyncio.get_running_loop()  # (the lane's is not running here)
@@ -220,6 +225,27 @@ class EnqueueCoalescer:
         finally:
             self._returned(qk, lane, 1, epoch)
         return job.id, reply
+
+    def _new_lane(self, queue: str) -> _Lane:
+        if len(self._lanes) >= self._sweep_at:  # ever new queues
+            self._sweep()
+        lane = self._lanes[queue] = _Lane()
+        return lane
+
+    def _sweep(self) -> None:
+        """A new queue's lane, with CACHED_QUEUES lanes or more (an App given
+        ever new queues): the idle lanes are dropped, each made again on its
+        queue's next call. A lane with a call in flight, callers waiting or
+        a send due stays (its count keeps CALLS_IN_FLIGHT), unless its loop
+        is closed (a lane left busy by a closed loop is reset anyway on its
+        next call). The next sweep is at twice the lanes that stayed, so
+        many busy queues never make every new queue scan them all."""
+        lanes = self._lanes
+        for name in [name for name, lane in lanes.items()
+                     if not (lane.calls or lane.jobs or lane.due)
+                     or (lane.loop is not None and lane.loop.is_closed())]:
+            del lanes[name]
+        self._sweep_at = max(CACHED_QUEUES, 2 * len(lanes))
 
     def _returned(self, qk: QueueKeys, lane: _Lane, jobs: int, epoch: int) -> None:
         """A call of ``jobs`` jobs returned (its callers answered): callers

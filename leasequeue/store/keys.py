@@ -21,6 +21,12 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.:\-]{1,200}")
 
 DEFAULT_PREFIX = "lq"
 
+# queues one client keeps state for, at most, per kind of state (their keys
+# built and encoded, their shard counts checked, their enqueue lanes): an App
+# given ever new queue names (one per tenant, say) drops what it holds and
+# builds it again on use, where it would grow without end
+CACHED_QUEUES = 4096
+
 
 MAX_LIMIT_KEY = 128  # most characters of a rendered limit key (rate or concurrency_key)
 _LIMIT_KEY = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_LIMIT_KEY}}}")

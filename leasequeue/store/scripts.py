@@ -27,7 +27,15 @@ from ..models import (
 )
 from .connection import is_cluster
 from .direct import Lane, run_and_wait
-from .keys import BreakerKeys, LimiterKeys, QueueKeys, RateKeys, ResourceKeys, SchedulesKeys
+from .keys import (
+    CACHED_QUEUES,
+    BreakerKeys,
+    LimiterKeys,
+    QueueKeys,
+    RateKeys,
+    ResourceKeys,
+    SchedulesKeys,
+)
 from .loader import READ_ONLY, script_source
 from .record import error_text, record_text, text
 from .settings import StoreSettings
@@ -136,6 +144,8 @@ class Scripts:
             spec = SPECS[name]
             cached = [getattr(qk, key).encode() for key in spec.keys
                       if key not in spec.worker_keys]
+            if len(self._key_cache) >= CACHED_QUEUES:  # ever new queues: start again
+                self._key_cache.clear()
             self._key_cache[(name, qk)] = cached
         return cached
 
@@ -299,7 +309,10 @@ class Scripts:
         s = self.settings
         claim_key = self._claim_keys.get((qk, worker_id))
         if claim_key is None:  # built and checked once per (queue, worker)
-            claim_key = self._claim_keys[(qk, worker_id)] = qk.claim(worker_id)
+            claim_key = qk.claim(worker_id)
+            if len(self._claim_keys) >= CACHED_QUEUES:  # ever new workers: start again
+                self._claim_keys.clear()
+            self._claim_keys[(qk, worker_id)] = claim_key
         if not _CLAIM_ID.fullmatch(claim_id):
             raise ValueError(f"invalid claim id {claim_id!r}: use 1-100 of A-Z a-z 0-9 _ . : -")
         return ([count, lease_ms, worker_id, s.promote_batch, s.events_maxlen, s.audit_flag,

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ..errors import ConfigError
 from ..models import QueueStats
-from .keys import QueueKeys, check_queue_name, queue_keys
+from .keys import CACHED_QUEUES, QueueKeys, check_queue_name, queue_keys
 
 SEPARATOR = "#"
 MAX_SHARDS = 1024
@@ -67,7 +67,10 @@ class Shards:
         """Keys of a physical queue: a plain queue name or ``queue#k``."""
         known = self._keys.get(name)
         if known is None:
-            known = self._keys[name] = self._build(name)
+            known = self._build(name)
+            if len(self._keys) >= CACHED_QUEUES:  # ever new queues: start again
+                self._keys.clear()
+            self._keys[name] = known
         return known
 
     def _build(self, name: str) -> QueueKeys:

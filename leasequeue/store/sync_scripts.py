@@ -21,7 +21,7 @@ from redis.sentinel import Sentinel
 from ..errors import NotDurable
 from ..models import NewJob, QueueStats
 from .connection import client_options, host_ports, is_memory_url, memory_server, sentinel_parts
-from .keys import QueueKeys
+from .keys import CACHED_QUEUES, QueueKeys
 from .loader import script_source
 from .record import text
 from .scripts import (
@@ -87,6 +87,8 @@ class SyncScripts:
     def _keys_of(self, name: str, qk: QueueKeys) -> list[bytes]:
         cached = self._key_cache.get((name, qk))
         if cached is None:
+            if len(self._key_cache) >= CACHED_QUEUES:  # ever new queues: start again
+                self._key_cache.clear()
             cached = self._key_cache[(name, qk)] = [getattr(qk, k).encode()
                                                     for k in SPECS[name].keys]
         return cached

@@ -38,6 +38,10 @@ NOTHING = f"{LINE}::test_where_claim_lua_has_more_to_do_the_line_claim_writes_no
 ONE = "tests/test_producer_one.py"
 SPIN = "tests/test_reply_spin.py"
 AHEAD = "tests/test_claim_ahead.py"
+BOUNDS = "tests/test_queue_bounds.py"
+APP_QUEUES = f"{BOUNDS}::test_ever_new_queues_keep_each_cache_by_queue_of_app_within_its_bound"
+SYNC_QUEUES = (f"{BOUNDS}::test_ever_new_queues_keep_each_cache_by_queue_of_sync_app"
+               "_within_its_bound")
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- Lua: fencing -----------------------------------------------------------
@@ -2612,5 +2616,81 @@ MUTATIONS: tuple[Mutation, ...] = (
         "hand-off, never settled, their slots never freed (a stop then waits out its "
         "shutdown timeout)",
         (f"{AHEAD}::test_runs_given_back_are_settled_or_kept_in_the_hand_off",),
+    ),
+    Mutation(
+        "queue-cache-unbounded-queues-checked", "leasequeue/app.py",
+        "            if len(self._verified) >= CACHED_QUEUES:  # ever new queues: start again\n",
+        "            if False:\n",
+        "App's set of queues whose shard count it checked grows with every new queue it is "
+        "given: no bound",
+        (APP_QUEUES,),
+    ),
+    Mutation(
+        "queue-cache-unbounded-sync-queues-checked", "leasequeue/sync.py",
+        "            if len(self._verified) >= CACHED_QUEUES:  # ever new queues: start again\n",
+        "            if False:\n",
+        "SyncApp's set of queues whose shard count it checked grows with every new queue it "
+        "is given: no bound",
+        (SYNC_QUEUES,),
+    ),
+    Mutation(
+        "queue-cache-unbounded-keys-built", "leasequeue/store/shards.py",
+        "            if len(self._keys) >= CACHED_QUEUES:  # ever new queues: start again\n",
+        "            if False:\n",
+        "the keys built per queue grow with every new queue a client is given: no bound",
+        (APP_QUEUES, SYNC_QUEUES),
+    ),
+    Mutation(
+        "queue-cache-unbounded-keys-encoded", "leasequeue/store/scripts.py",
+        "            if len(self._key_cache) >= CACHED_QUEUES:  # ever new queues: start again\n",
+        "            if False:\n",
+        "App's keys encoded per (script, queue) grow with every new queue: no bound",
+        (APP_QUEUES,),
+    ),
+    Mutation(
+        "queue-cache-unbounded-sync-keys-encoded", "leasequeue/store/sync_scripts.py",
+        "            if len(self._key_cache) >= CACHED_QUEUES:  # ever new queues: start again\n",
+        "            if False:\n",
+        "SyncApp's keys encoded per (script, queue) grow with every new queue: no bound",
+        (SYNC_QUEUES,),
+    ),
+    Mutation(
+        "queue-cache-unbounded-claim-keys", "leasequeue/store/scripts.py",
+        "            if len(self._claim_keys) >= CACHED_QUEUES:  # ever new workers: start again\n",
+        "            if False:\n",
+        "the claim keys per (queue, worker) grow with every new worker a process makes on "
+        "one App: no bound",
+        (f"{BOUNDS}::test_ever_new_workers_keep_the_claim_keys_within_their_bound",),
+    ),
+    Mutation(
+        "lanes-never-swept", "leasequeue/store/coalesce.py",
+        "        if len(self._lanes) >= self._sweep_at:  # ever new queues\n",
+        "        if False:\n",
+        "the coalescer's lanes grow with every new queue an App is given: no bound",
+        (APP_QUEUES, f"{BOUNDS}::test_a_sweep_of_lanes_keeps_the_busy_one_and_its_count"),
+    ),
+    Mutation(
+        "lane-sweep-drops-busy-lanes", "leasequeue/store/coalesce.py",
+        "                     if not (lane.calls or lane.jobs or lane.due)\n",
+        "                     if True\n",
+        "a sweep drops lanes with calls in flight too: the queue's next caller makes a new "
+        "lane and a third call goes beside the two in flight, uncounted",
+        (f"{BOUNDS}::test_a_sweep_of_lanes_keeps_the_busy_one_and_its_count",),
+    ),
+    Mutation(
+        "lone-call-on-a-swept-lane", "leasequeue/store/coalesce.py",
+        "        if lane is None or lanes.get(qk.queue) is not lane:\n",
+        "        if lane is None:\n",
+        "a lone call run after its lane was swept goes by the dropped lane: two lanes for "
+        "one queue, the queue's lane not counting that call in flight",
+        (f"{BOUNDS}::test_a_lone_call_whose_lane_was_swept_before_it_ran_takes_the_queue_s_lane",),
+    ),
+    Mutation(
+        "lane-sweep-keeps-closed-loops-lanes", "leasequeue/store/coalesce.py",
+        "                     or (lane.loop is not None and lane.loop.is_closed())]:\n",
+        "                     ]:\n",
+        "a lane left busy by an event loop closed mid-call is never swept: each such queue "
+        "keeps its lane for good",
+        (f"{BOUNDS}::test_a_sweep_drops_a_lane_left_busy_by_a_closed_loop",),
     ),
 )
