@@ -8,13 +8,17 @@ host's speed (bee-queue's bulk rose 1.4-1.5x between two days, ours
 1.0-1.25x), so a band over days is the fairer standing. The hosts differ
 too (an AMD EPYC one, an Intel Xeon one, a run's "machine" in its
 results.json): --by host bands the same runs per kind of host instead of
-per day. A run beside a background load (run.py --busy) or pinned to CPUs
-(run.py --pin) is left out: the band is the quiet host's, its processes
-placed by its scheduler.
+per day. One CPU's name holds hosts whose wake-ups cost several times
+more than others' (two AMD EPYC hosts of 2026-12-07): --by trip bands them
+also by one client's round trip, from the run's own redis-py ceiling
+(evalsha_c1, back to back: mostly wake-ups on these VMs). A run beside a
+background load (run.py --busy) or pinned to CPUs (run.py --pin) is left
+out: the band is the quiet host's, its processes placed by its scheduler.
 
   python benchmarks/standing.py                      # every node_peers_* run
   python benchmarks/standing.py --since 2026-12-03   # the runs from that day on
   python benchmarks/standing.py --by host            # banded per kind of host
+  python benchmarks/standing.py --by trip            # ... and its round trip's band
   python benchmarks/standing.py DIR ...              # these result directories
   python benchmarks/standing.py --placement          # by where the processes ran
   python benchmarks/standing.py --placement --busy DIR ...   # the same beside a load
@@ -86,6 +90,32 @@ def host(run: dict[str, Any]) -> str:
     return " ".join(words[:2]) or "?"
 
 
+# one client's EVALSHA round trip, back to back (the run's own redis-py
+# ceiling, evalsha_c1: every run has it), in these bands: what a host's
+# wake-ups cost, which one CPU's name does not say (the AMD EPYC hosts of
+# 2026-12-07 01:27-02:48 and of 05:00-05:53 were 6-9k and 15-19k a second)
+TRIP_BANDS_US = (40.0, 90.0)
+
+
+def round_trip_us(run: dict[str, Any]) -> float | None:
+    """The run's median of one client's back-to-back EVALSHA round trip
+    (µs; 1 / the evalsha_c1 ceiling's rate over its reps), None without."""
+    rates = [line["value"] for rep in run.get("ceiling", {}).get("runs", [])
+             for line in rep.get("lines", []) if line.get("metric") == "evalsha_c1"
+             and line.get("value")]
+    return 1e6 / statistics.median(rates) if rates else None
+
+
+def trip(run: dict[str, Any]) -> str:
+    """The run's kind of host and the band of its round trip
+    (TRIP_BANDS_US): "Intel Xeon, trip < 40 µs", "AMD EPYC, trip ≥ 90 µs"."""
+    us = round_trip_us(run)
+    low, high = TRIP_BANDS_US
+    band = ("trip ?" if us is None else f"trip < {low:g} µs" if us < low
+            else f"trip {low:g}-{high:g} µs" if us < high else f"trip ≥ {high:g} µs")
+    return f"{host(run)}, {band}"
+
+
 def day(run: dict[str, Any]) -> str:
     return str(run["date"][:10])
 
@@ -94,11 +124,12 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
     """The table: per column, per day (or per kind of host) the range of lq
     ÷ best (its runs), then over every run the median and the runs that met
     the target."""
-    key = host if by == "host" else day
+    key = {"host": host, "trip": trip}.get(by, day)
     groups = sorted({key(r) for r in runs})
     by_run = [(key(r), best_ratios(r)) for r in runs]
     days = sorted({day(r) for r in runs})
-    what = "day" if by == "day" else "kind of host"
+    what = {"day": "day", "host": "kind of host"}.get(
+        by, "kind of host and one client's round trip (the run's evalsha_c1 ceiling)")
     out = [f"lq ÷ the best peer in the same run, {_count(len(runs), 'run')} on "
            f"{_count(len(days), 'day')} ({', '.join(days)}); per {what}: "
            f"lowest-highest (runs)", ""]
@@ -123,7 +154,7 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
     for group in groups:  # which runs, at which commits
         out.append(f"{group}: " + ", ".join(
             f"{r['_dir'].removeprefix('node_peers_') or '.'} "
-            f"({r['date'][:16] if by == 'host' else r['date'][11:16]}, {r['git']})"
+            f"({r['date'][:16] if by != 'day' else r['date'][11:16]}, {r['git']})"
             for r in runs if key(r) == group))
     return out
 
@@ -234,8 +265,9 @@ def main() -> None:
     ap.add_argument("dirs", nargs="*", type=Path,
                     help="result directories (default: every results/node_peers_*)")
     ap.add_argument("--since", default="", help="only runs from this day on (YYYY-MM-DD)")
-    ap.add_argument("--by", choices=("day", "host"), default="day",
-                    help="band the runs per day (default) or per kind of host")
+    ap.add_argument("--by", choices=("day", "host", "trip"), default="day",
+                    help="band the runs per day (default), per kind of host, or per kind "
+                         "of host and band of one client's round trip (trip)")
     ap.add_argument("--busy", action="store_true",
                     help="the runs beside a load (run.py --busy) instead of the quiet ones")
     ap.add_argument("--placement", action="store_true",

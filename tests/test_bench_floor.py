@@ -161,3 +161,21 @@ def test_the_standing_bands_the_floors_over_the_runs_that_measured_them() -> Non
         "100 tasks on asyncio's loop against park and wake alone, 1 run: µs a job beyond "
         "it, leasequeue 3.00-3.00 (median 3.00); at 3× the best peer 1.33-1.33 (median 1.33)",
         ""]
+
+
+def test_the_standing_bands_hosts_by_one_client_s_round_trip() -> None:
+    """--by trip: a run's kind of host and the band of its median
+    evalsha_c1 round trip (1 / the rate over its reps), "?" without one."""
+
+    def run(cpu: str, *rates: float) -> dict[str, Any]:
+        lines = [[{"metric": "evalsha_c1", "value": rate},
+                  {"metric": "evalsha_c50", "value": 1.0}] for rate in rates]
+        return {"machine": {"cpu": cpu}, "ceiling": {"runs": [{"lines": ls} for ls in lines]}}
+
+    amd, intel = "AMD EPYC 7B13", "Intel(R) Xeon(R) Processor"
+    assert standing.round_trip_us(run(amd, 5_000.0, 8_000.0, 6_000.0)) == 1e6 / 6_000.0
+    assert [standing.trip(r) for r in (
+        run(amd, 6_000.0), run(amd, 15_000.0), run(intel, 40_000.0), run(intel, 25_000.0),
+        run(intel, 11_111.0), run(intel))] == [
+        "AMD EPYC, trip ≥ 90 µs", "AMD EPYC, trip 40-90 µs", "Intel Xeon, trip < 40 µs",
+        "Intel Xeon, trip 40-90 µs", "Intel Xeon, trip ≥ 90 µs", "Intel Xeon, trip ?"]
