@@ -77,17 +77,13 @@ def main() -> None:
     trees = {"A": Path(args.a).resolve(), "B": Path(args.b).resolve()}
     loops = {"A": args.a_loop, "B": args.b_loop}
     results: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         for rep in range(args.reps):
             # A B, then B A, ...: neither tree always runs first in a rep
             for name in ("A", "B") if rep % 2 == 0 else ("B", "A"):
                 results[name].append(run_tree(trees[name], server.url, args.sections,
                                               loops[name]))
                 print(f"rep {rep + 1} {name}: {results[name][-1]}", file=sys.stderr)
-    finally:
-        server.stop()
     label = {k: trees[k].name + (f", --loop {loops[k]}" if loops[k] else "") for k in trees}
     print(f"| figure | A ({label['A']}) | B ({label['B']}) | B / A | paired B / A |")
     print("|---|---:|---:|---:|---:|")

@@ -108,12 +108,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=9)
     ap.add_argument("--n", type=int, default=20_000)
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         rows = asyncio.run(measure(server.url, args.calls, args.n))
-    finally:
-        server.stop()
     for row in rows:
         print("  ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
                         for k, v in row.items()))

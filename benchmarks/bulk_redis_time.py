@@ -68,12 +68,8 @@ def main() -> None:
     tree_args(ap, rounds=5)
     args = ap.parse_args()
     trees: list[Path] = args.tree
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         rows = alternate(trees, args.rounds, lambda tree: run(tree, server.url))
-    finally:
-        server.stop()
     print(f"| tree | fresh: jobs/s | fresh: Redis µs/job | on top: jobs/s | "
           f"on top: Redis µs/job | (medians of {args.rounds} rounds, SLOWLOG on) |")
     print("|---|---:|---:|---:|---:|---|")

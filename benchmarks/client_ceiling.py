@@ -131,9 +131,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
               f"{common.cpu_model()}")
         print(table("asyncio", asyncio.run(layers(server.url, args.n, args.reps))))
@@ -142,8 +140,6 @@ def main() -> None:
         except ImportError:
             return
         print(table("uvloop", uvloop.run(layers(server.url, args.n, args.reps))))
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

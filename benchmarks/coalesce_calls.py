@@ -107,9 +107,7 @@ def main() -> None:
     # by the tree's place in --tree: the same tree twice (an A/A check) stays two
     rows: dict[tuple[str, int], list[dict[str, Any]]] = {
         (loop, k): [] for loop in loops for k in range(len(trees))}
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         if args.pin:
             server.pin({1})
         for i in range(args.rounds):
@@ -120,8 +118,6 @@ def main() -> None:
                     row = run(trees[k], server.url, loop, args.pin)
                     rows[(loop, k)].append(row)
                     print(f"round {i + 1} {loop} {trees[k]}: {row}", flush=True)
-    finally:
-        server.stop()
     print(f"\n| loop | tree | jobs/s | client CPU µs/job | client busy | calls | mean batch "
           f"| call in flight | (medians of {args.rounds} rounds) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")

@@ -41,9 +41,7 @@ def main() -> None:
     ap.add_argument("--gaps", default="2,12", help="idle gaps in ms, comma-separated")
     args = ap.parse_args()
     gaps = [0.0] + [float(g) / 1000 for g in args.gaps.split(",")]
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         client = redis.Redis(port=server.port)
         app = SyncApp(server.url, prefix="cold")
         for _ in range(1000):  # scripts loaded, the queue checked, the jobs hash past its listpack
@@ -95,8 +93,6 @@ def main() -> None:
                       f"{times[int(len(times) * 0.9)]} |")
         app.close()
         client.close()
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -70,17 +70,13 @@ def main() -> None:
     tree_args(ap, rounds=5)
     args = ap.parse_args()
     trees: list[Path] = args.tree
-    server = RedisServer()
-    server.start()
+    with RedisServer() as server:
 
-    def measure(tree: Path) -> dict[str, list[float]]:
-        server.flush()
-        return run(tree, server.url)
+        def measure(tree: Path) -> dict[str, list[float]]:
+            server.flush()
+            return run(tree, server.url)
 
-    try:
         rows = alternate(trees, args.rounds, measure)
-    finally:
-        server.stop()
     print(f"| tree | bulk jobs/s | bulk client CPU µs/job | one per call jobs/s | "
           f"one per call client CPU µs | 100 tasks jobs/s | 100 tasks client CPU µs/job "
           f"| (medians of {args.rounds} rounds) |")

@@ -221,9 +221,7 @@ def main() -> None:
         url, port, layer = args.child
         run_measure(url, int(port), 1, args.calls, args.loop, layer)
         return
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         if args.callgrind:
             print(f"client instructions per call, layer by layer, on {args.loop}'s event "
                   f"loop (callgrind; 200 and 1,200 calls, the difference over 1,000), "
@@ -234,8 +232,6 @@ def main() -> None:
                 print(f"{layer:42s} {count:18,.0f}", flush=True)
             return
         results = run_measure(server.url, server.port, args.rounds, args.calls, args.loop)
-    finally:
-        server.stop()
     print(f"one enqueue per call, layer by layer, on {args.loop}'s event loop: {args.calls} "
           f"calls x {args.rounds} rounds "
           f"(interleaved), Python {sys.version.split()[0]}, {os.cpu_count()} cores, "

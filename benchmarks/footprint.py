@@ -57,15 +57,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     tree_args(ap)
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         print(f"Redis {server.version()}")
         for tree in args.tree:
             print(f"## {tree}")
             print(run_in_tree(tree, CLIENT.format(url=server.url)).rstrip())
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

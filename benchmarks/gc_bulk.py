@@ -68,14 +68,10 @@ def main() -> None:
     tree_args(ap)
     ap.add_argument("--jobs", type=int, default=20_000)
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         for tree in args.tree:
             print(f"## {tree}, {args.jobs:,}-job enqueue_many calls")
             print(run_in_tree(tree, CLIENT.format(url=server.url, jobs=args.jobs)).rstrip())
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -117,12 +117,8 @@ def main() -> None:
     logger = logging.getLogger("leasequeue")
     logger.addHandler(WARNINGS)
     logger.propagate = False
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         anyio.run(main_async, args, server.url)
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -162,9 +162,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         r = redis.Redis.from_url(server.url)
         got: dict[str, list[tuple[float, float]]] = {layout.name: [] for layout in LAYOUTS}
         for _ in range(args.rounds):
@@ -179,8 +177,6 @@ def main() -> None:
             cpu = statistics.median(c for _, c in got[layout.name])
             print(f"| {layout.name} | {mem:,.1f} | {cpu:.2f} |")
         r.close()
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

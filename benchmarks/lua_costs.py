@@ -112,9 +112,7 @@ def enqueue_parts(r: redis.Redis, calls: int) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
-    srv = RedisServer()
-    srv.start()
-    try:
+    with RedisServer() as srv:
         r = redis.Redis.from_url(srv.url)
         info = r.info("server")
         print(f"Redis {info['redis_version']}, {os.cpu_count()} cores, load average "
@@ -122,8 +120,6 @@ def main() -> None:
         prelude_costs(r, 100 * n)
         enqueue_parts(r, n)
         r.close()
-    finally:
-        srv.stop()
 
 
 if __name__ == "__main__":

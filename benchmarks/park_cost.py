@@ -50,12 +50,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         print(json.dumps({"metric": "park_cost", **anyio.run(measure, server.url, args.jobs)}))
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -365,9 +365,7 @@ def one_main(busy: float, calls: int, rounds: int, reps: int) -> None:
     places: dict[str, tuple[int, int | None]] = (
         dict(BUSY_PLACEMENTS) if busy else
         {place: (cpu, None) for place, cpu in PLACEMENTS.items()})
-    redis = RedisServer()
-    redis.start()
-    try:
+    with RedisServer() as redis:
         redis.pin({0})
         rates: dict[tuple[str, str], list[float]] = {}
         for rep in range(reps):
@@ -385,8 +383,6 @@ def one_main(busy: float, calls: int, rounds: int, reps: int) -> None:
                         redis.flush()
                 finally:
                     duty_load.stop(loads)
-    finally:
-        redis.stop()
     where = ("redis-server on CPU 0, the client on CPU 0 (same CPU) or 1 (other CPU)"
              if not busy else
              f"redis-server on CPU 0, beside a process busy {busy:.0%} of the time "

@@ -59,12 +59,8 @@ async def measure(url: str, n: int) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
-    srv = RedisServer()
-    srv.start()
-    try:
+    with RedisServer() as srv:
         anyio.run(measure, srv.url, n)
-    finally:
-        srv.stop()
 
 
 if __name__ == "__main__":

@@ -247,9 +247,7 @@ def main() -> None:
     ap.add_argument("--sections",
                     default="accuracy,fairness,fairness_unknown,overhead,bullmq")
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                 capture_output=True, text=True).stdout.strip()
         emit("rate_run", date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit=commit,
@@ -269,8 +267,6 @@ def main() -> None:
                 except Exception as exc:
                     emit_error(f"rate_{name}", exc)
         emit("rate_run_end", load_avg=os.getloadavg())
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -79,12 +79,8 @@ async def measure(port: int, n: int, reps: int) -> None:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         asyncio.run(measure(server.port, n, reps))
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -72,6 +72,15 @@ class RedisServer:
                 return line.split(":", 1)[1].strip()
         return "?"
 
+    def __enter__(self) -> RedisServer:
+        """``with RedisServer() as server:`` starts it, and stops it (its
+        folder removed) however the block ends."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

@@ -147,13 +147,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         figures = rates(server.url, args.calls, args.rounds, args.loop)
         times = arrivals(server.url, 4 * args.calls)
-    finally:
-        server.stop()
     print(f"# python benchmarks/reply_spin.py --calls {args.calls} --rounds {args.rounds} "
           f"--loop {args.loop}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{cpu_model()}, {os.cpu_count()} cores")

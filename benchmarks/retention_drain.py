@@ -94,13 +94,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--retention", type=float, default=0.001, help="the job's retention, s")
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         rows = alternate(args.tree, args.rounds,
                          lambda tree: one_round(tree, server, args.n, args.retention))
-    finally:
-        server.stop()
     print(f"{args.n} no-op jobs drained at concurrency 100, retention {args.retention:g} s, "
           f"the middle 80% of each drain; medians of {args.rounds} interleaved rounds; load "
           f"average {os.getloadavg()[0]:.2f}")

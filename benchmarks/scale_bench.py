@@ -127,9 +127,7 @@ def main() -> None:
     ap.add_argument("--limiter-n", type=int, default=2000)
     ap.add_argument("--no-cluster", action="store_true")
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         emit("limiter_acquire_release", **anyio.run(limiter_latency, server.url, args.limiter_n))
         jobs = [JobRequest("limited", queue="limited") for _ in range(args.limited_n)]
         for concurrency in (4, 100):
@@ -149,8 +147,6 @@ def main() -> None:
                 emit_error("cluster", exc)
             finally:
                 cluster.cleanup()
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -68,12 +68,8 @@ def measure(port: int, n: int, rounds: int) -> dict[str, list[tuple[float, float
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         results = measure(server.port, n, rounds)
-    finally:
-        server.stop()
     print(f"# python benchmarks/socket_timeout.py {n} {rounds}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cpu_model()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}")

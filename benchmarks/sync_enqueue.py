@@ -94,12 +94,8 @@ async def run(url: str, n: int, rounds: int) -> dict[str, list[Round]]:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         results = anyio.run(run, server.url, n, rounds)
-    finally:
-        server.stop()
     print(f"one enqueue per call, {n} jobs x {rounds} rounds (interleaved), "
           f"Python {platform.python_version()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}")

@@ -73,12 +73,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=TASKS, help="concurrent tasks")
     ap.add_argument("--each", type=int, default=EACH, help="calls per task")
     args = ap.parse_args()
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         rows = {tree: counts(tree, server.url, args.tasks, args.each) for tree in args.tree}
-    finally:
-        server.stop()
     jobs = args.tasks * args.each
     print(f"system calls of {jobs:,} App.enqueue calls from {args.tasks} task(s) "
           "(strace -c -f)")

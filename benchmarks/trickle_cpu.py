@@ -153,13 +153,9 @@ def main() -> None:
                     "each ack also deletes the records whose retention ran out)")
     args = ap.parse_args()
     trees: list[Path] = args.tree
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         rows = alternate(trees, args.rounds, lambda tree: one_round(
             tree, server, args.jobs, args.gap_ms / 1000, args.concurrency, args.retention))
-    finally:
-        server.stop()
     print(f"worker CPU per job, {args.jobs} jobs one every ~{args.gap_ms} ms, concurrency "
           f"{args.concurrency}, retention {args.retention:g} s, {args.rounds} rounds "
           f"interleaved; load average "

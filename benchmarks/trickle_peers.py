@@ -134,14 +134,10 @@ def main() -> None:
     args = ap.parse_args()
     gap = args.gap_ms / 1000
     rows: dict[str, list[dict[str, Any]]] = {"leasequeue": [], "bee-queue": []}
-    server = RedisServer()
-    server.start()
-    try:
+    with RedisServer() as server:
         for _ in range(args.rounds):  # interleaved: a drift of the host lands on both
             rows["leasequeue"].append(leasequeue_round(server, args.jobs, gap))
             rows["bee-queue"].append(bee_round(server, args.jobs, gap))
-    finally:
-        server.stop()
     print(f"{args.jobs} jobs, one every ~{args.gap_ms} ms plus the enqueue, to one worker "
           f"process at concurrency 100; medians of {args.rounds} interleaved rounds; load "
           f"average {os.getloadavg()[0]:.2f}")
