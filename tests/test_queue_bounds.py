@@ -1,8 +1,8 @@
 """A client given ever new queue names (queue=f"tenant-{id}", say) keeps
 what it holds per queue bounded: the keys it built and encoded, the shard
-counts it checked, its enqueue lanes, each at most CACHED_QUEUES entries
-(store/keys.py), dropped and built again on use; a worker's claim keys per
-(queue, worker) alike. Every call is still answered right, a queue whose
+counts it checked, its enqueue lanes, each for at most CACHED_QUEUES
+queues (store/keys.py), dropped and built again on use; a worker's claim
+keys per (queue, worker) alike. Every call is still answered right, a queue whose
 state was dropped is checked again, and a lane with a call in flight is
 never dropped (it counts its queue's calls in flight)."""
 
@@ -35,7 +35,8 @@ async def test_ever_new_queues_keep_each_cache_by_queue_of_app_within_its_bound(
     queues checked, the keys built, the keys encoded per script and the
     enqueue lanes each hold at most CACHED_QUEUES, every job is stored in
     its own queue, and the first queue, dropped, is checked again (one
-    script call more) and its next job stored."""
+    script call more) and its next job stored. The keys encoded are kept
+    by queue, each with every script it was called with."""
     app = real_app
     queues = _queues()
     answers = [await app.enqueue("j", {"i": i}, queue=q) for i, q in enumerate(queues)]
@@ -45,6 +46,8 @@ async def test_ever_new_queues_keep_each_cache_by_queue_of_app_within_its_bound(
     for cache, entries in caches.items():
         assert 0 < len(entries) <= CACHED_QUEUES, (cache, len(entries))
     assert "q0" not in app._verified and queues[-1] in app._verified
+    # kept by queue: the last queue's entry holds both scripts it was called with
+    assert set(app.scripts._key_cache[app.keys(queues[-1])]) == {"queue_config", "enqueue_one"}
     first = await app.get_job(answers[0].id, "q0")
     last = await app.get_job(answers[-1].id, queues[-1])
     assert (first.queue, first.payload, last.queue, last.payload) == (

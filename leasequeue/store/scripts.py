@@ -123,7 +123,7 @@ class Scripts:
                       if shebang and not is_cluster(redis) else None)
         self._scripts = {name: redis.register_script(script_source(name, shebang))
                          for name in SPECS}
-        self._key_cache: dict[tuple[str, AnyKeys], list[bytes]] = {}
+        self._key_cache: dict[AnyKeys, dict[str, list[bytes]]] = {}  # by queue, then script
         self._one_job = OneJobCalls(self._scripts["enqueue"].sha,
                                     self._scripts["enqueue_one"].sha)
         self._claim_keys: dict[tuple[QueueKeys, str], str] = {}
@@ -131,22 +131,28 @@ class Scripts:
         self._general_until: dict[QueueKeys, float] = {}
 
     def _keys_of(self, name: str, qk: AnyKeys) -> list[bytes]:
-        # built and encoded once per (script, queue): redis-py would otherwise
-        # encode every key name on every call, a good part of a small call's cost
+        # built and encoded once per (script, queue), kept by queue (at most
+        # CACHED_QUEUES of them, each with the scripts it was called with):
+        # redis-py would otherwise encode every key name on every call, a
+        # good part of a small call's cost
         if isinstance(qk, ResourceKeys):  # one per resource: not cached (unbounded)
             return [getattr(qk, key).encode() for key in SPECS[name].keys]
         if isinstance(qk, RateKeys):  # one per tenant: not cached (the cache would grow)
             return [qk.state.encode(), qk.reserved.encode()]
         if isinstance(qk, LimiterKeys):  # one per concurrency key: not cached either
             return [getattr(qk, key).encode() for key in SPECS[name].keys]
-        cached = self._key_cache.get((name, qk))
-        if cached is None:
-            spec = SPECS[name]
-            cached = [getattr(qk, key).encode() for key in spec.keys
-                      if key not in spec.worker_keys]
+        by_script = self._key_cache.get(qk)
+        if by_script is not None:
+            cached = by_script.get(name)
+            if cached is not None:
+                return cached
+        spec = SPECS[name]
+        cached = [getattr(qk, key).encode() for key in spec.keys if key not in spec.worker_keys]
+        if by_script is None:
             if len(self._key_cache) >= CACHED_QUEUES:  # ever new queues: start again
                 self._key_cache.clear()
-            self._key_cache[(name, qk)] = cached
+            by_script = self._key_cache[qk] = {}
+        by_script[name] = cached
         return cached
 
     def _call_keys(self, name: str, qk: AnyKeys, worker_keys: Sequence[str] = ()) -> list[bytes]:

@@ -80,17 +80,19 @@ class SyncScripts:
         self._scripts: dict[str, Script] = {
             name: client.register_script(script_source(name, shebang))
             for name in PRODUCER_SCRIPTS}
-        self._key_cache: dict[tuple[str, QueueKeys], list[bytes]] = {}
+        self._key_cache: dict[QueueKeys, dict[str, list[bytes]]] = {}  # by queue, then script
         self._one_job = OneJobCalls(self._scripts["enqueue"].sha,
                                     self._scripts["enqueue_one"].sha)
 
     def _keys_of(self, name: str, qk: QueueKeys) -> list[bytes]:
-        cached = self._key_cache.get((name, qk))
-        if cached is None:
+        by_script = self._key_cache.get(qk)
+        if by_script is None:
             if len(self._key_cache) >= CACHED_QUEUES:  # ever new queues: start again
                 self._key_cache.clear()
-            cached = self._key_cache[(name, qk)] = [getattr(qk, k).encode()
-                                                    for k in SPECS[name].keys]
+            by_script = self._key_cache[qk] = {}
+        cached = by_script.get(name)
+        if cached is None:
+            cached = by_script[name] = [getattr(qk, k).encode() for k in SPECS[name].keys]
         return cached
 
     def run(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
