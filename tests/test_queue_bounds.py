@@ -32,7 +32,7 @@ def _queues() -> list[str]:
 async def test_ever_new_queues_keep_each_cache_by_queue_of_app_within_its_bound(
         real_app: App, redis_server: RedisProcess, prefix: str) -> None:
     """CACHED_QUEUES + 10 queues, one job each, through App.enqueue: the
-    queues checked, the keys built, the keys encoded per script and the
+    queues checked, the keys built, the keys encoded (by queue) and the
     enqueue lanes each hold at most CACHED_QUEUES, every job is stored in
     its own queue, and the first queue, dropped, is checked again (one
     script call more) and its next job stored. The keys encoded are kept
@@ -67,7 +67,7 @@ async def test_ever_new_queues_keep_each_cache_by_queue_of_app_within_its_bound(
 def test_ever_new_queues_keep_each_cache_by_queue_of_sync_app_within_its_bound(
         redis_server: RedisProcess, prefix: str) -> None:
     """The same through SyncApp.enqueue: the queues checked, the keys built
-    and the keys encoded per script each hold at most CACHED_QUEUES, and
+    and the keys encoded (by queue) each hold at most CACHED_QUEUES, and
     every job is stored in its own queue."""
     queues = _queues()
     with SyncApp(redis_server.url, prefix=prefix) as sync:
