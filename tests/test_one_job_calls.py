@@ -25,7 +25,7 @@ from leasequeue.errors import ConfigError
 from leasequeue.models import NewJob
 from leasequeue.store import direct, scripts, sync_lane
 from leasequeue.store.direct import _pack_evalsha
-from leasequeue.store.keys import QueueKeys
+from leasequeue.store.keys import CACHED_QUEUES, QueueKeys
 from leasequeue.store.loader import lua_dir, script_source
 from leasequeue.store.record import split_record
 from leasequeue.store.scripts import INLINE_MAX, ONE_JOB_HEADS, OneJobCalls, enqueue_args
@@ -155,6 +155,10 @@ def test_a_job_the_head_cannot_carry_goes_the_general_way() -> None:
 
 
 def test_the_heads_kept_are_bounded() -> None:
+    """Three times ONE_JOB_HEADS job names, each packed in both scripts'
+    shapes: never more than ONE_JOB_HEADS heads kept (two for each of
+    CACHED_QUEUES queues), every call's bytes still right."""
+    assert ONE_JOB_HEADS == 2 * CACHED_QUEUES
     calls = OneJobCalls(SHA, LINE_SHA)
     settings = StoreSettings()
     qk = QueueKeys("lq", "default")

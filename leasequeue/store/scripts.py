@@ -725,7 +725,11 @@ LINE_TAIL = 5
 # _lib.lua's INLINE_MAX: the largest payload kept inside its job's record
 # (tests/test_one_job_calls.py reads it there)
 INLINE_MAX = 1024
-ONE_JOB_HEADS = 1024  # heads kept per client, at most: (queue, job name) pairs
+# heads kept per client, at most, by (queue, job name, script): two for each
+# of CACHED_QUEUES queues of one job name, as the other caches by queue hold
+# (at 1,024, a producer with more queues than that in turn, one per tenant,
+# packed a head again for nearly every call)
+ONE_JOB_HEADS = 2 * CACHED_QUEUES
 # the RESP bulk strings of the small ints a job's numbers mostly are
 _SMALL_INTS = {v: b"$%d\r\n%d\r\n" % (len(b"%d" % v), v) for v in range(-1, 256)}
 _pack: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command  # (its stub types a 1-tuple)

@@ -2693,4 +2693,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "keeps its lane for good",
         (f"{BOUNDS}::test_a_sweep_drops_a_lane_left_busy_by_a_closed_loop",),
     ),
+    Mutation(
+        "one-job-heads-unbounded", "leasequeue/store/scripts.py",
+        "        if len(heads) >= ONE_JOB_HEADS:\n",
+        "        if False:\n",
+        "the one-job heads grow with every new (queue, job name) a producer is given: no "
+        "bound",
+        (f"{ONE_JOB}::test_the_heads_kept_are_bounded",),
+    ),
 )
