@@ -17,7 +17,7 @@ import redis as redis_sync
 
 from leasequeue import App, SyncApp
 from leasequeue.models import NewJob
-from leasequeue.store.coalesce import CALLS_IN_FLIGHT, EnqueueCoalescer
+from leasequeue.store.coalesce import CALLS_IN_FLIGHT, Answer, EnqueueCoalescer, _Lane
 from leasequeue.store.keys import CACHED_QUEUES, QueueKeys, queue_keys, queues_key
 from tests.harness.redis_proc import RedisProcess
 
@@ -190,21 +190,36 @@ def test_a_lone_call_whose_lane_was_swept_before_it_ran_takes_the_queue_s_lane()
 
 
 def test_a_sweep_drops_a_lane_left_busy_by_a_closed_loop() -> None:
-    """A lane left with a call in flight by an event loop closed mid-call
-    counts for nothing (its loop will never run it): a sweep drops it, and
-    its queue's next call, on the loop running now, is sent and answered."""
+    """A lane left by an event loop closed mid-call, with two calls in
+    flight and two callers parked, counts for nothing (its loop will never
+    run it): a sweep drops it, and its queue's next call, on the loop
+    running now, is sent and answered. The dropped lane is reset: when the
+    old loop's lone call is closed later (as the collector closes it), its
+    return counts for nothing and asks the closed loop for no send."""
     send = _HeldSend()
     coalescer = EnqueueCoalescer(send, max_jobs=50)
     stranded_qk = queue_keys("closed", "stranded")
     send.held.add("stranded")
     old_loop = asyncio.new_event_loop()
-    stranded = old_loop.create_task(coalescer.enqueue(stranded_qk, _job()))  # type: ignore[arg-type]
-    old_loop.run_until_complete(asyncio.sleep(0.01))
-    assert coalescer._lanes["stranded"].calls == 1 and not stranded.done()
+
+    async def strand() -> asyncio.Task[Answer]:
+        first = asyncio.ensure_future(coalescer.enqueue(stranded_qk, _job()))
+        await _turns(1)  # the first, alone, held
+        for _ in range(2):
+            coalescer.enqueue(stranded_qk, _job())
+        await _turns()  # a batch call beside it, held too
+        for _ in range(2):
+            coalescer.enqueue(stranded_qk, _job())  # parked: two calls in flight
+        await _turns()
+        return first
+
+    stranded = old_loop.run_until_complete(strand())
+    lane = coalescer._lanes["stranded"]
+    assert (lane.calls, len(lane.jobs), stranded.done()) == (2, 2, False)
     old_loop.close()
     send.held.clear()
 
-    async def run() -> tuple[str, tuple[bool, str]]:
+    async def run() -> Answer:
         for i in range(CACHED_QUEUES + EXTRA):
             await coalescer.enqueue(queue_keys("closed", f"q{i}"), _job())
         assert "stranded" not in coalescer._lanes
@@ -215,5 +230,46 @@ def test_a_sweep_drops_a_lane_left_busy_by_a_closed_loop() -> None:
         job_id, reply = new_loop.run_until_complete(run())
     finally:
         new_loop.close()
-    stranded._log_destroy_pending = False  # type: ignore[attr-defined]
     assert job_id and reply == (True, "queued") and coalescer._lanes["stranded"].calls == 0
+    assert (lane.calls, lane.jobs, lane.due) == (0, [], False)  # reset as it was dropped
+    for task in (stranded, *(t for t in coalescer._tasks if t.get_loop() is old_loop)):
+        task._log_destroy_pending = False  # type: ignore[attr-defined]
+        task.get_coro().close()  # raises if its return asks the closed loop to send
+    assert (lane.calls, lane.jobs, lane.due) == (0, [], False)
+
+
+def test_a_sweep_keeps_each_lane_with_work_on_a_live_loop_and_comes_again_at_twice_them(
+        ) -> None:
+    """The sweep's rule, lane by lane: a call in flight, callers waiting,
+    or a send due (each alone: between two calls' returns and the end of
+    the loop's turn a lane has callers waiting and a send due, no call)
+    keeps a lane on a live loop; an idle lane goes, and a busy one whose
+    loop is closed goes too, reset. The next sweep comes at twice the
+    lanes kept, so that many busy queues do not make every new queue's
+    first call scan them all."""
+    coalescer = EnqueueCoalescer(_HeldSend(), max_jobs=50)
+    live, closed = asyncio.new_event_loop(), asyncio.new_event_loop()
+    closed.close()
+
+    def lane(loop: asyncio.AbstractEventLoop, calls: int = 0, waiting: int = 0,
+             due: bool = False) -> _Lane:
+        made = _Lane()
+        made.loop, made.calls, made.due = loop, calls, due
+        made.jobs = [_job() for _ in range(waiting)]
+        made.futures = [loop.create_future() for _ in range(waiting)]
+        return made
+
+    try:
+        busy = {f"b{i}": lane(live, calls=1) for i in range(CACHED_QUEUES)}
+        shown = {"calls": lane(live, calls=2), "waiting": lane(live, waiting=3),
+                 "due": lane(live, due=True), "idle": lane(live),
+                 "closed": lane(closed, calls=2, waiting=2, due=True)}
+        coalescer._lanes = {**busy, **shown}
+        coalescer._sweep()
+        kept = {*busy, "calls", "waiting", "due"}
+        assert set(coalescer._lanes) == kept
+        assert coalescer._sweep_at == 2 * len(kept)
+        dropped = shown["closed"]
+        assert (dropped.epoch, dropped.calls, dropped.jobs, dropped.due) == (1, 0, [], False)
+    finally:
+        live.close()

@@ -204,12 +204,7 @@ class EnqueueCoalescer:
         if loop is None or lane.forks != _FORKS[0] or task_of(loop) is None:
             loop = asyncio.get_running_loop()  # (the lane's is not running here)
         if (lane.calls or lane.jobs or lane.due) and lane.loop is not loop:
-            # left busy by an event loop that is gone (closed mid-call)
-            lane.epoch += 1
-            lane.calls = lane.sent = 0
-            lane.due = False
-            lane.jobs.clear()
-            lane.futures.clear()
+            _reset(lane)  # left busy by an event loop that is gone (closed mid-call)
         if lane.calls or lane.jobs:  # (on this loop)
             lane.forks = _FORKS[0]
             return await self._park(qk, lane, loop, job)
@@ -244,7 +239,7 @@ class EnqueueCoalescer:
         for name in [name for name, lane in lanes.items()
                      if not (lane.calls or lane.jobs or lane.due)
                      or (lane.loop is not None and lane.loop.is_closed())]:
-            del lanes[name]
+            _reset(lanes.pop(name))  # (a closed loop's calls, closed later, count for nothing)
         self._sweep_at = max(CACHED_QUEUES, 2 * len(lanes))
 
     def _returned(self, qk: QueueKeys, lane: _Lane, jobs: int, epoch: int) -> None:
@@ -349,6 +344,18 @@ class EnqueueCoalescer:
                 except asyncio.InvalidStateError:  # a caller cancelled after it was sent
                     pass
         self._returned(qk, lane, len(batch), epoch)
+
+
+def _reset(lane: _Lane) -> None:
+    """A lane left busy by an event loop that is gone (closed mid-call): a
+    new epoch, so that its calls, when their coroutines are closed later
+    (the collector runs their finally), count themselves out of nothing and
+    ask no loop to send; nothing in flight, waiting or due."""
+    lane.epoch += 1
+    lane.calls = lane.sent = 0
+    lane.due = False
+    lane.jobs.clear()
+    lane.futures.clear()
 
 
 def _count_out(lane: _Lane, jobs: int, epoch: int) -> None:

@@ -39,6 +39,8 @@ ONE = "tests/test_producer_one.py"
 SPIN = "tests/test_reply_spin.py"
 AHEAD = "tests/test_claim_ahead.py"
 BOUNDS = "tests/test_queue_bounds.py"
+SWEEP_RULE = ("test_a_sweep_keeps_each_lane_with_work_on_a_live_loop_and_comes_again_at_twice"
+              "_them")
 APP_QUEUES = f"{BOUNDS}::test_ever_new_queues_keep_each_cache_by_queue_of_app_within_its_bound"
 SYNC_QUEUES = (f"{BOUNDS}::test_ever_new_queues_keep_each_cache_by_queue_of_sync_app"
                "_within_its_bound")
@@ -2700,5 +2702,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the one-job heads grow with every new (queue, job name) a producer is given: no "
         "bound",
         (f"{ONE_JOB}::test_the_heads_kept_are_bounded",),
+    ),
+    Mutation(
+        "lane-sweep-drops-without-reset", "leasequeue/store/coalesce.py",
+        "            _reset(lanes.pop(name))  # (a closed loop's calls, closed later, count for "
+        "nothing)\n",
+        "            lanes.pop(name)\n",
+        "a lane left busy by a closed loop is dropped as it was: when the old loop's lone "
+        "call is closed later, its return asks the closed loop to send its parked callers "
+        "(RuntimeError: Event loop is closed)",
+        (f"{BOUNDS}::test_a_sweep_drops_a_lane_left_busy_by_a_closed_loop",
+         f"{BOUNDS}::{SWEEP_RULE}"),
+    ),
+    Mutation(
+        "lane-sweep-keeps-only-calls", "leasequeue/store/coalesce.py",
+        "                     if not (lane.calls or lane.jobs or lane.due)\n",
+        "                     if not lane.calls\n",
+        "a sweep drops a lane whose callers wait for a send due with no call in flight (both "
+        "calls returned in one turn): its send goes from the dropped lane, uncounted, beside "
+        "the queue's new lane's calls",
+        (f"{BOUNDS}::{SWEEP_RULE}",),
+    ),
+    Mutation(
+        "lane-sweep-at-a-fixed-bound", "leasequeue/store/coalesce.py",
+        "        self._sweep_at = max(CACHED_QUEUES, 2 * len(lanes))\n",
+        "        self._sweep_at = CACHED_QUEUES\n",
+        "with CACHED_QUEUES busy lanes or more, every new queue's first call scans them all",
+        (f"{BOUNDS}::{SWEEP_RULE}",),
     ),
 )
