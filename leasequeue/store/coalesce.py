@@ -232,9 +232,9 @@ class EnqueueCoalescer:
         ever new queues): the idle lanes are dropped, each made again on its
         queue's next call. A lane with a call in flight, callers waiting or
         a send due stays (its count keeps CALLS_IN_FLIGHT), unless its loop
-        is closed (a lane left busy by a closed loop is reset anyway on its
-        next call). The next sweep is at twice the lanes that stayed, so
-        many busy queues never make every new queue scan them all."""
+        is closed: that one goes reset (_reset), as _alone would reset it on
+        its queue's next call. The next sweep is at twice the lanes that
+        stayed, so many busy queues never make every new queue scan them all."""
         lanes = self._lanes
         for name in [name for name, lane in lanes.items()
                      if not (lane.calls or lane.jobs or lane.due)
