@@ -11,7 +11,10 @@ results.json): --by host bands the same runs per kind of host instead of
 per day. One CPU's name holds hosts whose wake-ups cost several times
 more than others' (two AMD EPYC hosts of 2026-12-07): --by trip bands them
 also by one client's round trip, from the run's own redis-py ceiling
-(evalsha_c1, back to back: mostly wake-ups on these VMs). A run beside a
+(evalsha_c1, back to back: mostly wake-ups on these VMs); --by floor
+bands them by the client's own speed instead, from the run's park-and-wake
+floor on asyncio's loop (concurrent_floor_bare): what the 100 tasks
+follow, where the round trip does not. A run beside a
 background load (run.py --busy) or pinned to CPUs (run.py --pin) is left
 out: the band is the quiet host's, its processes placed by its scheduler.
 
@@ -19,6 +22,7 @@ out: the band is the quiet host's, its processes placed by its scheduler.
   python benchmarks/standing.py --since 2026-12-03   # the runs from that day on
   python benchmarks/standing.py --by host            # banded per kind of host
   python benchmarks/standing.py --by trip            # ... and its round trip's band
+  python benchmarks/standing.py --by floor           # ... and its client's speed
   python benchmarks/standing.py DIR ...              # these result directories
   python benchmarks/standing.py --placement          # by where the processes ran
   python benchmarks/standing.py --placement --busy DIR ...   # the same beside a load
@@ -31,7 +35,7 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +120,33 @@ def trip(run: dict[str, Any]) -> str:
     return f"{host(run)}, {band}"
 
 
+# asyncio's park and wake alone under the 100-task column (the run's own
+# concurrent_floor_bare, calls/s, measured since 2026-12-06 11:38 UTC), in
+# these bands: what the client's CPU does for a Python caller, which
+# neither the CPU's name nor the round trip says (the Intel Xeon host and
+# the fast AMD EPYC one of 2026-12-07 had alike round trips, and floors of
+# 715-734k and 848-875k)
+FLOOR_BANDS = (700_000.0, 800_000.0)
+
+
+def park_and_wake(run: dict[str, Any]) -> float | None:
+    """The run's park-and-wake floor on asyncio's loop (calls/s: the median
+    over its reps, as its report gives it), None where it was not measured."""
+    value = (run.get("summary", {}).get("leasequeue", {})
+             .get("concurrent_floor_bare") or {}).get("value")
+    return float(value) if value else None
+
+
+def floor(run: dict[str, Any]) -> str:
+    """The run's kind of host and the band of its park-and-wake floor
+    (FLOOR_BANDS, in thousands of calls/s): "AMD EPYC, floor ≥ 800k"."""
+    calls = park_and_wake(run)
+    low, high = (f"{b / 1000:g}k" for b in FLOOR_BANDS)
+    band = ("floor ?" if calls is None else f"floor < {low}" if calls < FLOOR_BANDS[0]
+            else f"floor {low}-{high}" if calls < FLOOR_BANDS[1] else f"floor ≥ {high}")
+    return f"{host(run)}, {band}"
+
+
 def day(run: dict[str, Any]) -> str:
     return str(run["date"][:10])
 
@@ -124,11 +155,13 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
     """The table: per column, per day (or per kind of host) the range of lq
     ÷ best (its runs), then over every run the median and the runs that met
     the target."""
-    key = {"host": host, "trip": trip}.get(by, day)
+    key = {"host": host, "trip": trip, "floor": floor}.get(by, day)
     groups = sorted({key(r) for r in runs})
     by_run = [(key(r), best_ratios(r)) for r in runs]
     days = sorted({day(r) for r in runs})
-    what = {"day": "day", "host": "kind of host"}.get(
+    what = {"day": "day", "host": "kind of host",
+            "floor": "kind of host and asyncio's park-and-wake floor (the run's "
+                     "concurrent_floor_bare, calls/s)"}.get(
         by, "kind of host and one client's round trip (the run's evalsha_c1 ceiling)")
     out = [f"lq ÷ the best peer in the same run, {_count(len(runs), 'run')} on "
            f"{_count(len(days), 'day')} ({', '.join(days)}); per {what}: "
@@ -150,6 +183,8 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
         out.append(f"| {label} | " + " | ".join(cells)
                    + f" | {median} | ≥ {target:g}× | {met} of {len(every)} |")
     out.append("")
+    if by == "floor":
+        out += tasks_rates(runs, groups, key)
     out += floor_band(runs)
     for group in groups:  # which runs, at which commits
         out.append(f"{group}: " + ", ".join(
@@ -157,6 +192,32 @@ def standing(runs: list[dict[str, Any]], by: str = "day") -> list[str]:
             f"({r['date'][:16] if by != 'day' else r['date'][11:16]}, {r['git']})"
             for r in runs if key(r) == group))
     return out
+
+
+TASKS_COLUMN = "enqueue, 100 concurrent tasks (jobs/s)"
+
+
+def tasks_rates(runs: list[dict[str, Any]], groups: list[str],
+                key: Callable[[dict[str, Any]], str]) -> list[str]:
+    """--by floor: per group, the two rates whose ratio the 100-task row
+    gives (ours and the best peer's, jobs/s) beside the park-and-wake
+    floor (calls/s), each lowest-highest: a ratio moves with both sides,
+    and a host's speed moves our client and Node's apart. Then a blank line."""
+    i = [column[0] for column in BEST_COLUMNS].index(TASKS_COLUMN)
+    out = []
+    for group in groups:
+        members = [r for r in runs if key(r) == group]
+        rows = [best_ratios(r)[i] for r in members]
+        ours = _present(row[1] for row in rows)
+        best = _present(row[2][1] if row[2] else None for row in rows)
+        floors = _present(park_and_wake(r) for r in members)
+        out.append(f"{group}: 100 tasks, ours {_rates(ours)} jobs/s, the best peer's "
+                   f"{_rates(best)}; park and wake {_rates(floors)} calls/s")
+    return [*out, ""]
+
+
+def _rates(values: list[float]) -> str:
+    return f"{min(values):,.0f}-{max(values):,.0f}" if values else "–"
 
 
 def _band(values: list[float]) -> str:
@@ -265,9 +326,10 @@ def main() -> None:
     ap.add_argument("dirs", nargs="*", type=Path,
                     help="result directories (default: every results/node_peers_*)")
     ap.add_argument("--since", default="", help="only runs from this day on (YYYY-MM-DD)")
-    ap.add_argument("--by", choices=("day", "host", "trip"), default="day",
+    ap.add_argument("--by", choices=("day", "host", "trip", "floor"), default="day",
                     help="band the runs per day (default), per kind of host, or per kind "
-                         "of host and band of one client's round trip (trip)")
+                         "of host and band of one client's round trip (trip) or of its "
+                         "event loop's park-and-wake floor (floor)")
     ap.add_argument("--busy", action="store_true",
                     help="the runs beside a load (run.py --busy) instead of the quiet ones")
     ap.add_argument("--placement", action="store_true",

@@ -179,3 +179,46 @@ def test_the_standing_bands_hosts_by_one_client_s_round_trip() -> None:
         run(intel, 11_111.0), run(intel))] == [
         "AMD EPYC, trip ≥ 90 µs", "AMD EPYC, trip 40-90 µs", "Intel Xeon, trip < 40 µs",
         "Intel Xeon, trip 40-90 µs", "Intel Xeon, trip ≥ 90 µs", "Intel Xeon, trip ?"]
+
+
+def test_the_standing_bands_hosts_by_their_park_and_wake_floor() -> None:
+    """--by floor: a run's kind of host and the band of its park-and-wake
+    floor on asyncio's loop (concurrent_floor_bare, calls/s), at the
+    bands' edges too; "?" for a run from before it was measured."""
+
+    def run(cpu: str, calls: float | None) -> dict[str, Any]:
+        lq = {} if calls is None else {"concurrent_floor_bare": {"value": calls}}
+        return {"machine": {"cpu": cpu}, "summary": {"leasequeue": lq}}
+
+    amd, intel = "AMD EPYC 7B13", "Intel(R) Xeon(R) Processor"
+    assert standing.park_and_wake(run(amd, 631_620.0)) == 631_620.0
+    assert standing.park_and_wake(run(amd, None)) is None
+    assert [standing.floor(r) for r in (
+        run(amd, 631_620.0), run(amd, 700_000.0), run(intel, 734_000.0),
+        run(intel, 799_999.0), run(amd, 800_000.0), run(amd, 875_000.0),
+        run(intel, None))] == [
+        "AMD EPYC, floor < 700k", "AMD EPYC, floor 700k-800k", "Intel Xeon, floor 700k-800k",
+        "Intel Xeon, floor 700k-800k", "AMD EPYC, floor ≥ 800k", "AMD EPYC, floor ≥ 800k",
+        "Intel Xeon, floor ?"]
+
+
+def test_the_standing_by_floor_gives_each_group_s_rates_behind_the_100_task_ratio() -> None:
+    """--by floor: per group, ours and the best peer's 100-task rates and
+    the park-and-wake floor, lowest-highest ("–" where no run has one)."""
+    runs = [summary({"enqueue_concurrent": ours, "concurrent_floor_bare": floor},
+                    {"bee-queue-node": peer, "bullmq-node": 10_000.0})
+            for ours, peer, floor in ((250_000.0, 95_000.0, 630_000.0),
+                                      (265_000.0, 82_000.0, 560_000.0),
+                                      (360_000.0, 117_000.0, 860_000.0))]
+    runs.append(summary({"enqueue_concurrent": 180_000.0}, {"bee-queue-node": 90_000.0}))
+    for run in runs:
+        run["machine"] = {"cpu": "AMD EPYC 7B13"}
+    groups = sorted({standing.floor(r) for r in runs})
+    assert standing.tasks_rates(runs, groups, standing.floor) == [
+        "AMD EPYC, floor < 700k: 100 tasks, ours 250,000-265,000 jobs/s, the best peer's "
+        "82,000-95,000; park and wake 560,000-630,000 calls/s",
+        "AMD EPYC, floor ?: 100 tasks, ours 180,000-180,000 jobs/s, the best peer's "
+        "90,000-90,000; park and wake – calls/s",
+        "AMD EPYC, floor ≥ 800k: 100 tasks, ours 360,000-360,000 jobs/s, the best peer's "
+        "117,000-117,000; park and wake 860,000-860,000 calls/s",
+        ""]
