@@ -41,7 +41,7 @@ from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.asyncio.sentinel import SentinelManagedConnection
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError, SlotNotCoveredError
+from redis.exceptions import NoScriptError, RedisError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import is_cluster
@@ -427,8 +427,8 @@ async def _read(conn: Any, wait: float = 0.0) -> Any:
         finally:
             if watch is not None:
                 watch.stream = None  # no read in flight
-    if isinstance(reply, ResponseError):  # hiredis gives error replies as values
-        raise reply
+    if isinstance(reply, RedisError):  # hiredis gives error replies as values
+        raise reply  # (-LOADING, -NOAUTH: a ConnectionError's kind, dropped and retried)
     return reply
 
 
@@ -449,7 +449,7 @@ async def _read_spinning(conn: Any, spin: ReplySpin, turn: LoopTurn) -> Any:
         if isinstance(reply, PushNotification):  # (RESP3: no reply; as _read)
             await conn._parser.handle_push_response(reply)
         elif reply is not NOT_ENOUGH_DATA:
-            if isinstance(reply, ResponseError):
+            if isinstance(reply, RedisError):  # (as _read)
                 raise reply
             return reply
     return await _read(conn)

@@ -57,7 +57,7 @@ from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
 from redis.commands.core import Script
 from redis.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import SentinelManagedConnection
 
@@ -253,6 +253,6 @@ def _send_and_read(conn: Any, packed: bytes, spin: ReplySpin | None = None) -> A
         raise RedisTimeoutError("Timeout reading from socket") from None
     except OSError as exc:
         raise RedisConnectionError(f"Error while reading from socket: {exc}") from exc
-    if isinstance(reply, ResponseError):  # hiredis gives error replies as values
-        raise reply
+    if isinstance(reply, RedisError):  # hiredis gives error replies as values
+        raise reply  # (-LOADING, -NOAUTH: a ConnectionError's kind, dropped and retried)
     return reply

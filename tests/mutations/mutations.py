@@ -32,6 +32,7 @@ RESOURCES = "tests/test_resources.py"
 RATES = "tests/test_rate_limits.py"
 SCOPES = "tests/test_run_scopes.py"
 ONE_JOB = "tests/test_one_job_calls.py"
+LOADING = "tests/test_loading_replies.py"
 LINE = "tests/test_claim_line.py"
 SAME = f"{LINE}::test_a_line_claim_writes_and_answers_what_claim_lua_does"
 NOTHING = f"{LINE}::test_where_claim_lua_has_more_to_do_the_line_claim_writes_nothing"
@@ -2729,5 +2730,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        self._sweep_at = CACHED_QUEUES\n",
         "with CACHED_QUEUES busy lanes or more, every new queue's first call scans them all",
         (f"{BOUNDS}::{SWEEP_RULE}",),
+    ),
+    Mutation(
+        "lane-returns-connection-class-error-replies", "leasequeue/store/direct.py",
+        "    if isinstance(reply, RedisError):  # hiredis gives error replies as values\n",
+        "    if isinstance(reply, ResponseError):  # hiredis gives error replies as values\n",
+        "the async lane's read raises only ResponseError values: a -LOADING reply (redis-py's "
+        "BusyLoadingError, a ConnectionError) comes back as the script's value",
+        (f"{LOADING}::test_the_async_lane_raises_a_loading_reply_and_enqueue_says_redis_is_"
+         "unavailable",),
+    ),
+    Mutation(
+        "spin-returns-connection-class-error-replies", "leasequeue/store/direct.py",
+        "            if isinstance(reply, RedisError):  # (as _read)\n",
+        "            if isinstance(reply, ResponseError):  # (as _read)\n",
+        "a reply the spin read off the socket is raised only when a ResponseError: a -LOADING "
+        "reply comes back as the one-job enqueue's value",
+        (f"{LOADING}::test_the_async_lane_raises_a_loading_reply_and_enqueue_says_redis_is_"
+         "unavailable",),
+    ),
+    Mutation(
+        "sync-lane-returns-connection-class-error-replies", "leasequeue/store/sync_lane.py",
+        "    if isinstance(reply, RedisError):  # hiredis gives error replies as values\n",
+        "    if isinstance(reply, ResponseError):  # hiredis gives error replies as values\n",
+        "the sync lane raises only ResponseError values: a -LOADING reply comes back as "
+        "SyncApp.enqueue's value",
+        (f"{LOADING}::test_the_sync_lane_raises_a_loading_reply_and_enqueue_says_redis_is_"
+         "unavailable",),
     ),
 )
