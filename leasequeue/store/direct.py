@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
@@ -44,6 +45,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ..loops import task_of
 from .connection import is_cluster
 from .spin import LoopTurn, ReplySpin, reply_spin
 from .translate import TOPOLOGY_ERRORS, closed_transport
@@ -54,7 +56,18 @@ Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and argumen
 class Lane:
     """The connections the scripts of one client use, kept out of the pool's
     per-call bookkeeping. They stay in the pool's in-use set, so closing the
-    pool closes them."""
+    pool closes them.
+
+    A connection serves the event loop it was made on, in the process that
+    made it. In a forked child every lane forgets its connections and its
+    pool's (_forget_in_child); on another loop than theirs (an App used
+    again after asyncio.run closed the loop it ran on) a lane forgets those
+    of loops not running here (_forget_other_loops). Before, a child wrote
+    on its parent's sockets (a child killed after its write left the
+    parent's connection a reply behind, each call then reading the call
+    before's reply), and the next loop's call wrote on the closed loop's
+    transport, its script run, then failed (RuntimeError: Event loop is
+    closed); found by a review (2026-12-07)."""
 
     def __init__(self, redis: Redis, spin_us: int = 0) -> None:
         self._pool: Any = redis.connection_pool
@@ -62,6 +75,47 @@ class Lane:
         # the one-job enqueue's wait for its reply (run(spin=True)); None: off
         self._spin = reply_spin(spin_us)
         self._turn = LoopTurn()  # whether a spin would hold the loop's other work
+        _LANES.add(self)
+
+    def _forget_in_child(self) -> None:
+        """In a forked child: the idle connections, and every connection of
+        the pool, are the parent's sockets. Forgotten, never closed: closing
+        one here would take its descriptor out of the epoll set the child
+        shares with the parent, whose loop would no longer hear its replies;
+        the child connects anew, on its own loop."""
+        self._idle = []
+        self._pool.reset()
+
+    def _idle_here(self) -> list[Any]:
+        """The idle connections, once those of a loop not running here are
+        forgotten (_forget_other_loops): the last one taken stands for all,
+        as they are forgotten together."""
+        idle = self._idle
+        if idle and not _here(idle[-1]):
+            self._forget_other_loops()
+            idle = self._idle
+        return idle
+
+    def _forget_other_loops(self) -> None:
+        """The idle connections of an event loop not running here (one that
+        closed, or stopped for another in this thread): forgotten (their
+        transport cannot be used, nor closed, from this loop) and taken out
+        of the pool's in-use set, which would count them; so are the pool's
+        available connections known to be of such a loop (redis-py's pool
+        is not loop-aware: the lane would be handed one next). The lane
+        connects anew on this loop."""
+        pool = self._pool
+        in_use = getattr(pool, "_in_use_connections", None)
+        keep = []
+        for conn in self._idle:
+            if _here(conn):
+                keep.append(conn)
+            elif in_use is not None:
+                in_use.discard(conn)
+        self._idle = keep
+        available = getattr(pool, "_available_connections", None)
+        if isinstance(available, list):
+            available[:] = [conn for conn in available if _here(conn)]
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
                   retry: bool = True, read_only: bool = False,
@@ -77,7 +131,7 @@ class Lane:
         attempts: tuple[int, ...] = (1, 2)
         if spin and self._turn.overdue():
             await asyncio.sleep(0)  # the loop's turn: spun calls held it a streak's bound
-        idle = self._idle
+        idle = self._idle_here()
         if idle and _direct_io(idle[-1]):
             # the hot path, inline: an idle direct connection, the call packed,
             # written and its reply read, with no coroutine between this one
@@ -164,6 +218,7 @@ class Lane:
             return
         handle(await self.run(script, *first))
         conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+        # (run() above left only this loop's connections idle)
         if not _direct_io(conn):  # a Sentinel connection: redis-py's path, call by call
             self._idle.append(conn)
             for keys, args in rest:
@@ -257,7 +312,8 @@ class Lane:
         full, an error reply too; after anything else (a lost connection, a
         timeout, a cancellation mid-call, which may leave a reply unread) it
         is dropped."""
-        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
+        idle = self._idle_here()
+        conn = idle.pop() if idle else await self._pool.get_connection()
         try:
             reply = await call(conn)
         except ResponseError:
@@ -277,6 +333,32 @@ class Lane:
         with anyio.CancelScope(shield=True):
             await conn.disconnect(nowait=True)
             await self._pool.release(conn)
+
+
+_LANES: weakref.WeakSet[Lane] = weakref.WeakSet()
+
+
+def _forget_all_in_child() -> None:
+    for lane in list(_LANES):
+        lane._forget_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_all_in_child)
+
+
+def _here(conn: Any) -> bool:
+    """Whether a connection serves the event loop running here: the loop
+    its lane protocol was installed on (else its asyncio transport's) is
+    stepping a task now (the caller's: loops.task_of, a C lookup, where
+    asking for the running loop makes a system call on Python 3.11). One
+    whose loop is not known (never read by the lane, on uvloop's transport,
+    whose loop is not readable; not connected) is taken as it is."""
+    proto = conn.__dict__.get("_lq_proto")
+    if proto is not None:
+        return task_of(proto.loop) is not None
+    loop = getattr(getattr(getattr(conn, "_writer", None), "transport", None), "_loop", None)
+    return loop is None or task_of(loop) is not None
 
 
 async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],

@@ -33,6 +33,7 @@ RATES = "tests/test_rate_limits.py"
 SCOPES = "tests/test_run_scopes.py"
 ONE_JOB = "tests/test_one_job_calls.py"
 LOADING = "tests/test_loading_replies.py"
+LOOPS = "tests/test_lane_loops.py"
 LINE = "tests/test_claim_line.py"
 SAME = f"{LINE}::test_a_line_claim_writes_and_answers_what_claim_lua_does"
 NOTHING = f"{LINE}::test_where_claim_lua_has_more_to_do_the_line_claim_writes_nothing"
@@ -2757,5 +2758,42 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SyncApp.enqueue's value",
         (f"{LOADING}::test_the_sync_lane_raises_a_loading_reply_and_enqueue_says_redis_is_"
          "unavailable",),
+    ),
+    Mutation(
+        "lane-keeps-idle-in-a-forked-child", "leasequeue/store/direct.py",
+        "        self._idle = []\n        self._pool.reset()\n",
+        "        self._pool.reset()\n",
+        "a forked child keeps its lane's idle connections: its calls go out on the parent's "
+        "sockets",
+        (f"{LOOPS}::test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_"
+         "step",
+         f"{LOOPS}::test_a_child_killed_after_its_write_leaves_the_parent_s_replies_in_step"),
+    ),
+    Mutation(
+        "lane-keeps-the-pool-in-a-forked-child", "leasequeue/store/direct.py",
+        "        self._idle = []\n        self._pool.reset()\n",
+        "        self._idle = []\n",
+        "a forked child's lane forgets its idle connections but not its pool's: it is handed "
+        "one of the parent's sockets next",
+        (f"{LOOPS}::test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_"
+         "step",),
+    ),
+    Mutation(
+        "lane-uses-another-loop-s-idle-connection", "leasequeue/store/direct.py",
+        "        if idle and not _here(idle[-1]):\n",
+        "        if False:\n",
+        "an App used again on a new event loop writes on the closed loop's transport: its "
+        "script runs, then the call fails",
+        (f"{LOOPS}::test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_"
+         "loop",),
+    ),
+    Mutation(
+        "lane-takes-another-loop-s-pooled-connection", "leasequeue/store/direct.py",
+        "            available[:] = [conn for conn in available if _here(conn)]\n",
+        "            pass\n",
+        "the lane forgets its own connections of a closed loop but takes one of the pool's "
+        "next: its call writes on the closed loop's transport",
+        (f"{LOOPS}::test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_"
+         "loop",),
     ),
 )
