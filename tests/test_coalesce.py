@@ -748,3 +748,62 @@ def test_a_lone_call_on_its_lane_s_loop_does_not_ask_for_the_running_loop(
             return await coalescer.enqueue(qk, _job())
 
     assert asyncio.run(on_a_new_loop())[1] == (True, "queued") and asked == [1]
+
+
+def test_a_busy_lane_of_a_loop_that_lives_is_left_to_it_while_another_loop_enqueues() -> None:
+    """Loop A stops (run_until_complete returns) with two calls in flight
+    and two callers parked; loop B, in the same thread, enqueues on the
+    same queue. B's call goes alone, beside A's lane, and is answered; when
+    A runs again, all five of its callers are answered (the lane reset, as
+    for a closed loop, dropped A's parked callers unanswered: they waited
+    for ever; found by a review, 2026-12-07)."""
+    loop_a = asyncio.new_event_loop()
+    release = loop_a.create_future()
+    sent: list[tuple[str, int]] = []
+
+    async def send(qk: QueueKeys, jobs: Sequence[NewJob],
+                   ids: Sequence[str] | None) -> list[tuple[bool, str]]:
+        on_a = asyncio.events.get_running_loop() is loop_a  # (not the name counted)
+        sent.append(("a" if on_a else "b", len(jobs)))
+        if on_a and not release.done():
+            await release  # in flight on loop A until released
+        return [(True, "queued")] * len(jobs)
+
+    coalescer = EnqueueCoalescer(send, max_jobs=50)
+    qk = queue_keys("live", "default")
+
+    async def start_on_a() -> list[asyncio.Future[Answer]]:
+        calls = [asyncio.ensure_future(coalescer.enqueue(qk, _job()))]  # alone, in flight
+        await asyncio.sleep(0)
+        calls += [asyncio.ensure_future(coalescer.enqueue(qk, _job())) for _ in range(2)]
+        for _ in range(3):
+            await asyncio.sleep(0)  # the end of the turn, then the batch call's task
+        calls += [asyncio.ensure_future(coalescer.enqueue(qk, _job())) for _ in range(2)]
+        for _ in range(3):
+            await asyncio.sleep(0)  # two calls in flight: these two stay parked
+        return calls
+
+    try:
+        calls = loop_a.run_until_complete(start_on_a())
+        lane = coalescer._lanes[qk.queue]
+        assert (lane.calls, len(lane.jobs), sent) == (2, 2, [("a", 1), ("a", 2)])
+        loop_b = asyncio.new_event_loop()
+        try:
+            job_id, reply = loop_b.run_until_complete(
+                asyncio.wait_for(coalescer.enqueue(qk, _job()), 5))
+        finally:
+            loop_b.close()
+        assert job_id and reply == (True, "queued") and sent[-1] == ("b", 1)
+        assert (lane.calls, len(lane.jobs)) == (2, 2)  # A's, untouched
+
+        async def finish_on_a() -> list[Answer]:
+            release.set_result(None)
+            return list(await asyncio.wait_for(asyncio.gather(*calls), 5))
+
+        answers = loop_a.run_until_complete(finish_on_a())
+        assert len({job_id for job_id, _ in answers}) == 5
+        assert all(reply == (True, "queued") for _, reply in answers)
+        assert sum(n for where, n in sent if where == "a") == 5  # each of A's jobs once
+        assert (lane.calls, lane.sent, lane.jobs) == (0, 0, [])
+    finally:
+        loop_a.close()

@@ -204,6 +204,13 @@ class EnqueueCoalescer:
         if loop is None or lane.forks != _FORKS[0] or task_of(loop) is None:
             loop = asyncio.get_running_loop()  # (the lane's is not running here)
         if (lane.calls or lane.jobs or lane.due) and lane.loop is not loop:
+            old = lane.loop
+            if old is not None and lane.forks == _FORKS[0] and not old.is_closed():
+                # busy on a loop that lives, stopped while this one runs in
+                # its thread (run_until_complete returned with calls in
+                # flight): its callers are answered when it runs again, so
+                # the lane stays its; this call goes alone, beside it
+                return await self._beside(qk, job)
             _reset(lane)  # left busy by an event loop that is gone (closed mid-call)
         if lane.calls or lane.jobs:  # (on this loop)
             lane.forks = _FORKS[0]
@@ -219,6 +226,19 @@ class EnqueueCoalescer:
             (reply,) = await self._send(qk, (job,), None)
         finally:
             self._returned(qk, lane, 1, epoch)
+        return job.id, reply
+
+    async def _beside(self, qk: QueueKeys, job: NewJob) -> Answer:
+        """_alone's call while the queue's lane is busy on another loop that
+        lives: sent alone, in no lane's count (found by a review,
+        2026-12-07: the lane was reset, and the other loop's parked callers,
+        dropped unanswered, waited for ever once it ran again). A loop left
+        so for good, never closed, leaves its queue's calls from other loops
+        each sent alone, uncoalesced, until it is closed (then the next
+        call resets the lane): slower, never wrong."""
+        if not job.id:
+            job = _new(NewJob, (new_job_id(), *job[1:]))
+        (reply,) = await self._send(qk, (job,), None)
         return job.id, reply
 
     def _new_lane(self, queue: str) -> _Lane:

@@ -2796,4 +2796,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{LOOPS}::test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_"
          "loop",),
     ),
+    Mutation(
+        "lone-call-resets-a-live-loop-s-lane", "leasequeue/store/coalesce.py",
+        "            if old is not None and lane.forks == _FORKS[0] and not old.is_closed():\n",
+        "            if False:\n",
+        "a call on another loop resets a lane busy on a loop that lives but is stopped: that "
+        "loop's parked callers are dropped unanswered",
+        ("tests/test_coalesce.py::test_a_busy_lane_of_a_loop_that_lives_is_left_to_it_while_"
+         "another_loop_enqueues",),
+    ),
 )
