@@ -169,14 +169,21 @@ class Scripts:
         return self._lane
 
     async def run(self, name: str, qk: AnyKeys, args: Sequence[Any],
-                  worker_keys: Sequence[str] = ()) -> Any:
-        """Run a script; ``worker_keys``: the per-worker keys its spec lists last."""
+                  worker_keys: Sequence[str] = (), retry: bool = True) -> Any:
+        """Run a script; ``worker_keys``: the per-worker keys its spec lists
+        last. ``retry``: a call whose connection dropped is sent again once
+        (a call that may have run counts twice if sent again, and must not
+        be: a rate refund's)."""
         keys = self._call_keys(name, qk, worker_keys)
         if self._lane is not None:
             # a dropped connection is retried once: every script is fenced or
-            # idempotent, the claim too (by its claim id); a read-only script
-            # goes as EVALSHA_RO, which a read-only ACL user may send
-            call = self._lane.run(self._scripts[name], keys, args, read_only=name in READ_ONLY)
+            # idempotent, the claim too (by its claim id), or counts on the
+            # safe side if run twice (a rate take: a start spent, never one
+            # more granted), but a rate refund, which is sent once; a
+            # read-only script goes as EVALSHA_RO, which a read-only ACL
+            # user may send
+            call = self._lane.run(self._scripts[name], keys, args, retry,
+                                  read_only=name in READ_ONLY)
         else:
             call = self._scripts[name](keys=keys, args=list(args))
         return await translate_errors(self._url, name, call, keys)
@@ -513,8 +520,12 @@ class Scripts:
         """One call of lua/rate.lua for a batch of holders of one key; mode
         take | try | refund | push | peek (no holders: one answer); ``ahead``:
         take | try may also grant up to this many starts with no holder."""
+        # a refund sent again after its reply was lost would give back each
+        # start twice, and the key would let one more start in than its rate;
+        # one not sent again leaves the start spent (the safe side: the
+        # worker counts a failed refund so, rates.py)
         r = await self.run("rate", rk, [interval_us, tolerance_us, mode, push_us, stale_us,
-                                        ahead, *holders])
+                                        ahead, *holders], retry=mode != "refund")
         return RateAnswer([(RateReply(int(r[i])), int(r[i + 1])) for i in range(0, len(r) - 3, 2)],
                           int(r[-3]), int(r[-2]), int(r[-1]))
 

@@ -2805,4 +2805,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_coalesce.py::test_a_busy_lane_of_a_loop_that_lives_is_left_to_it_while_"
          "another_loop_enqueues",),
     ),
+    Mutation(
+        "rate-refund-sent-again", "leasequeue/store/scripts.py",
+        "                                        ahead, *holders], retry=mode != \"refund\")\n",
+        "                                        ahead, *holders])\n",
+        "a rate refund whose reply was lost is sent again: each start is given back twice, "
+        "and the key lets one more start in than its rate",
+        ("tests/test_rate_retry.py::test_a_refund_whose_reply_was_lost_gives_its_start_back_"
+         "once",),
+    ),
 )
