@@ -89,7 +89,7 @@ class Limiter(Protocol):
         """Take a slot; refused with a ``waiter``, register it (Grant.waiting)."""
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
-        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
+        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told until its release),
         or LOST (its slot lapsed)."""
 
     async def release(self, name: str, holders: list[str]) -> list[str]:
@@ -107,7 +107,7 @@ class LocalLimiter:
 
     def __init__(self) -> None:
         self._holders: dict[str, dict[str, None]] = {}  # insertion order = age
-        # holders pushed out by `replace`, until their renew has been told once
+        # holders pushed out by `replace`, until their release (each renew is told)
         # (bounded: a holder is a run this process started and then releases)
         self._evicted: dict[str, set[str]] = {}
         # waiters per limit: entry -> until when it is kept (monotonic), oldest first
@@ -170,7 +170,7 @@ class LocalLimiter:
             del self._waiters[name]
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
-        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
+        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told until its release),
         or LOST (its slot lapsed)."""
         held = self._holders.get(name, {})
         evicted = self._evicted.get(name, set())
@@ -178,8 +178,7 @@ class LocalLimiter:
         for h in holders:
             if h in held:
                 answers.append(LimiterRenewReply.RENEWED)
-            elif h in evicted:
-                evicted.discard(h)
+            elif h in evicted:  # (until its release: a renew sent again is told again)
                 answers.append(LimiterRenewReply.EVICTED)
             else:
                 answers.append(LimiterRenewReply.LOST)
@@ -220,10 +219,11 @@ class LocalLimiter:
 
 class RedisLimiter:
     """Counts across processes: one ZSET per limit (holder -> lease expiry on
-    the server clock) at ``{prefix:name}``, and the holders `replace` evicted at
-    ``{prefix:name}:evicted`` (told once to their renew). A holder that dies stops renewing
-    and its slot frees itself when the lease lapses. Services built with the
-    same ``prefix`` (and Redis) share every limit of the same name."""
+    the server clock) at ``{prefix:name}``, and the holders `replace` evicted
+    at ``{prefix:name}:evicted`` (told to their renews until released). A
+    holder that dies stops renewing and its slot frees itself when the lease
+    lapses. Services built with the same ``prefix`` (and Redis) share every
+    limit of the same name."""
 
     def __init__(self, url: str | None = None, *, prefix: str | None = None,
                  lease: float = 30.0, redis: Redis | None = None) -> None:
@@ -297,7 +297,7 @@ class RedisLimiter:
         return Grant(True, answer.evicted or None, woken=tuple(answer.woken))
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
-        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told once),
+        """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told until its release),
         or LOST (its slot lapsed)."""
         scripts, prefix = self._ready()
         return await scripts.limiter_renew(limit_keys(prefix, name), holders, self.lease_ms)

@@ -177,7 +177,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two items per batched call: len(args) == fixed argv + 2 x per-item group."""
     async def capture(name: str, _qk: Any, args: Sequence[Any],
-                      worker_keys: Sequence[str] = ()) -> Any:
+                      worker_keys: Sequence[str] = (), retry: bool = True) -> Any:
         assert len(worker_keys) == len(SPECS[name].worker_keys)
         raise Captured(name, list(args))
 

@@ -564,7 +564,7 @@ async def test_ack_note_joins_the_history(app: App) -> None:
 
 # -- 7. the limiter tells an evicted holder ----------------------------------------
 
-async def test_limiter_replace_tells_the_evicted_holder_once(app: App) -> None:
+async def test_limiter_replace_tells_the_evicted_holder_until_its_release(app: App) -> None:
     lk = limit_keys(f"{app.prefix}:limiter", "job.x")
     s = app.scripts
     assert await s.limiter_acquire(lk, "old", 1, 30_000, False) == (LimiterAcquireReply.TAKEN, "")
@@ -579,6 +579,10 @@ async def test_limiter_replace_tells_the_evicted_holder_once(app: App) -> None:
     assert score is not None and now < score <= now + 31_000
     assert await s.limiter_renew(lk, ["new", "old"], 30_000) == [
         LimiterRenewReply.RENEWED, LimiterRenewReply.EVICTED]
+    # told again (a renew sent again after its reply was lost): the marker stays
+    assert await zset(app, lk.evicted) == ["old"]
+    assert await s.limiter_renew(lk, ["old"], 30_000) == [LimiterRenewReply.EVICTED]
+    assert await s.limiter_release(lk, ["old"]) == 0  # its run ends: the marker goes
     assert await zset(app, lk.evicted) == []
     assert await s.limiter_renew(lk, ["old"], 30_000) == [LimiterRenewReply.LOST]
     # release drops the marker too; lapsed markers are pruned by acquire
@@ -600,6 +604,8 @@ async def test_local_limiter_mirrors_the_eviction_answer() -> None:
     assert (grant.taken, grant.evicted) == (True, "old")
     assert await lim.renew("x", ["new", "old"]) == [LimiterRenewReply.RENEWED,
                                                     LimiterRenewReply.EVICTED]
+    assert await lim.renew("x", ["old"]) == [LimiterRenewReply.EVICTED]  # until released
+    await lim.release("x", ["old"])
     assert await lim.renew("x", ["old"]) == [LimiterRenewReply.LOST]
 
 

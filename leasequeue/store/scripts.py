@@ -522,10 +522,12 @@ class Scripts:
         take | try may also grant up to this many starts with no holder."""
         # a refund sent again after its reply was lost would give back each
         # start twice, and the key would let one more start in than its rate;
-        # one not sent again leaves the start spent (the safe side: the
-        # worker counts a failed refund so, rates.py)
+        # a try sent again would find the start it took spent, answer DENIED,
+        # and its job would be skipped within its rate. Not sent again, each
+        # leaves the start spent (the safe side: the worker counts a failed
+        # refund so, and a failed try as the limiter unavailable, rates.py)
         r = await self.run("rate", rk, [interval_us, tolerance_us, mode, push_us, stale_us,
-                                        ahead, *holders], retry=mode != "refund")
+                                        ahead, *holders], retry=mode not in ONCE_RATE_MODES)
         return RateAnswer([(RateReply(int(r[i])), int(r[i + 1])) for i in range(0, len(r) - 3, 2)],
                           int(r[-3]), int(r[-2]), int(r[-1]))
 
@@ -851,6 +853,9 @@ def _share_payload(args: list[Any], head: int, payload: bytes) -> None:
     args[head + RUN_HEAD - 1] = payload
     first = head + RUN_HEAD
     args[first:] = args[first::2]
+
+
+ONCE_RATE_MODES = frozenset({"refund", "try"})  # rate.lua's modes never sent twice
 
 
 def enqueue_replies(reply: Any, jobs: int) -> list[tuple[bool, str]]:

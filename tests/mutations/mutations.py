@@ -2807,11 +2807,31 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rate-refund-sent-again", "leasequeue/store/scripts.py",
-        "                                        ahead, *holders], retry=mode != \"refund\")\n",
-        "                                        ahead, *holders])\n",
+        "ONCE_RATE_MODES = frozenset({\"refund\", \"try\"})",
+        "ONCE_RATE_MODES = frozenset({\"try\"})",
         "a rate refund whose reply was lost is sent again: each start is given back twice, "
         "and the key lets one more start in than its rate",
-        ("tests/test_rate_retry.py::test_a_refund_whose_reply_was_lost_gives_its_start_back_"
+        ("tests/test_retried_calls.py::test_a_refund_whose_reply_was_lost_gives_its_start_back_"
          "once",),
+    ),
+    Mutation(
+        "rate-try-sent-again", "leasequeue/store/scripts.py",
+        "ONCE_RATE_MODES = frozenset({\"refund\", \"try\"})",
+        "ONCE_RATE_MODES = frozenset({\"refund\"})",
+        "a rate try whose reply was lost is sent again: it finds the start it took spent, "
+        "answers DENIED, and its job is skipped within its rate",
+        ("tests/test_retried_calls.py::test_a_try_whose_reply_was_lost_is_not_sent_again_to_"
+         "deny_what_it_took",),
+    ),
+    Mutation(
+        "renew-takes-the-eviction-marker", "lua/limiter_renew.lua",
+        "  elseif redis.call('ZSCORE', evicted_key, ARGV[i]) then\n",
+        "  elseif redis.call('ZREM', evicted_key, ARGV[i]) == 1 then\n",
+        "a renew takes an evicted holder's marker with its first EVICTED: the same renew sent "
+        "again after a lost reply answers LOST, and the replaced run is failed and run again",
+        ("tests/test_retried_calls.py::test_a_renew_of_an_evicted_holder_sent_again_is_told_"
+         "evicted_again",
+         "tests/test_store_v2.py::test_limiter_replace_tells_the_evicted_holder_until_its_"
+         "release"),
     ),
 )

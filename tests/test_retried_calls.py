@@ -1,0 +1,121 @@
+"""A script call whose reply was lost after it ran (its connection dropped)
+is sent again once by the lane, so each script must answer a second run
+of the same call consistently, or the call must go once. Found by a
+review (2026-12-07), where every script was taken to be safe so:
+
+- a rate refund (lua/rate.lua, mode refund) goes once: sent again, it gave
+  each start back twice, and the key let one more start in than its rate;
+- a rate try (on_conflict="skip") goes once: sent again, it found the start
+  it took spent, answered DENIED, and its job was skipped within its rate;
+- a take is still sent again: it spends a start more, the safe side;
+- a limiter renew of a holder a `replace` evicted answers EVICTED as long
+  as the marker stays: taking the marker on the first answer made the
+  second LOST, and the replaced run was failed and run again instead of
+  canceled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasequeue import App
+from leasequeue.errors import RedisUnavailable
+from leasequeue.store import direct
+from leasequeue.store.keys import limit_keys, rate_keys
+from leasequeue.store.specs import LimiterAcquireReply, LimiterRenewReply, RateReply
+from tests.harness.redis_proc import RedisProcess
+
+pytestmark = pytest.mark.anyio
+
+SECOND = 1_000_000  # one start a second, a burst of 3: three starts allowed now
+INTERVAL, TOLERANCE = SECOND, 2 * SECOND
+
+
+def _reply_lost_once(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The next reply the lane reads comes in, and its connection drops
+    with it (the script ran; its caller never learns so)."""
+    real_read = direct._read
+    lost: list[Any] = []
+
+    async def read(conn: Any, wait: float = 0.0) -> Any:
+        reply = await real_read(conn, wait)
+        if not lost:
+            lost.append(reply)
+            raise direct.RedisConnectionError("Connection reset by peer")
+        return reply
+
+    monkeypatch.setattr(direct, "_read", read)
+    return lost
+
+
+async def test_a_refund_whose_reply_was_lost_gives_its_start_back_once(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = App(redis_server.url, prefix=prefix)
+    scripts = app.scripts
+    rk = rate_keys(f"{prefix}:lim", "api")
+    try:
+        taken = await scripts.rate(rk, ["job-1", "job-2"], INTERVAL, TOLERANCE, "take")
+        assert [code for code, _ in taken.answers] == [1, 1] and taken.tokens == 1
+        lost = _reply_lost_once(monkeypatch)
+        with pytest.raises(RedisUnavailable):  # not sent again: the caller is told
+            await scripts.rate(rk, ["job-1"], INTERVAL, TOLERANCE, "refund")
+        monkeypatch.undo()
+        assert lost  # it ran, and its reply was lost
+        after = await scripts.rate(rk, [], INTERVAL, TOLERANCE, "peek")
+        assert after.tokens == 2  # one start back, not two
+    finally:
+        await app.close()
+
+
+async def test_a_take_whose_reply_was_lost_is_sent_again_and_errs_on_the_safe_side(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = App(redis_server.url, prefix=prefix)
+    scripts = app.scripts
+    rk = rate_keys(f"{prefix}:lim", "api")
+    try:
+        lost = _reply_lost_once(monkeypatch)
+        answer = await scripts.rate(rk, ["job-1"], INTERVAL, TOLERANCE, "take")
+        monkeypatch.undo()
+        assert lost and [code for code, _ in answer.answers] == [1]  # answered, once
+        after = await scripts.rate(rk, [], INTERVAL, TOLERANCE, "peek")
+        assert after.tokens == 1  # two starts spent for one: fewer, never more, than the rate
+    finally:
+        await app.close()
+
+
+async def test_a_try_whose_reply_was_lost_is_not_sent_again_to_deny_what_it_took(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = App(redis_server.url, prefix=prefix)
+    scripts = app.scripts
+    rk = rate_keys(f"{prefix}:lim", "api")
+    try:
+        # a burst of 1: the try takes the one start; sent again it would be DENIED
+        lost = _reply_lost_once(monkeypatch)
+        with pytest.raises(RedisUnavailable):  # the worker: limiter unavailable, not skipped
+            await scripts.rate(rk, ["job-1"], INTERVAL, 0, "try")
+        monkeypatch.undo()
+        assert lost and RateReply(int(lost[0][0])) is RateReply.TAKEN  # what it answered
+        after = await scripts.rate(rk, [], INTERVAL, 0, "peek")
+        assert after.tokens == 0  # the start stays spent: one, not two
+    finally:
+        await app.close()
+
+
+async def test_a_renew_of_an_evicted_holder_sent_again_is_told_evicted_again(
+        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = App(redis_server.url, prefix=prefix)
+    scripts = app.scripts
+    lk = limit_keys(f"{prefix}:limiter", "job.x")
+    try:
+        assert (await scripts.limiter_acquire(lk, "old", 1, 30_000, False))[0] is \
+            LimiterAcquireReply.TAKEN
+        assert await scripts.limiter_acquire(lk, "new", 1, 30_000, True) == (
+            LimiterAcquireReply.EVICTED, "old")
+        lost = _reply_lost_once(monkeypatch)
+        answer = await scripts.limiter_renew(lk, ["old"], 30_000)
+        monkeypatch.undo()
+        assert lost and [int(x) for x in lost[0]] == [LimiterRenewReply.EVICTED]
+        assert answer == [LimiterRenewReply.EVICTED]  # the second run's: evicted, not lost
+    finally:
+        await app.close()
