@@ -196,6 +196,42 @@ async def test_a_stream_left_in_error_is_never_reused(real_app: App) -> None:
     assert (await app.get_job("b")) is not None
 
 
+async def test_a_read_timer_firing_as_a_noscript_comes_in_times_the_call_out_and_retries_it(
+        real_app: App, sync_redis: redis_sync.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read timer fires as a NOSCRIPT reply comes in (its error left on
+    the stream): the script's load is refused like a write (a timeout of the
+    call), and the call is sent again on another connection, loaded there
+    and answered. Before (found by a review, 2026-12-07), SCRIPT LOAD was
+    written and redis-py's read raised the lane's own _ReadTimeout, which
+    reached the caller untranslated and was not retried."""
+    app = real_app
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="a")
+    lane = app.scripts._lane
+    assert lane is not None
+    (first,) = lane._idle
+    bad = first._reader
+    sync_redis.script_flush()  # the next call answers NOSCRIPT (the spin's read, then _run's)
+    real_read = direct._read
+    noscripts: list[object] = []
+
+    async def read(conn: Any, wait: float = 0.0) -> Any:
+        try:
+            return await real_read(conn, wait)
+        except direct.NoScriptError:
+            noscripts.append(conn)
+            if len(noscripts) == 1:  # _run's call, about to load the script
+                conn._reader.set_exception(direct._ReadTimeout())
+            raise
+
+    monkeypatch.setattr(direct, "_read", read)
+    job = await app.enqueue("j", job_id="b")
+    monkeypatch.undo()
+    assert job.created and noscripts[0] is first
+    assert lane._idle and all(c._reader is not bad for c in lane._idle)  # dropped
+    assert (await app.get_job("b")).id == "b"
+
+
 async def test_a_sentinel_connection_keeps_redis_py_s_path() -> None:
     pool = SentinelConnectionPool("mymaster", Sentinel([("127.0.0.1", 1)]))
     conn = SentinelManagedConnection(connection_pool=pool)

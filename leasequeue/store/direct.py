@@ -742,5 +742,14 @@ class _Watch:
 
 
 async def _load(conn: Any, script: AsyncScript) -> None:
-    await conn.send_command("SCRIPT", "LOAD", script.script)
-    await conn.read_response()
+    """SCRIPT LOAD after a NOSCRIPT, redis-py's way. A read timer that fired
+    as the NOSCRIPT came in left its error on the stream (_Watch), which
+    redis-py's write (its drain) and read raise: a timeout of the call,
+    dropped by the lane and sent again on another connection (it reached
+    the caller as the lane's own _ReadTimeout, untranslated and not sent
+    again: found by a review)."""
+    try:
+        await conn.send_command("SCRIPT", "LOAD", script.script)
+        await conn.read_response()
+    except _ReadTimeout:
+        raise RedisTimeoutError("Timeout reading from socket") from None

@@ -2834,4 +2834,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/test_store_v2.py::test_limiter_replace_tells_the_evicted_holder_until_its_"
          "release"),
     ),
+    Mutation(
+        "script-load-lets-the-read-timer-s-error-out", "leasequeue/store/direct.py",
+        "    except _ReadTimeout:\n        raise RedisTimeoutError("
+        "\"Timeout reading from socket\") from None\n",
+        "    except _NotDirect:\n        raise\n",
+        "a read timer that fired as a NOSCRIPT came in makes the script's load raise the lane's "
+        "own _ReadTimeout: untranslated, and the call not sent again",
+        ("tests/test_direct.py::test_a_read_timer_firing_as_a_noscript_comes_in_times_the_call_"
+         "out_and_retries_it",),
+    ),
 )
