@@ -24,7 +24,6 @@ from leasequeue.errors import RedisUnavailable
 from leasequeue.store import direct
 from leasequeue.store.keys import limit_keys, rate_keys
 from leasequeue.store.specs import LimiterAcquireReply, LimiterRenewReply, RateReply
-from tests.harness.redis_proc import RedisProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -50,72 +49,56 @@ def _reply_lost_once(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 async def test_a_refund_whose_reply_was_lost_gives_its_start_back_once(
-        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = App(redis_server.url, prefix=prefix)
-    scripts = app.scripts
+        real_app: App, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    scripts = real_app.scripts
     rk = rate_keys(f"{prefix}:lim", "api")
-    try:
-        taken = await scripts.rate(rk, ["job-1", "job-2"], INTERVAL, TOLERANCE, "take")
-        assert [code for code, _ in taken.answers] == [1, 1] and taken.tokens == 1
-        lost = _reply_lost_once(monkeypatch)
-        with pytest.raises(RedisUnavailable):  # not sent again: the caller is told
-            await scripts.rate(rk, ["job-1"], INTERVAL, TOLERANCE, "refund")
-        monkeypatch.undo()
-        assert lost  # it ran, and its reply was lost
-        after = await scripts.rate(rk, [], INTERVAL, TOLERANCE, "peek")
-        assert after.tokens == 2  # one start back, not two
-    finally:
-        await app.close()
+    taken = await scripts.rate(rk, ["job-1", "job-2"], INTERVAL, TOLERANCE, "take")
+    assert [code for code, _ in taken.answers] == [1, 1] and taken.tokens == 1
+    lost = _reply_lost_once(monkeypatch)
+    with pytest.raises(RedisUnavailable):  # not sent again: the caller is told
+        await scripts.rate(rk, ["job-1"], INTERVAL, TOLERANCE, "refund")
+    monkeypatch.undo()
+    assert lost  # it ran, and its reply was lost
+    after = await scripts.rate(rk, [], INTERVAL, TOLERANCE, "peek")
+    assert after.tokens == 2  # one start back, not two
 
 
 async def test_a_take_whose_reply_was_lost_is_sent_again_and_errs_on_the_safe_side(
-        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = App(redis_server.url, prefix=prefix)
-    scripts = app.scripts
+        real_app: App, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    scripts = real_app.scripts
     rk = rate_keys(f"{prefix}:lim", "api")
-    try:
-        lost = _reply_lost_once(monkeypatch)
-        answer = await scripts.rate(rk, ["job-1"], INTERVAL, TOLERANCE, "take")
-        monkeypatch.undo()
-        assert lost and [code for code, _ in answer.answers] == [1]  # answered, once
-        after = await scripts.rate(rk, [], INTERVAL, TOLERANCE, "peek")
-        assert after.tokens == 1  # two starts spent for one: fewer, never more, than the rate
-    finally:
-        await app.close()
+    lost = _reply_lost_once(monkeypatch)
+    answer = await scripts.rate(rk, ["job-1"], INTERVAL, TOLERANCE, "take")
+    monkeypatch.undo()
+    assert lost and [code for code, _ in answer.answers] == [1]  # answered, once
+    after = await scripts.rate(rk, [], INTERVAL, TOLERANCE, "peek")
+    assert after.tokens == 1  # two starts spent for one: fewer, never more, than the rate
 
 
 async def test_a_try_whose_reply_was_lost_is_not_sent_again_to_deny_what_it_took(
-        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = App(redis_server.url, prefix=prefix)
-    scripts = app.scripts
+        real_app: App, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    scripts = real_app.scripts
     rk = rate_keys(f"{prefix}:lim", "api")
-    try:
-        # a burst of 1: the try takes the one start; sent again it would be DENIED
-        lost = _reply_lost_once(monkeypatch)
-        with pytest.raises(RedisUnavailable):  # the worker: limiter unavailable, not skipped
-            await scripts.rate(rk, ["job-1"], INTERVAL, 0, "try")
-        monkeypatch.undo()
-        assert lost and RateReply(int(lost[0][0])) is RateReply.TAKEN  # what it answered
-        after = await scripts.rate(rk, [], INTERVAL, 0, "peek")
-        assert after.tokens == 0  # the start stays spent: one, not two
-    finally:
-        await app.close()
+    # a burst of 1: the try takes the one start; sent again it would be DENIED
+    lost = _reply_lost_once(monkeypatch)
+    with pytest.raises(RedisUnavailable):  # the worker: limiter unavailable, not skipped
+        await scripts.rate(rk, ["job-1"], INTERVAL, 0, "try")
+    monkeypatch.undo()
+    assert lost and RateReply(int(lost[0][0])) is RateReply.TAKEN  # what it answered
+    after = await scripts.rate(rk, [], INTERVAL, 0, "peek")
+    assert after.tokens == 0  # the start stays spent: one, not two
 
 
 async def test_a_renew_of_an_evicted_holder_sent_again_is_told_evicted_again(
-        redis_server: RedisProcess, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    app = App(redis_server.url, prefix=prefix)
-    scripts = app.scripts
+        real_app: App, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    scripts = real_app.scripts
     lk = limit_keys(f"{prefix}:limiter", "job.x")
-    try:
-        assert (await scripts.limiter_acquire(lk, "old", 1, 30_000, False))[0] is \
-            LimiterAcquireReply.TAKEN
-        assert await scripts.limiter_acquire(lk, "new", 1, 30_000, True) == (
-            LimiterAcquireReply.EVICTED, "old")
-        lost = _reply_lost_once(monkeypatch)
-        answer = await scripts.limiter_renew(lk, ["old"], 30_000)
-        monkeypatch.undo()
-        assert lost and [int(x) for x in lost[0]] == [LimiterRenewReply.EVICTED]
-        assert answer == [LimiterRenewReply.EVICTED]  # the second run's: evicted, not lost
-    finally:
-        await app.close()
+    assert (await scripts.limiter_acquire(lk, "old", 1, 30_000, False))[0] is \
+        LimiterAcquireReply.TAKEN
+    assert await scripts.limiter_acquire(lk, "new", 1, 30_000, True) == (
+        LimiterAcquireReply.EVICTED, "old")
+    lost = _reply_lost_once(monkeypatch)
+    answer = await scripts.limiter_renew(lk, ["old"], 30_000)
+    monkeypatch.undo()
+    assert lost and [int(x) for x in lost[0]] == [LimiterRenewReply.EVICTED]
+    assert answer == [LimiterRenewReply.EVICTED]  # the second run's: evicted, not lost
