@@ -38,6 +38,9 @@ TAKEN = Grant(True)
 WAITING = Grant(False, waiting=True)
 
 WAITERS_CAP = 1000  # most waiters per limit; more are refused plainly (slot_backoff)
+# how long LocalLimiter keeps a holder `replace` evicted (its run releases it
+# before; this bounds the markers of runs whose release never came)
+EVICTED_MARKER_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +110,10 @@ class LocalLimiter:
 
     def __init__(self) -> None:
         self._holders: dict[str, dict[str, None]] = {}  # insertion order = age
-        # holders pushed out by `replace`, until their release (each renew is told)
-        # (bounded: a holder is a run this process started and then releases)
-        self._evicted: dict[str, set[str]] = {}
+        # holders pushed out by `replace` -> until when (monotonic): each renew
+        # is told, until the run's release or EVICTED_MARKER_S (a release that
+        # never came), as a Redis marker lapses
+        self._evicted: dict[str, dict[str, float]] = {}
         # waiters per limit: entry -> until when it is kept (monotonic), oldest first
         self._waiters: dict[str, dict[str, float]] = {}
         self._rates: RateCounter | None = None
@@ -137,6 +141,7 @@ class LocalLimiter:
         ``replace``, push the oldest holder out when it is full; refused with
         a ``waiter``, register it (a release hands its entry back)."""
         holders = self._holders.setdefault(name, {})
+        self._prune_evicted(name)
         if holder in holders or len(holders) < limit:
             holders[holder] = None
             self._prune_waiters(name)
@@ -144,7 +149,7 @@ class LocalLimiter:
         if replace:
             oldest = next(iter(holders))
             del holders[oldest]
-            self._evicted.setdefault(name, set()).add(oldest)
+            self._evicted.setdefault(name, {})[oldest] = time.monotonic() + EVICTED_MARKER_S
             holders[holder] = None
             return Grant(True, oldest)
         if waiter is not None and waiter.wait_ms > 0:
@@ -156,6 +161,16 @@ class LocalLimiter:
                 return WAITING
             # (a full line: refused plainly, the run falls back to slot_backoff)
         return NO_SLOT
+
+    def _prune_evicted(self, name: str) -> None:
+        """Drop the markers of ``name`` past their time; none left: forgotten."""
+        evicted = self._evicted.get(name)
+        if evicted:
+            now = time.monotonic()
+            for holder in [h for h, until in evicted.items() if until <= now]:
+                del evicted[holder]
+        if evicted is not None and not evicted:
+            del self._evicted[name]
 
     def _prune_waiters(self, name: str) -> None:
         """Drop the waiters of ``name`` past their fallback instant (their jobs
@@ -173,7 +188,8 @@ class LocalLimiter:
         """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told until its release),
         or LOST (its slot lapsed)."""
         held = self._holders.get(name, {})
-        evicted = self._evicted.get(name, set())
+        self._prune_evicted(name)
+        evicted = self._evicted.get(name, {})
         answers = []
         for h in holders:
             if h in held:
@@ -192,13 +208,13 @@ class LocalLimiter:
         """Give these holders' slots back; the waiter entries to wake, one per
         slot freed, oldest first."""
         held = self._holders.get(name, {})
-        evicted = self._evicted.get(name, set())
+        evicted = self._evicted.get(name, {})
         removed = 0
         for holder in holders:
             if holder in held:
                 del held[holder]
                 removed += 1
-            evicted.discard(holder)
+            evicted.pop(holder, None)
         # per-key limits come and go: an empty one is forgotten
         if not held:
             self._holders.pop(name, None)

@@ -11,12 +11,15 @@ ran its script, then failed with RuntimeError: Event loop is closed."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
+from typing import Any
 
 import pytest
 
 from leasequeue import App
+from leasequeue.errors import JobNotFound
 from tests.harness.redis_proc import RedisProcess
 from tests.helpers import in_forked_child
 
@@ -35,17 +38,23 @@ def test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in
         loop.run_until_complete(app.enqueue("j", job_id="parent-1"))
         lane = app.scripts._lane
         assert lane is not None
-        (conn,) = lane._idle
-        pool = lane._pool
+        loop.run_until_complete(app.get_job("parent-1"))  # (a pipeline: redis-py's own)
+        (lane_port,) = [_port(c) for c in lane._idle]  # (no connection held here: the
+        pool = lane._pool  # child's collector finds none of the parent's but through the lane)
         parent_ports = {_port(c) for c in (*pool._available_connections,
                                            *pool._in_use_connections)}
-        assert _port(conn) in parent_ports and len(parent_ports) >= 2  # (the lane's, redis-py's)
+        assert lane_port in parent_ports and len(parent_ports) >= 2  # (the lane's, redis-py's)
 
         def child() -> str:
             async def main() -> str:
                 job = await asyncio.wait_for(app.enqueue("j", job_id="child-1"), 10)
                 stats = await asyncio.wait_for(app.stats(), 10)
+                await asyncio.wait_for(app.get_job("child-1"), 10)
                 ports = sorted({_port(c) for c in lane._idle})
+                # what the child dropped is collected under its running loop:
+                # a connection of the parent's finalized here would close its
+                # transport, taking its descriptor out of the shared epoll set
+                gc.collect()
                 return f"{job.created} {stats.ready} {' '.join(map(str, ports))}"
             return asyncio.run(main())  # a loop of its own
 
@@ -59,12 +68,14 @@ def test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in
         assert (created, ready) == ("True", "2")
         # connections of its own: none of the parent's, the lane's or the pool's
         assert ports and not parent_ports & set(map(int, ports))
-        # the parent's connection, untouched by the child, answers in step
-        assert lane._idle == [conn]
+        # the parent's connections, untouched by the child, answer in step and
+        # at once: the lane's, and redis-py's (a pipeline's)
+        assert [_port(c) for c in lane._idle] == [lane_port]
         assert loop.run_until_complete(asyncio.wait_for(app.stats(), 2)).ready == 2
+        loop.run_until_complete(asyncio.wait_for(app.get_job("child-1"), 2))
         assert loop.run_until_complete(app.enqueue("j", job_id="parent-2")).created
         assert loop.run_until_complete(app.stats()).ready == 3
-        assert lane._idle == [conn]
+        assert [_port(c) for c in lane._idle] == [lane_port]
         loop.run_until_complete(app.close())
     finally:
         loop.close()
@@ -115,22 +126,81 @@ def test_a_child_killed_after_its_write_leaves_the_parent_s_replies_in_step(
         loop.close()
 
 
+def _run(loop: str, main: Any) -> Any:
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main)
+    return asyncio.run(main)
+
+
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_loop(
-        redis_server: RedisProcess, prefix: str) -> None:
+        redis_server: RedisProcess, prefix: str, loop: str) -> None:
     app = App(redis_server.url, prefix=prefix)
     app.job(lambda ctx: None, name="j")
-    asyncio.run(app.enqueue("j", job_id="a"))  # the lane keeps a connection of that loop
+    async def first() -> None:
+        await app.enqueue("j", job_id="a")  # the lane keeps a connection of that loop
+        await app.get_job("a")  # (a pipeline: a connection of redis-py's, kept in the pool)
+
+    _run(loop, first())
     lane = app.scripts._lane
     assert lane is not None
     (old,) = lane._idle
 
     async def again() -> tuple[bool, int]:
-        job = await asyncio.wait_for(app.enqueue("j", job_id="b"), 10)
-        stats = await app.stats()
+        job = await asyncio.wait_for(app.enqueue("j", job_id="b"), 2)
+        stats = await asyncio.wait_for(app.stats(), 2)
+        # redis-py's own calls too: the pool kept no connection of the old loop
+        await asyncio.wait_for(app.get_job("b"), 2)
         return job.created, stats.ready
 
-    assert asyncio.run(again()) == (True, 2)
+    assert _run(loop, again()) == (True, 2)
     assert old not in lane._idle and lane._idle  # forgotten; one of the new loop's kept
     assert old not in app.scripts._lane._pool._in_use_connections  # nor counted in the pool
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_new_loop_s_first_call_never_takes_a_pooled_connection_of_the_old_loop(
+        redis_server: RedisProcess, prefix: str, loop: str) -> None:
+    """The lane held no connection of the old loop (it made no call there),
+    but redis-py's pool kept one (a pipeline's): handed it, the lane would
+    write on the closed loop's transport, run the script, and wait out its
+    timeout for a reply nothing delivers."""
+    app = App(redis_server.url, prefix=prefix)
+    app.job(lambda ctx: None, name="j")
+
+    async def look() -> None:
+        with pytest.raises(JobNotFound):
+            await app.get_job("nothing")
+
+    _run(loop, look())
+    lane = app.scripts._lane
+    assert lane is not None and not lane._idle and lane._pool._available_connections
+    (old,) = lane._pool._available_connections
+    job = _run(loop, asyncio.wait_for(app.enqueue("j", job_id="b"), 2))
+    assert job.created
+    assert old not in lane._idle and old not in lane._pool._available_connections
+    assert old not in lane._pool._in_use_connections
+
+
+@pytest.mark.anyio
+async def test_a_call_of_a_stopped_loop_puts_its_connection_back_where_the_lane_finds_it(
+        real_app: App) -> None:
+    """The lane forgets another loop's idle connections in place: a call of
+    that loop, stopped with the list in hand and resumed later, puts its
+    connection back in the list the lane reads (and the lane's next call
+    here forgets it), never in a list nobody reads, out of every count."""
+    app = real_app
+    app.job(lambda ctx: None, name="j")
+    await app.enqueue("j", job_id="a")
+    lane = app.scripts._lane
+    assert lane is not None
+    held = lane._idle  # what a stopped loop's call holds
+    (mine,) = held
+    lane._forget_other_loops()  # (every connection here is of this loop: all kept)
+    assert lane._idle is held and held == [mine]

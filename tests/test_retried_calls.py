@@ -102,3 +102,37 @@ async def test_a_renew_of_an_evicted_holder_sent_again_is_told_evicted_again(
     monkeypatch.undo()
     assert lost and [int(x) for x in lost[0]] == [LimiterRenewReply.EVICTED]
     assert answer == [LimiterRenewReply.EVICTED]  # the second run's: evicted, not lost
+
+
+async def test_a_failed_give_back_of_expired_starts_ahead_spares_the_take_behind_it() -> None:
+    """The starts a worker was granted ahead and did not spend in time go
+    back before its next take (one refund call, sent once): when that
+    refund fails (a stale connection after a restart), the starts stay
+    spent and the take is sent all the same, instead of failing every run
+    of the batch as if the limiter were down."""
+    from leasequeue.rate import Rate
+    from leasequeue.runtime.rates import Rates, RatesParams, RateUse, _Batch, _Pool
+    from leasequeue.store.scripts import RateAnswer
+
+    calls: list[str] = []
+
+    class Counter:
+        async def call(self, name: str, key: str | None, holders: list[str], interval_us: int,
+                       tolerance_us: int, mode: str, push_us: int = 0,
+                       ahead: int = 0) -> RateAnswer:
+            calls.append(mode)
+            if mode == "refund":
+                raise RedisUnavailable("redis://127.0.0.1:1", ConnectionError("stale"))
+            return RateAnswer([(RateReply.TAKEN, 0)] * len(holders), 10, 0, 0)
+
+    class Limiter:
+        rates = Counter()
+
+    rates = Rates(RatesParams(Limiter(), {}, "p"))  # type: ignore[arg-type]
+    use = RateUse("job.j", None, Rate(100, 1.0, burst=32))
+    rates._pools[(use.name, use.key)] = _Pool(8, 0.0)  # granted ahead, expired unspent
+    batch = _Batch()
+    batch.holders.append("p/q/j1")
+    await rates._lead(use, "take", batch)
+    assert calls == ["refund", "take"]
+    assert batch.answers == [(RateReply.TAKEN, 0)]

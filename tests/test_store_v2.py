@@ -607,6 +607,11 @@ async def test_local_limiter_mirrors_the_eviction_answer() -> None:
     assert await lim.renew("x", ["old"]) == [LimiterRenewReply.EVICTED]  # until released
     await lim.release("x", ["old"])
     assert await lim.renew("x", ["old"]) == [LimiterRenewReply.LOST]
+    # a marker whose release never came lapses, as a Redis one does
+    assert (await lim.acquire("x", 1, "newer", True)).evicted == "new"
+    lim._evicted["x"]["new"] = 0.0  # (its time passed)
+    assert await lim.renew("x", ["new"]) == [LimiterRenewReply.LOST]
+    assert "x" not in lim._evicted  # none left: forgotten
 
 
 # -- 1. version 1 records ------------------------------------------------------

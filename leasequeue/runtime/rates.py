@@ -247,9 +247,12 @@ class Rates:
             if old is not None:
                 used = old.size - old.left
                 if old.left > 0:  # expired unspent: the key gets them back
-                    await self._limiter.rates.call(
-                        use.name, use.key, ["ahead"] * old.left, use.rate.interval_us,
-                        use.rate.tolerance_us, "refund")
+                    try:  # (sent once: a refund that fails leaves them spent, as _refund)
+                        await self._limiter.rates.call(
+                            use.name, use.key, ["ahead"] * old.left, use.rate.interval_us,
+                            use.rate.tolerance_us, "refund")
+                    except (RedisUnavailable, ScriptError) as exc:
+                        self._warn(use, exc)
             ahead = min(POOL_MAX, 2 * (used + len(batch.holders)))
         sent_at = time.monotonic()
         answer = await self._limiter.rates.call(

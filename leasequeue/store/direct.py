@@ -79,12 +79,26 @@ class Lane:
 
     def _forget_in_child(self) -> None:
         """In a forked child: the idle connections, and every connection of
-        the pool, are the parent's sockets. Forgotten, never closed: closing
-        one here would take its descriptor out of the epoll set the child
-        shares with the parent, whose loop would no longer hear its replies;
-        the child connects anew, on its own loop."""
-        self._idle = []
-        self._pool.reset()
+        the pool, are the parent's sockets. Forgotten, never closed, and
+        kept from the collector (_INHERITED): closing one here, or redis-py's
+        finalizer doing it under the child's loop, would take its descriptor
+        out of the epoll set the child shares with the parent, whose loop
+        would no longer hear its replies. The child connects anew, on its
+        own loop. The pool's lists are replaced as they are, not by its
+        reset(), which records metrics (a fork hook runs no more than it
+        must)."""
+        pool = self._pool
+        _INHERITED.extend(self._idle)
+        self._idle.clear()
+        available = getattr(pool, "_available_connections", None)
+        in_use = getattr(pool, "_in_use_connections", None)
+        if isinstance(available, list) and in_use is not None:
+            _INHERITED.extend(available)
+            _INHERITED.extend(in_use)
+            pool._available_connections = []
+            pool._in_use_connections = set()
+        else:
+            pool.reset()
 
     def _idle_here(self) -> list[Any]:
         """The idle connections, once those of a loop not running here are
@@ -93,17 +107,29 @@ class Lane:
         idle = self._idle
         if idle and not _here(idle[-1]):
             self._forget_other_loops()
-            idle = self._idle
         return idle
 
-    def _forget_other_loops(self) -> None:
+    async def _connection(self) -> Any:
+        """A connection from the pool, of the loop running here: one of
+        another loop (redis-py's pool is not loop-aware: a pipeline's, left
+        there on a loop that closed since) is forgotten with the others of
+        such loops, and another taken."""
+        while True:
+            conn = await self._pool.get_connection()
+            if _here(conn):
+                return conn
+            self._forget_other_loops(conn)
+
+    def _forget_other_loops(self, taken: Any = None) -> None:
         """The idle connections of an event loop not running here (one that
         closed, or stopped for another in this thread): forgotten (their
         transport cannot be used, nor closed, from this loop) and taken out
-        of the pool's in-use set, which would count them; so are the pool's
-        available connections known to be of such a loop (redis-py's pool
-        is not loop-aware: the lane would be handed one next). The lane
-        connects anew on this loop."""
+        of the pool's in-use set, which would count them; the lane connects
+        anew on this loop (_connection, which passes over the pool's own of
+        such a loop the same way: ``taken``, one the pool just handed out).
+        The idle list is changed in place: a call of the other loop holding
+        it, resumed later, puts its connection back where the next call
+        here finds and forgets it."""
         pool = self._pool
         in_use = getattr(pool, "_in_use_connections", None)
         keep = []
@@ -112,10 +138,9 @@ class Lane:
                 keep.append(conn)
             elif in_use is not None:
                 in_use.discard(conn)
-        self._idle = keep
-        available = getattr(pool, "_available_connections", None)
-        if isinstance(available, list):
-            available[:] = [conn for conn in available if _here(conn)]
+        self._idle[:] = keep
+        if taken is not None and in_use is not None:
+            in_use.discard(taken)
 
     async def run(self, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
                   retry: bool = True, read_only: bool = False,
@@ -131,9 +156,10 @@ class Lane:
         attempts: tuple[int, ...] = (1, 2)
         if spin and self._turn.overdue():
             await asyncio.sleep(0)  # the loop's turn: spun calls held it a streak's bound
-        idle = self._idle_here()
-        if idle and _direct_io(idle[-1]):
-            # the hot path, inline: an idle direct connection, the call packed,
+        idle = self._idle
+        if idle and _direct_here(idle[-1]):
+            # the hot path, inline: an idle direct connection of this loop (one
+            # of another goes the general way, which forgets it), the call packed,
             # written and its reply read, with no coroutine between this one
             # and the read (each level cost about 1 us a call). What it does
             # not finish goes the general way below: NOSCRIPT (the error
@@ -217,8 +243,8 @@ class Lane:
         if first is None:
             return
         handle(await self.run(script, *first))
-        conn = self._idle.pop() if self._idle else await self._pool.get_connection()
-        # (run() above left only this loop's connections idle)
+        idle = self._idle_here()
+        conn = idle.pop() if idle else await self._connection()
         if not _direct_io(conn):  # a Sentinel connection: redis-py's path, call by call
             self._idle.append(conn)
             for keys, args in rest:
@@ -313,7 +339,7 @@ class Lane:
         timeout, a cancellation mid-call, which may leave a reply unread) it
         is dropped."""
         idle = self._idle_here()
-        conn = idle.pop() if idle else await self._pool.get_connection()
+        conn = idle.pop() if idle else await self._connection()
         try:
             reply = await call(conn)
         except ResponseError:
@@ -336,6 +362,8 @@ class Lane:
 
 
 _LANES: weakref.WeakSet[Lane] = weakref.WeakSet()
+# in a forked child: the parent's connections, never to be finalized here
+_INHERITED: list[Any] = []
 
 
 def _forget_all_in_child() -> None:
@@ -349,16 +377,27 @@ if hasattr(os, "register_at_fork"):
 
 def _here(conn: Any) -> bool:
     """Whether a connection serves the event loop running here: the loop
-    its lane protocol was installed on (else its asyncio transport's) is
-    stepping a task now (the caller's: loops.task_of, a C lookup, where
-    asking for the running loop makes a system call on Python 3.11). One
-    whose loop is not known (never read by the lane, on uvloop's transport,
-    whose loop is not readable; not connected) is taken as it is."""
+    its lane protocol was installed on (else its stream's: asyncio's
+    StreamReader keeps the loop it was made on, uvloop's too) is stepping a
+    task now (the caller's: loops.task_of, a C lookup, where asking for the
+    running loop makes a system call on Python 3.11). One not connected
+    (no stream) is taken as it is: it connects on this loop."""
     proto = conn.__dict__.get("_lq_proto")
-    if proto is not None:
+    reader = getattr(conn, "_reader", None)
+    if proto is not None and proto.stream is reader:
         return task_of(proto.loop) is not None
-    loop = getattr(getattr(getattr(conn, "_writer", None), "transport", None), "_loop", None)
+    loop = getattr(reader, "_loop", None)  # (a protocol of an older stream says nothing)
     return loop is None or task_of(loop) is not None
+
+
+def _direct_here(conn: Any) -> bool:
+    """_direct_io and _here in one look, for run()'s hot path: an idle
+    connection the lane read before, on the stream it had then, is direct,
+    and of this loop when its protocol's loop steps a task now."""
+    proto = conn.__dict__.get("_lq_proto")
+    if proto is not None and proto.stream is conn._reader:
+        return task_of(proto.loop) is not None
+    return _here(conn) and _direct_io(conn)
 
 
 async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],

@@ -2761,8 +2761,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-keeps-idle-in-a-forked-child", "leasequeue/store/direct.py",
-        "        self._idle = []\n        self._pool.reset()\n",
-        "        self._pool.reset()\n",
+        "        _INHERITED.extend(self._idle)\n        self._idle.clear()\n",
+        "",
         "a forked child keeps its lane's idle connections: its calls go out on the parent's "
         "sockets",
         (f"{LOOPS}::test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_"
@@ -2771,8 +2771,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-keeps-the-pool-in-a-forked-child", "leasequeue/store/direct.py",
-        "        self._idle = []\n        self._pool.reset()\n",
-        "        self._idle = []\n",
+        "            pool._available_connections = []\n"
+        "            pool._in_use_connections = set()\n",
+        "            pass\n",
         "a forked child's lane forgets its idle connections but not its pool's: it is handed "
         "one of the parent's sockets next",
         (f"{LOOPS}::test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_"
@@ -2784,15 +2785,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n",
         "an App used again on a new event loop writes on the closed loop's transport: its "
         "script runs, then the call fails",
-        (f"{LOOPS}::test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_"
-         "loop",),
-    ),
-    Mutation(
-        "lane-takes-another-loop-s-pooled-connection", "leasequeue/store/direct.py",
-        "            available[:] = [conn for conn in available if _here(conn)]\n",
-        "            pass\n",
-        "the lane forgets its own connections of a closed loop but takes one of the pool's "
-        "next: its call writes on the closed loop's transport",
         (f"{LOOPS}::test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_"
          "loop",),
     ),
@@ -2843,5 +2835,68 @@ MUTATIONS: tuple[Mutation, ...] = (
         "own _ReadTimeout: untranslated, and the call not sent again",
         ("tests/test_direct.py::test_a_read_timer_firing_as_a_noscript_comes_in_times_the_call_"
          "out_and_retries_it",),
+    ),
+    Mutation(
+        "fork-lets-the-child-finalize-the-parent-s-pool", "leasequeue/store/direct.py",
+        "            _INHERITED.extend(available)\n            _INHERITED.extend(in_use)\n",
+        "",
+        "a forked child drops its pool's connections, the parent's, to the collector: "
+        "finalized under the child's loop, each closes its transport and takes its descriptor "
+        "out of the epoll set the two share",
+        ("tests/test_lane_loops.py::test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_step",),
+    ),
+    Mutation(
+        "lane-takes-a-pooled-connection-of-another-loop", "leasequeue/store/direct.py",
+        "            if _here(conn):\n                return conn\n",
+        "            if True:\n                return conn\n",
+        "the lane takes a connection redis-py's pool kept from a closed loop (a pipeline's): "
+        "its call writes on that loop's transport and waits out its timeout",
+        ("tests/test_lane_loops.py::test_a_new_loop_s_first_call_never_takes_a_pooled_connection_of_the_old_loop",),
+    ),
+    Mutation(
+        "lane-forgets-by-a-new-list", "leasequeue/store/direct.py",
+        "        self._idle[:] = keep\n",
+        "        self._idle = keep\n",
+        "the lane forgets another loop's connections in a new list: a call of that loop "
+        "holding the old one puts its connection back where nobody reads it, out of every count",
+        ("tests/test_lane_loops.py::test_a_call_of_a_stopped_loop_puts_its_connection_back_where_the_lane_finds_it",),
+    ),
+    Mutation(
+        "lane-reads-the-loop-off-the-transport", "leasequeue/store/direct.py",
+        "    loop = getattr(reader, \"_loop\", None)  # (a protocol of an older stream says "
+        "nothing)\n",
+        "    loop = getattr(getattr(getattr(conn, \"_writer\", None), \"transport\", None), "
+        "\"_loop\", None)\n",
+        "a connection's loop is read off its transport, which uvloop's does not expose: on "
+        "uvloop every pooled connection of a closed loop is taken as of this one",
+        ("tests/test_lane_loops.py::test_a_new_loop_s_first_call_never_takes_a_pooled_connection_of_the_old_loop",),
+    ),
+    Mutation(
+        "hot-path-takes-another-loop-s-idle-connection", "leasequeue/store/direct.py",
+        "    if proto is not None and proto.stream is conn._reader:\n        return "
+        "task_of(proto.loop) is not None\n",
+        "    if proto is not None and proto.stream is conn._reader:\n        return True\n",
+        "run()'s hot path takes an idle connection of a closed loop: its script runs on that "
+        "loop's transport, then the call fails",
+        ("tests/test_lane_loops.py::test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_loop",),
+    ),
+    Mutation(
+        "expired-ahead-refund-fails-the-take", "leasequeue/runtime/rates.py",
+        "                    except (RedisUnavailable, ScriptError) as exc:\n                  "
+        "      self._warn(use, exc)\n            ahead",
+        "                    except ZeroDivisionError as exc:\n                        "
+        "self._warn(use, exc)  # type: ignore[arg-type]\n            ahead",
+        "the give-back of expired starts ahead, sent once, fails the take behind it: every run "
+        "of the batch goes back as if the limiter were down",
+        ("tests/test_retried_calls.py::test_a_failed_give_back_of_expired_starts_ahead_spares_the_take_behind_it",),
+    ),
+    Mutation(
+        "local-eviction-markers-never-lapse", "leasequeue/limiter.py",
+        "        self._prune_evicted(name)\n        evicted = self._evicted.get(name, {})\n    "
+        "    answers = []\n",
+        "        evicted = self._evicted.get(name, {})\n        answers = []\n",
+        "LocalLimiter's eviction markers never lapse: a run whose release never came is told "
+        "EVICTED for the life of the process, and its marker is kept",
+        ("tests/test_store_v2.py::test_local_limiter_mirrors_the_eviction_answer",),
     ),
 )
