@@ -173,13 +173,13 @@ class Scripts:
         """Run a script; ``worker_keys``: the per-worker keys its spec lists
         last. ``retry``: a call whose connection dropped is sent again once
         (a call that may have run counts twice if sent again, and must not
-        be: a rate refund's)."""
+        be: a rate refund's or try's, ONCE_RATE_MODES)."""
         keys = self._call_keys(name, qk, worker_keys)
         if self._lane is not None:
             # a dropped connection is retried once: every script is fenced or
             # idempotent, the claim too (by its claim id), or counts on the
             # safe side if run twice (a rate take: a start spent, never one
-            # more granted), but a rate refund, which is sent once; a
+            # more granted), but a rate refund or try, which go once; a
             # read-only script goes as EVALSHA_RO, which a read-only ACL
             # user may send
             call = self._lane.run(self._scripts[name], keys, args, retry,
