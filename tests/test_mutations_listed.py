@@ -23,3 +23,12 @@ def test_every_planted_bug_has_its_row_and_every_row_its_bug() -> None:
         assert path == m.path, m.name
         for selection in m.selection:
             assert f"`{selection.removeprefix('tests/')}`" in tests, (m.name, selection)
+
+
+def test_every_planted_bug_s_text_occurs_once_in_its_file() -> None:
+    """What the runner checks before it plants anything, here in the fast
+    suite: a change that repeats a planted bug's text (or drops it) is seen
+    by the commit that makes it, not by the 7-minute run of every bug."""
+    root = RELIABILITY.parent
+    counts = {m.name: (root / m.path).read_text().count(m.old) for m in MUTATIONS}
+    assert {name: n for name, n in counts.items() if n != 1} == {}

@@ -238,8 +238,8 @@ class EnqueueCoalescer:
         call resets the lane): slower, never wrong."""
         if not job.id:
             job = _new(NewJob, (new_job_id(), *job[1:]))
-        (reply,) = await self._send(qk, (job,), None)
-        return job.id, reply
+        replies = await self._send(qk, (job,), None)
+        return job.id, replies[0]
 
     def _new_lane(self, queue: str) -> _Lane:
         if len(self._lanes) >= self._sweep_at:  # ever new queues
