@@ -141,10 +141,10 @@ class LocalLimiter:
         ``replace``, push the oldest holder out when it is full; refused with
         a ``waiter``, register it (a release hands its entry back)."""
         holders = self._holders.setdefault(name, {})
-        self._prune_evicted(name)
+        _drop_past(self._evicted, name)
         if holder in holders or len(holders) < limit:
             holders[holder] = None
-            self._prune_waiters(name)
+            _drop_past(self._waiters, name)
             return TAKEN
         if replace:
             oldest = next(iter(holders))
@@ -153,7 +153,7 @@ class LocalLimiter:
             holders[holder] = None
             return Grant(True, oldest)
         if waiter is not None and waiter.wait_ms > 0:
-            self._prune_waiters(name)
+            _drop_past(self._waiters, name)
             waiters = self._waiters.setdefault(name, {})
             if waiter.entry in waiters or len(waiters) < WAITERS_CAP:
                 waiters.pop(waiter.entry, None)  # registered again: to the back
@@ -162,33 +162,12 @@ class LocalLimiter:
             # (a full line: refused plainly, the run falls back to slot_backoff)
         return NO_SLOT
 
-    def _prune_evicted(self, name: str) -> None:
-        """Drop the markers of ``name`` past their time; none left: forgotten."""
-        evicted = self._evicted.get(name)
-        if evicted:
-            now = time.monotonic()
-            for holder in [h for h, until in evicted.items() if until <= now]:
-                del evicted[holder]
-        if evicted is not None and not evicted:
-            del self._evicted[name]
-
-    def _prune_waiters(self, name: str) -> None:
-        """Drop the waiters of ``name`` past their fallback instant (their jobs
-        came back on their own); an empty set is forgotten."""
-        waiters = self._waiters.get(name)
-        if waiters is None:
-            return
-        now = time.monotonic()
-        for entry in [e for e, until in waiters.items() if until <= now]:
-            del waiters[entry]
-        if not waiters:
-            del self._waiters[name]
 
     async def renew(self, name: str, holders: list[str]) -> list[LimiterRenewReply]:
         """Per holder: RENEWED, EVICTED (pushed out by a `replace`; told until its release),
         or LOST (its slot lapsed)."""
         held = self._holders.get(name, {})
-        self._prune_evicted(name)
+        _drop_past(self._evicted, name)
         evicted = self._evicted.get(name, {})
         answers = []
         for h in holders:
@@ -222,7 +201,7 @@ class LocalLimiter:
             self._evicted.pop(name, None)
         woken: list[str] = []
         if removed and name in self._waiters:
-            self._prune_waiters(name)
+            _drop_past(self._waiters, name)
             waiters = self._waiters.get(name, {})
             while waiters and len(woken) < removed:
                 entry = next(iter(waiters))
@@ -231,6 +210,21 @@ class LocalLimiter:
             if not waiters:
                 self._waiters.pop(name, None)
         return woken
+
+
+def _drop_past(table: dict[str, dict[str, float]], name: str) -> None:
+    """LocalLimiter's timed entries of ``name`` (entry -> until when,
+    monotonic) past their time dropped: the waiters past their fallback
+    instant (their jobs came back on their own), the eviction markers past
+    EVICTED_MARKER_S; none left, ``name`` is forgotten."""
+    entries = table.get(name)
+    if entries is None:
+        return
+    now = time.monotonic()
+    for entry in [e for e, until in entries.items() if until <= now]:
+        del entries[entry]
+    if not entries:
+        del table[name]
 
 
 class RedisLimiter:

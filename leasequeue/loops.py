@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import sys
+import weakref
 from collections.abc import Callable
+from typing import Protocol
 
 from .errors import ConfigError
 
@@ -34,6 +37,31 @@ if sys.version_info < (3, 12):
     task_of = _current_tasks.get
 else:
     task_of = asyncio.current_task
+
+
+class ForgetsInChild(Protocol):
+    """What holds connections of this process: told in a forked child."""
+
+    def _forget_in_child(self) -> None: ...
+
+
+_IN_CHILD: weakref.WeakSet[ForgetsInChild] = weakref.WeakSet()
+
+
+def forget_in_child(holder: ForgetsInChild) -> None:
+    """Have ``holder._forget_in_child()`` run in every child this process
+    forks (its connections are the parent's there): the lanes of App and
+    SyncApp. Held weakly: a holder gone is not told."""
+    _IN_CHILD.add(holder)
+
+
+def _after_fork_in_child() -> None:
+    for holder in list(_IN_CHILD):
+        holder._forget_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def has_uvloop() -> bool:

@@ -11,9 +11,11 @@ ran its script, then failed with RuntimeError: Event loop is closed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,12 +31,23 @@ def _port(conn: object) -> int:
     return int(transport.get_extra_info("sockname")[1])
 
 
-def test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_step(
-        redis_server: RedisProcess, prefix: str) -> None:
-    app = App(redis_server.url, prefix=prefix)
+@contextlib.contextmanager
+def _app_on_a_loop(url: str, prefix: str) -> Iterator[tuple[App, asyncio.AbstractEventLoop]]:
+    """An App with job "j", and a loop of its own that stays open between
+    the test's steps (a fork happens between two of them); closed after."""
+    app = App(url, prefix=prefix)
     app.job(lambda ctx: None, name="j")
     loop = asyncio.new_event_loop()
     try:
+        yield app, loop
+        loop.run_until_complete(app.close())
+    finally:
+        loop.close()
+
+
+def test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_step(
+        redis_server: RedisProcess, prefix: str) -> None:
+    with _app_on_a_loop(redis_server.url, prefix) as (app, loop):
         loop.run_until_complete(app.enqueue("j", job_id="parent-1"))
         lane = app.scripts._lane
         assert lane is not None
@@ -76,17 +89,11 @@ def test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in
         assert loop.run_until_complete(app.enqueue("j", job_id="parent-2")).created
         assert loop.run_until_complete(app.stats()).ready == 3
         assert [_port(c) for c in lane._idle] == [lane_port]
-        loop.run_until_complete(app.close())
-    finally:
-        loop.close()
 
 
 def test_a_child_killed_after_its_write_leaves_the_parent_s_replies_in_step(
         redis_server: RedisProcess, prefix: str) -> None:
-    app = App(redis_server.url, prefix=prefix)
-    app.job(lambda ctx: None, name="j")
-    loop = asyncio.new_event_loop()
-    try:
+    with _app_on_a_loop(redis_server.url, prefix) as (app, loop):
         loop.run_until_complete(app.enqueue("j", job_id="p1"))
         scripts, lane = app.scripts, app.scripts._lane
         assert lane is not None
@@ -121,9 +128,6 @@ def test_a_child_killed_after_its_write_leaves_the_parent_s_replies_in_step(
                 lane.run(scripts._scripts["stats"], stats, [32])), list)
             assert loop.run_until_complete(
                 lane.run(scripts._scripts["queue_config"], cfg, [7, -1])) in (0, 1, b"1", "1")
-        loop.run_until_complete(app.close())
-    finally:
-        loop.close()
 
 
 def _run(loop: str, main: Any) -> Any:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
@@ -45,7 +44,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError, SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..loops import task_of
+from ..loops import forget_in_child, task_of
 from .connection import is_cluster
 from .spin import LoopTurn, ReplySpin, reply_spin
 from .translate import TOPOLOGY_ERRORS, closed_transport
@@ -75,7 +74,7 @@ class Lane:
         # the one-job enqueue's wait for its reply (run(spin=True)); None: off
         self._spin = reply_spin(spin_us)
         self._turn = LoopTurn()  # whether a spin would hold the loop's other work
-        _LANES.add(self)
+        forget_in_child(self)
 
     def _forget_in_child(self) -> None:
         """In a forked child: the idle connections, and every connection of
@@ -361,18 +360,8 @@ class Lane:
             await self._pool.release(conn)
 
 
-_LANES: weakref.WeakSet[Lane] = weakref.WeakSet()
 # in a forked child: the parent's connections, never to be finalized here
 _INHERITED: list[Any] = []
-
-
-def _forget_all_in_child() -> None:
-    for lane in list(_LANES):
-        lane._forget_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_all_in_child)
 
 
 def _here(conn: Any) -> bool:

@@ -41,12 +41,10 @@ as on the async lane.
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import struct
 import sys
-import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -61,13 +59,11 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import SentinelManagedConnection
 
+from ..loops import forget_in_child
 from .direct import READ_SIZE, _NotDirect, _pack_evalsha
 from .spin import ReplySpin, reply_spin
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
-
-_LANES: weakref.WeakSet[SyncLane] = weakref.WeakSet()
-
 
 class SyncLane:
     """The connections the producer scripts of one synchronous client use,
@@ -79,7 +75,7 @@ class SyncLane:
         self._idle: list[Any] = []
         # the one-job enqueue's wait for its reply (spin.py); None: off
         self._spin = reply_spin(spin_us)
-        _LANES.add(self)
+        forget_in_child(self)
 
     def run(self, script: Script, keys: Sequence[bytes], args: Sequence[Any],
             packed: bytes | None = None) -> Any:
@@ -128,17 +124,10 @@ class SyncLane:
         finally:
             self._pool.release(conn)
 
-    def _forget(self) -> None:
-        """In a forked child: the idle connections are the parent's sockets."""
+    def _forget_in_child(self) -> None:
+        """In a forked child (loops.forget_in_child): the idle connections
+        are the parent's sockets."""
         self._idle = []
-
-
-def _forget_all_in_child() -> None:
-    for lane in list(_LANES):
-        lane._forget()
-
-
-os.register_at_fork(after_in_child=_forget_all_in_child)
 
 
 def direct_io(conn: Any) -> bool:

@@ -1537,8 +1537,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "sync-lane-shared-after-fork", "leasequeue/store/sync_lane.py",
-        "os.register_at_fork(after_in_child=_forget_all_in_child)\n",
-        "\n",
+        "        forget_in_child(self)\n",
+        "",
         "a forked child keeps its parent's idle connections: both processes write and "
         "read on one socket, and each may read the other's replies",
         ("tests/test_sync_lane.py::test_a_forked_child_never_talks_on_its_parent_s_"
@@ -2892,7 +2892,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "local-eviction-markers-never-lapse", "leasequeue/limiter.py",
-        "        self._prune_evicted(name)\n        evicted = self._evicted.get(name, {})\n    "
+        "        _drop_past(self._evicted, name)\n        evicted = self._evicted.get(name, {})\n"
+        "    "
         "    answers = []\n",
         "        evicted = self._evicted.get(name, {})\n        answers = []\n",
         "LocalLimiter's eviction markers never lapse: a run whose release never came is told "
