@@ -23,18 +23,22 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 import redis
 import redis.cluster
+import redis.exceptions
+from redis.asyncio.connection import AbstractConnection
 from redis.crc import key_slot
 
 from leasequeue import App, ConfigError, Context, JobRequest, RedisLimiter, Worker, fixed
-from leasequeue.errors import NotDurable
+from leasequeue.errors import NotDurable, RedisUnavailable
 from leasequeue.limiter import Waiter
-from leasequeue.store.keys import QueueKeys
+from leasequeue.store.keys import QueueKeys, rate_keys
 from leasequeue.store.record import text
+from leasequeue.store.specs import RateReply
 from tests.harness.cluster_proc import (
     RedisCluster,
     prefix_on_master,
@@ -574,3 +578,64 @@ async def test_redis_limiter_counts_across_apps_on_the_cluster(
         await l2.close()
         await a1.close()
         await a2.close()
+
+
+# -- calls that go once --------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["refund", "try"])
+async def test_a_once_only_rate_call_whose_reply_was_lost_is_not_sent_again_on_the_cluster(
+        redis_cluster: RedisCluster, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """A rate refund or try goes once (tests/test_retried_calls.py has why);
+    on a cluster no lane sends the scripts, and redis-py's cluster client
+    sends a call whose connection failed again, up to its retry count: a
+    refund gave its start back twice, a try found its own start spent.
+    Here the call's reply is read, then its connection drops: the caller is
+    told, and the key counts the call once."""
+    second, burst = 1_000_000, 2_000_000  # one start a second, three at once
+    a = App(redis_cluster.url, prefix=fresh_stem("rr"))
+    try:
+        rk = rate_keys(f"{a.prefix}:lim", "api")
+        taken = await a.scripts.rate(rk, ["job-1", "job-2"], second, burst, "take")
+        assert [code for code, _ in taken.answers] == [1, 1] and taken.tokens == 1
+        lost: list[Any] = []
+        real_read = AbstractConnection.read_response
+
+        async def read_response(self: AbstractConnection, *args: Any, **kwargs: Any) -> Any:
+            reply = await real_read(self, *args, **kwargs)
+            if not lost:
+                lost.append(reply)
+                await self.disconnect()
+                raise redis.exceptions.ConnectionError("Connection reset by peer")
+            return reply
+
+        monkeypatch.setattr(AbstractConnection, "read_response", read_response)
+        with pytest.raises(RedisUnavailable):  # not sent again: the caller is told
+            await a.scripts.rate(rk, ["job-1" if mode == "refund" else "job-3"],
+                                 second, burst, mode)
+        monkeypatch.undo()
+        assert lost  # it ran, and its reply was lost
+        after = await a.scripts.rate(rk, [], second, burst, "peek")
+        # the refund gave one start back (2, not 3); the try took the last
+        # one (and the caller was not handed a second run's DENIED)
+        assert after.tokens == (2 if mode == "refund" else 0)
+        assert RateReply(int(lost[0][0])) is (
+            RateReply.REFUNDED if mode == "refund" else RateReply.TAKEN)
+    finally:
+        await a.close()
+
+
+async def test_a_once_only_rate_call_loads_its_script_where_it_was_flushed(
+        redis_cluster: RedisCluster) -> None:
+    """run_once sends a call again only where Redis said it did not run it:
+    NOSCRIPT, after the scripts were flushed on every master."""
+    a = App(redis_cluster.url, prefix=fresh_stem("rf"))
+    try:
+        rk = rate_keys(f"{a.prefix}:lim", "api")
+        assert (await a.scripts.rate(rk, ["job-1"], 1_000_000, 0, "take")).tokens == 0
+        for port in redis_cluster.master_ports():
+            redis_cluster.node(port).command("SCRIPT", "FLUSH")
+        refunded = await a.scripts.rate(rk, ["job-1"], 1_000_000, 0, "refund")
+        assert [code for code, _ in refunded.answers] == [RateReply.REFUNDED]
+        assert refunded.tokens == 1
+    finally:
+        await a.close()

@@ -30,7 +30,7 @@ import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import hiredis
@@ -48,6 +48,8 @@ from ..loops import forget_in_child, task_of
 from .connection import is_cluster
 from .spin import LoopTurn, ReplySpin, reply_spin
 from .translate import TOPOLOGY_ERRORS, closed_transport
+
+T = TypeVar("T")
 
 Call = tuple[Sequence[bytes], Sequence[Any]]  # a script call's keys and arguments
 
@@ -392,6 +394,30 @@ def _direct_here(conn: Any) -> bool:
 async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
                        args: Sequence[Any], replicas: int, timeout_ms: int) -> tuple[Any, int]:
     """The script's reply and how many replicas acknowledged its writes."""
+    return await _on_node(redis, keys, lambda conn: _on(conn, script, keys, args, replicas,
+                                                        timeout_ms))
+
+
+async def run_once(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
+                   args: Sequence[Any]) -> Any:
+    """A script call that is never sent again once it may have run, where
+    no lane sends it (a cluster): redis-py's cluster client sends a call
+    whose connection failed again, up to its retry count, and a call that
+    ran and lost its reply would count twice (Scripts.run's ``retry``).
+    Sent again only where Redis said it did not run it: NOSCRIPT (loaded,
+    then sent), or a slot that moved (the slot map learnt, then sent to
+    the new owner)."""
+    try:
+        return await _on_node(redis, keys, lambda conn: _once(conn, script, keys, args))
+    except TOPOLOGY_ERRORS:
+        return await _on_node(redis, keys, lambda conn: _once(conn, script, keys, args))
+
+
+async def _on_node(redis: Redis, keys: Sequence[bytes],
+                   call: Callable[[Any], Awaitable[T]]) -> T:
+    """``call`` on a connection of the Redis that owns ``keys[0]`` (a
+    cluster's master for the slot, else the client's pool), outside the
+    client's own retries."""
     if is_cluster(redis):
         cluster: Any = redis
         await cluster.initialize()  # a no-op once the slot map is loaded
@@ -402,7 +428,7 @@ async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
             await cluster.nodes_manager.initialize()
             raise
         try:
-            return await _on(conn, script, keys, args, replicas, timeout_ms)
+            return await call(conn)
         except (*TOPOLOGY_ERRORS, RedisConnectionError, RedisTimeoutError):
             # a failover: this path bypasses the client's own MOVED handling,
             # so it must learn the new masters itself
@@ -414,18 +440,23 @@ async def run_and_wait(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
     pool: Any = redis.connection_pool
     conn = await pool.get_connection()
     try:
-        return await _on(conn, script, keys, args, replicas, timeout_ms)
+        return await call(conn)
     finally:
         await pool.release(conn)
 
 
+async def _once(conn: Any, script: AsyncScript, keys: Sequence[bytes],
+                args: Sequence[Any]) -> Any:
+    try:
+        return await _evalsha(conn, script.sha, keys, args)
+    except NoScriptError:  # (not run: loaded, then sent)
+        await _load(conn, script)
+        return await _evalsha(conn, script.sha, keys, args)
+
+
 async def _on(conn: Any, script: AsyncScript, keys: Sequence[bytes], args: Sequence[Any],
               replicas: int, timeout_ms: int) -> tuple[Any, int]:
-    try:
-        reply = await _evalsha(conn, script.sha, keys, args)
-    except NoScriptError:
-        await _load(conn, script)
-        reply = await _evalsha(conn, script.sha, keys, args)
+    reply = await _once(conn, script, keys, args)
     await conn.send_command("WAIT", replicas, timeout_ms)
     acked = int(await conn.read_response())
     return reply, acked

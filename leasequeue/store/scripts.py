@@ -26,7 +26,7 @@ from ..models import (
     ReapOutcome,
 )
 from .connection import is_cluster
-from .direct import Lane, run_and_wait
+from .direct import Lane, run_and_wait, run_once
 from .keys import (
     CACHED_QUEUES,
     BreakerKeys,
@@ -184,6 +184,9 @@ class Scripts:
             # user may send
             call = self._lane.run(self._scripts[name], keys, args, retry,
                                   read_only=name in READ_ONLY)
+        elif not retry and is_cluster(self._redis):
+            # redis-py's cluster client would send it again itself
+            call = run_once(self._redis, self._scripts[name], keys, args)
         else:
             call = self._scripts[name](keys=keys, args=list(args))
         return await translate_errors(self._url, name, call, keys)

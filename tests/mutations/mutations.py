@@ -2900,4 +2900,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "EVICTED for the life of the process, and its marker is kept",
         ("tests/test_store_v2.py::test_local_limiter_mirrors_the_eviction_answer",),
     ),
+    Mutation(
+        "cluster-client-resends-once-only-calls", "leasequeue/store/scripts.py",
+        "        elif not retry and is_cluster(self._redis):\n",
+        "        elif False:\n",
+        "on a cluster a rate refund or try goes through redis-py's cluster client, which sends "
+        "it again after a lost reply: a start given back twice, a try answered DENIED",
+        ("tests/test_cluster.py::test_a_once_only_rate_call_whose_reply_was_lost_is_not_sent_again_on_the_cluster",),
+    ),
+    Mutation(
+        "once-only-call-gives-up-on-noscript", "leasequeue/store/direct.py",
+        "    except NoScriptError:  # (not run: loaded, then sent)\n",
+        "    except ZeroDivisionError:\n",
+        "a once-only call on a cluster fails where its script was flushed, instead of loading it "
+        "and sending it (NOSCRIPT: Redis did not run it)",
+        ("tests/test_cluster.py::test_a_once_only_rate_call_loads_its_script_where_it_was_flushed",),
+    ),
 )
