@@ -156,3 +156,33 @@ def in_forked_child(report: Callable[[], str]) -> str:
     os.close(read_end)
     assert os.waitstatus_to_exitcode(status) == 0, said
     return said
+
+
+def used_on_two_loops(url: str, prefix: str) -> tuple[list[str], str, bool, bool]:
+    """An App used on one event loop (its pool keeps idle connections of
+    it), then on a new one (``asyncio.run`` twice): its plain commands and
+    an enqueue there, and its close. What the second loop's calls answer:
+    (queues, job a's state, paused, job b created)."""
+    import asyncio
+    import gc
+
+    app = App(url, prefix=prefix)
+    app.job(lambda ctx: None, name="j")
+
+    async def first() -> None:
+        await app.enqueue("j", job_id="a")
+        await asyncio.gather(app.queues(), app.get_job("a"), app.paused("default"))
+
+    async def again() -> tuple[list[str], str, bool, bool]:
+        try:
+            queues, job, paused, made = await asyncio.wait_for(asyncio.gather(
+                app.queues(), app.get_job("a"), app.paused("default"),
+                app.enqueue("j", job_id="b")), 5)
+        finally:
+            await asyncio.wait_for(app.close(), 5)
+        return queues, job.state, paused, made.created
+
+    asyncio.run(first())
+    answers = asyncio.run(again())
+    gc.collect()  # (the old loop's transports, in the caller's test and its filters)
+    return answers

@@ -47,7 +47,14 @@ from tests.harness.cluster_proc import (
 )
 from tests.harness.procs import WorkerProcs
 from tests.harness.sentinel_proc import SentinelSetup
-from tests.helpers import START_ALL, eventually, new_claim_id, ready_ids, worker_running
+from tests.helpers import (
+    START_ALL,
+    eventually,
+    new_claim_id,
+    ready_ids,
+    used_on_two_loops,
+    worker_running,
+)
 
 # The core script tests, run here against an App on the cluster (the `app`
 # fixture below overrides the one of tests/conftest.py for this module).
@@ -503,6 +510,30 @@ async def test_master_failover_loses_no_durably_acknowledged_job(
 
 
 # -- Sentinel ---------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_app_on_the_cluster_used_again_on_a_new_loop_takes_no_connection_of_the_old_one(
+        redis_cluster: RedisCluster) -> None:
+    """The cluster client's node connections are loop-aware too
+    (connection._loop_aware_nodes): on a new loop every call, the scripts'
+    included (no lane on a cluster), and the close failed with a bare
+    ``RuntimeError: Event loop is closed``."""
+    assert used_on_two_loops(redis_cluster.url, fresh_stem("cnl")) == (
+        ["default"], "queued", False, True)
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_app_on_sentinel_used_again_on_a_new_loop_takes_no_connection_of_the_old_one(
+        redis_sentinel: SentinelSetup) -> None:
+    """Sentinel's connections are loop-aware too, the master's and those
+    asking the sentinels for it (connection._sentinel_client): the plain
+    commands first on the new loop were each handed an idle connection of
+    the closed loop, and failed with a bare RuntimeError."""
+    assert used_on_two_loops(redis_sentinel.url, fresh_stem("snl")) == (
+        ["default"], "queued", False, True)
 
 
 async def test_worker_keeps_going_across_a_sentinel_failover(

@@ -23,7 +23,7 @@ from leasequeue.errors import JobNotFound, RedisUnavailable
 from leasequeue.store import direct
 from tests.harness.redis_proc import RedisProcess, stall_in_background
 from tests.harness.tcp_proxy import TcpProxy
-from tests.helpers import eventually
+from tests.helpers import eventually, used_on_two_loops
 
 pytestmark = pytest.mark.anyio
 
@@ -480,6 +480,17 @@ async def test_a_unix_socket_connection_takes_the_direct_path(tmp_path: Path) ->
                 sync.close()
         finally:
             await app.close()
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_app_on_a_unix_socket_used_again_on_a_new_loop_takes_no_connection_of_the_old_one(
+        tmp_path: Path) -> None:
+    """unix:// connections are loop-aware (connection.LoopAwareUnixConnection)."""
+    path = tmp_path / "redis.sock"
+    with RedisProcess(extra=["--unixsocket", str(path), "--unixsocketperm", "700"]):
+        assert used_on_two_loops(f"unix://{path}", "unix2") == (
+            ["default"], "queued", False, True)
 
 
 # -- run_many: enqueue_many's chunks pipelined on one connection ----------------

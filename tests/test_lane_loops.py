@@ -130,6 +130,18 @@ def test_a_child_killed_after_its_write_leaves_the_parent_s_replies_in_step(
                 lane.run(scripts._scripts["queue_config"], cfg, [7, -1])) in (0, 1, b"1", "1")
 
 
+def _loops_of(conns: Any) -> list[Any]:
+    """The event loops the connected ones of ``conns`` have their streams on."""
+    return [conn._reader._loop for conn in conns if conn._reader is not None]
+
+
+def _none_of(old_loops: list[Any], *holders: Any) -> bool:
+    """No connection the holders keep has its stream on one of ``old_loops``
+    (a connection may be made again on the new loop: redis-py's pool
+    reconnects one whose stream is another loop's, connection._OfTheLoopHere)."""
+    return not any(loop in old_loops for holder in holders for loop in _loops_of(holder))
+
+
 def _run(loop: str, main: Any) -> Any:
     if loop == "uvloop":
         import uvloop
@@ -153,6 +165,7 @@ def test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_l
     lane = app.scripts._lane
     assert lane is not None
     (old,) = lane._idle
+    old_loops = _loops_of(lane._idle)
 
     async def again() -> tuple[bool, int]:
         job = await asyncio.wait_for(app.enqueue("j", job_id="b"), 2)
@@ -164,6 +177,9 @@ def test_an_app_used_again_on_a_new_loop_enqueues_once_on_a_connection_of_that_l
     assert _run(loop, again()) == (True, 2)
     assert old not in lane._idle and lane._idle  # forgotten; one of the new loop's kept
     assert old not in app.scripts._lane._pool._in_use_connections  # nor counted in the pool
+    pool = lane._pool
+    assert _none_of(old_loops, lane._idle, pool._available_connections, pool._in_use_connections)
+    gc.collect()  # (the old loop's transports, here, under this test's filters)
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -185,11 +201,13 @@ def test_a_new_loop_s_first_call_never_takes_a_pooled_connection_of_the_old_loop
     _run(loop, look())
     lane = app.scripts._lane
     assert lane is not None and not lane._idle and lane._pool._available_connections
-    (old,) = lane._pool._available_connections
+    pool = lane._pool
+    old_loops = _loops_of(pool._available_connections)
+    assert old_loops
     job = _run(loop, asyncio.wait_for(app.enqueue("j", job_id="b"), 2))
-    assert job.created
-    assert old not in lane._idle and old not in lane._pool._available_connections
-    assert old not in lane._pool._in_use_connections
+    assert job.created and lane._idle
+    assert _none_of(old_loops, lane._idle, pool._available_connections, pool._in_use_connections)
+    gc.collect()
 
 
 @pytest.mark.anyio
@@ -208,3 +226,90 @@ async def test_a_call_of_a_stopped_loop_puts_its_connection_back_where_the_lane_
     (mine,) = held
     lane._forget_other_loops()  # (every connection here is of this loop: all kept)
     assert lane._idle is held and held == [mine]
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_redis_py_s_own_calls_on_a_new_loop_never_take_a_connection_of_the_old_one(
+        redis_server: RedisProcess, prefix: str, loop: str) -> None:
+    """App's plain commands (a set, a pipeline, SMEMBERS), not the lane's
+    scripts, first on the new loop: redis-py's pool handed each its idle
+    connection of the closed loop, and the call failed with a bare
+    ``RuntimeError: Event loop is closed`` (connection._OfTheLoopHere)."""
+    app = App(redis_server.url, prefix=prefix)
+    app.job(lambda ctx: None, name="j")
+
+    async def first() -> None:
+        await app.enqueue("j", job_id="a")
+        await asyncio.gather(app.queues(), app.get_job("a"), app.paused("default"))
+
+    _run(loop, first())
+    pool = app.redis.connection_pool
+    old_loops = _loops_of(pool._available_connections)
+    assert old_loops  # redis-py's own, kept idle in its pool
+
+    async def again() -> tuple[list[str], str, bool]:
+        queues, job, paused = await asyncio.wait_for(asyncio.gather(
+            app.queues(), app.get_job("a"), app.paused("default")), 2)
+        # served by connections made again on this loop (the old loop's
+        # idle ones not handed out yet stay, each made again when it is)
+        here = asyncio.get_running_loop()
+        assert here in _loops_of([*pool._available_connections, *pool._in_use_connections])
+        await app.close()
+        return queues, job.state, paused
+
+    assert _run(loop, again()) == (["default"], "queued", False)
+    gc.collect()
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_an_app_closed_on_a_new_loop_leaves_the_old_loop_s_connections_alone(
+        redis_server: RedisProcess, prefix: str, loop: str) -> None:
+    """App.close() on a new loop, its pool holding idle connections of the
+    closed one: disconnecting those raised ``RuntimeError: Event loop is
+    closed``; they are left alone, and the close completes."""
+    app = App(redis_server.url, prefix=prefix)
+    app.job(lambda ctx: None, name="j")
+
+    async def first() -> None:
+        await app.enqueue("j", job_id="a")
+        await asyncio.gather(app.queues(), app.get_job("a"), app.paused("default"))
+
+    _run(loop, first())
+    pool = app.redis.connection_pool
+    assert _loops_of(pool._available_connections)
+    _run(loop, asyncio.wait_for(app.close(), 2))  # (raised)
+    gc.collect()
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_lane_takes_no_connection_of_the_old_loop_from_a_client_of_the_caller_s_own(
+        redis_server: RedisProcess, prefix: str, loop: str) -> None:
+    """``App(redis=...)``, a plain redis-py client whose connections are not
+    loop-aware (connection._OfTheLoopHere is connect()'s): the lane checks
+    what it is handed itself. Its pool kept one connection of the closed
+    loop (a pipeline's); the lane, handed it, would write on that loop's
+    transport, run the script, and wait out its timeout."""
+    from redis.asyncio import Redis
+
+    app = App(redis_server.url, prefix=prefix, redis=Redis.from_url(redis_server.url))
+    app.job(lambda ctx: None, name="j")
+
+    async def look() -> None:
+        with pytest.raises(JobNotFound):
+            await app.get_job("nothing")
+
+    _run(loop, look())
+    lane = app.scripts._lane
+    assert lane is not None and not lane._idle
+    (old,) = lane._pool._available_connections
+    job = _run(loop, asyncio.wait_for(app.enqueue("j", job_id="b"), 2))
+    assert job.created
+    assert old not in lane._idle and old not in lane._pool._available_connections
+    assert old not in lane._pool._in_use_connections
+    gc.collect()

@@ -16,7 +16,7 @@ from leasequeue import App, Context, RedisUnavailable, SyncApp, TlsVerificationF
 from leasequeue.store import direct, sync_lane
 from tests.harness.redis_proc import RedisProcess
 from tests.harness.tls import make_ca, make_server_tls
-from tests.helpers import eventually, worker_running
+from tests.helpers import eventually, used_on_two_loops, worker_running
 
 pytestmark = pytest.mark.anyio
 
@@ -74,6 +74,14 @@ def test_the_sync_producer_writes_and_reads_on_the_tls_socket(tls_server: RedisP
         assert all(sync_lane.read_now(conn) is None for conn in lane._idle)  # no spin on TLS
         assert sync.get_job("sync-tls-1").payload == {"i": 1}
         assert sync.stats().ready == 1
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_app_on_tls_used_again_on_a_new_loop_takes_no_connection_of_the_old_one(
+        tls_server: RedisProcess, prefix: str) -> None:
+    """rediss:// connections are loop-aware (connection.LoopAwareSSLConnection)."""
+    assert used_on_two_loops(tls_server.url, prefix) == (["default"], "queued", False, True)
 
 
 def test_the_server_speaks_tls_only(tls_server: RedisProcess) -> None:

@@ -2849,9 +2849,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lane-takes-a-pooled-connection-of-another-loop", "leasequeue/store/direct.py",
         "            if _here(conn):\n                return conn\n",
         "            if True:\n                return conn\n",
-        "the lane takes a connection redis-py's pool kept from a closed loop (a pipeline's): "
-        "its call writes on that loop's transport and waits out its timeout",
-        ("tests/test_lane_loops.py::test_a_new_loop_s_first_call_never_takes_a_pooled_connection_of_the_old_loop",),
+        "the lane takes a connection the pool of a client of the caller's own kept from a "
+        "closed loop (a pipeline's): its call writes on that loop's transport and waits out "
+        "its timeout",
+        (
+            "tests/test_lane_loops.py::test_the_lane_takes_no_connection_of_the_old_loop_from_a_client_of_the_caller_s_own",),
     ),
     Mutation(
         "lane-forgets-by-a-new-list", "leasequeue/store/direct.py",
@@ -2869,7 +2871,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "\"_loop\", None)\n",
         "a connection's loop is read off its transport, which uvloop's does not expose: on "
         "uvloop every pooled connection of a closed loop is taken as of this one",
-        ("tests/test_lane_loops.py::test_a_new_loop_s_first_call_never_takes_a_pooled_connection_of_the_old_loop",),
+        (
+            "tests/test_lane_loops.py::test_the_lane_takes_no_connection_of_the_old_loop_from_a_client_of_the_caller_s_own",),
     ),
     Mutation(
         "hot-path-takes-another-loop-s-idle-connection", "leasequeue/store/direct.py",
@@ -2915,5 +2918,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a once-only call on a cluster fails where its script was flushed, instead of loading it "
         "and sending it (NOSCRIPT: Redis did not run it)",
         ("tests/test_cluster.py::test_a_once_only_rate_call_loads_its_script_where_it_was_flushed",),
+    ),
+    Mutation(
+        "connection-of-a-closed-loop-counts-as-connected", "leasequeue/store/connection.py",
+        "    if loop.is_closed():\n        return True\n",
+        "    if loop.is_closed():\n        return False\n",
+        "a redis-py connection whose stream is of a closed loop counts as connected: App's plain "
+        "commands on a new loop, and its close, fail with a bare RuntimeError",
+        ("tests/test_lane_loops.py::test_redis_py_s_own_calls_on_a_new_loop_never_take_a_connection_of_the_old_one",
+         "tests/test_lane_loops.py::test_an_app_closed_on_a_new_loop_leaves_the_old_loop_s_connections_alone"),
+    ),
+    Mutation(
+        "cluster-nodes-keep-redis-py-s-connections", "leasequeue/store/connection.py",
+        "        _loop_aware_nodes(cluster)\n",
+        "",
+        "the cluster client's node connections are redis-py's own, not loop-aware: on a new loop "
+        "every call of an App on a cluster fails with a bare RuntimeError",
+        ("tests/test_cluster.py::test_an_app_on_the_cluster_used_again_on_a_new_loop_takes_no_connection_of_the_old_one",),
+    ),
+    Mutation(
+        "sentinels-asked-on-redis-py-s-connections", "leasequeue/store/connection.py",
+        "        pool.connection_class = _LOOP_AWARE.get(pool.connection_class, "
+        "pool.connection_class)\n",
+        "",
+        "the connections that ask the sentinels for the master's address are redis-py's own: "
+        "on a new loop each connect to the master fails with a bare RuntimeError",
+        ("tests/test_cluster.py::test_an_app_on_sentinel_used_again_on_a_new_loop_takes_no_connection_of_the_old_one",),
+    ),
+    Mutation(
+        "sentinel-master-connections-not-loop-aware", "leasequeue/store/connection.py",
+        "    options.setdefault(\"connection_class\", LoopAwareSentinelConnection)\n",
+        "",
+        "the master's connections of a Sentinel App are redis-py's own: on a new loop each idle "
+        "one handed out fails its call with a bare RuntimeError",
+        ("tests/test_cluster.py::test_an_app_on_sentinel_used_again_on_a_new_loop_takes_no_connection_of_the_old_one",),
     ),
 )
