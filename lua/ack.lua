@@ -23,6 +23,10 @@
 --           note (str, '' = none; else kept in the error history as kind 'note'),
 --           logs (str, '' = none; else kept as this run's captured log lines)
 -- Returns: per job CODE_FINISHED, or CODE_REFUSED (stale token or not leased)
+-- Sent again (the client resends a call whose reply was lost): a job this
+-- token's run already finished with this outcome answers CODE_FINISHED again
+-- and nothing is written twice; a record not kept (retention 0) is gone, and
+-- the second run answers CODE_REFUSED.
 local CODE_REFUSED, CODE_FINISHED = 0, 1
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, done_key, stats_key, events_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -131,6 +135,8 @@ for i, id in ipairs(ids) do
     end
     finished = finished + 1
     reply[#reply + 1] = CODE_FINISHED
+  elseif meta and meta.state == outcome and tonumber(meta.token) == tonumber(ARGV[base + 1]) then
+    reply[#reply + 1] = CODE_FINISHED  -- this run's ack sent again: finished so already
   else
     reply[#reply + 1] = CODE_REFUSED
   end

@@ -23,7 +23,8 @@ from leasequeue import App
 from leasequeue.errors import RedisUnavailable
 from leasequeue.store import direct
 from leasequeue.store.keys import limit_keys, rate_keys
-from leasequeue.store.specs import LimiterAcquireReply, LimiterRenewReply, RateReply
+from leasequeue.store.specs import AckReply, LimiterAcquireReply, LimiterRenewReply, RateReply
+from tests.helpers import new_claim_id
 
 pytestmark = pytest.mark.anyio
 
@@ -136,3 +137,23 @@ async def test_a_failed_give_back_of_expired_starts_ahead_spares_the_take_behind
     await rates._lead(use, "take", batch)
     assert calls == ["refund", "take"]
     assert batch.answers == [(RateReply.TAKEN, 0)]
+
+
+async def test_an_ack_whose_reply_was_lost_is_answered_finished_when_sent_again(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ack ran and its reply was lost; the lane sends it again, and the
+    second run finds the job this token's run finished: FINISHED, not
+    REFUSED (the worker logged `lease lost` and told hooks `lost` for a run
+    whose result was stored), and nothing written twice."""
+    app = real_app
+    qk = app.keys("default")
+    await app.enqueue("j", job_id="a")
+    (job,) = (await app.scripts.claim(qk, 1, 30_000, "w1", 1, new_claim_id())).jobs
+    lost = _reply_lost_once(monkeypatch)
+    answer = await app.scripts.ack(qk, "succeeded", 60_000, [("a", job.token, b"\xa2ok", "")])
+    monkeypatch.undo()
+    assert lost and [int(x) for x in lost[0]] == [AckReply.FINISHED]  # the first run's
+    assert answer == [AckReply.FINISHED]  # the second run's
+    record = await app.get_job("a")
+    assert record.state == "succeeded" and record.result == "ok"
+    assert (await app.stats("default")).counters["succeeded"] == 1

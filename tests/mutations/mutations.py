@@ -2953,4 +2953,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "one handed out fails its call with a bare RuntimeError",
         ("tests/test_cluster.py::test_an_app_on_sentinel_used_again_on_a_new_loop_takes_no_connection_of_the_old_one",),
     ),
+    Mutation(
+        "ack-sent-again-refused", "lua/ack.lua",
+        "  elseif meta and meta.state == outcome and tonumber(meta.token) == tonumber(ARGV[base + "
+        "1]) then\n",
+        "  elseif false then\n",
+        "an ack sent again after its reply was lost is refused: the worker logs `lease lost` and "
+        "tells hooks `lost` for a run whose result is stored",
+        ("tests/test_retried_calls.py::test_an_ack_whose_reply_was_lost_is_answered_finished_when_sent_again",
+         "tests/test_scripts.py::test_ack_stores_result_and_refuses_stale"),
+    ),
 )
