@@ -772,10 +772,25 @@ class App:
                          priority=record.priority, max_attempts=record.max_attempts or 0,
                          max_infra=record.max_infra_attempts or 0)
             qk = self.keys(self.shards.route(record.queue, new_id))
-            ((created, _state),) = await self.scripts.enqueue(qk, [job])
+            if await self._has_record(qk, new_id):  # an earlier re-run's: the next n
+                continue
+            # sent once: sent again after its reply was lost, it answered
+            # "existed" for the re-run its first run made, and the next n was
+            # made too (the job re-run twice); that id, absent a moment ago,
+            # says whether the call ran
+            try:
+                ((created, _state),) = await self.scripts.enqueue(qk, [job], retry=False)
+            except RedisUnavailable:
+                if await self._has_record(qk, new_id):
+                    return new_id
+                raise
             if created:
                 return new_id
         raise ConfigError(f"job {job_id} was re-run {MAX_RERUNS} times already")
+
+    async def _has_record(self, qk: QueueKeys, job_id: str) -> bool:
+        with redis_errors(self.url, "rerun"):
+            return bool(await self.redis.hexists(qk.jobs, job_id))
 
     async def jobs(self, queue: str, state: str, cursor: str | None = None,
                    count: int = 100, correlation_id: str | None = None,

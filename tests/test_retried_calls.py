@@ -35,17 +35,23 @@ INTERVAL, TOLERANCE = SECOND, 2 * SECOND
 def _reply_lost_once(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The next reply the lane reads comes in, and its connection drops
     with it (the script ran; its caller never learns so)."""
-    real_read = direct._read
+    real_read, real_spinning = direct._read, direct._read_spinning
     lost: list[Any] = []
 
-    async def read(conn: Any, wait: float = 0.0) -> Any:
-        reply = await real_read(conn, wait)
+    def losing(reply: Any) -> Any:
         if not lost:
             lost.append(reply)
             raise direct.RedisConnectionError("Connection reset by peer")
         return reply
 
+    async def read(conn: Any, wait: float = 0.0) -> Any:
+        return losing(await real_read(conn, wait))
+
+    async def read_spinning(conn: Any, *args: Any) -> Any:  # (a one-job call's reply)
+        return losing(await real_spinning(conn, *args))
+
     monkeypatch.setattr(direct, "_read", read)
+    monkeypatch.setattr(direct, "_read_spinning", read_spinning)
     return lost
 
 
@@ -157,3 +163,42 @@ async def test_an_ack_whose_reply_was_lost_is_answered_finished_when_sent_again(
     record = await app.get_job("a")
     assert record.state == "succeeded" and record.result == "ok"
     assert (await app.stats("default")).counters["succeeded"] == 1
+
+
+async def _finished(app: App, job_id: str) -> None:
+    qk = app.keys("default")
+    await app.enqueue("j", job_id=job_id)
+    (job,) = (await app.scripts.claim(qk, 1, 30_000, "w1", 1, new_claim_id())).jobs
+    assert await app.scripts.ack(qk, "succeeded", 60_000, [(job_id, job.token, b"", "")]) == [
+        AckReply.FINISHED]
+
+
+async def test_a_rerun_whose_reply_was_lost_is_made_once(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """App.rerun's enqueue ran and its reply was lost: sent again, it
+    answered "existed" for the re-run it made, and rerun made the next one
+    too (the job re-run twice). Sent once, the id it made answers."""
+    app = real_app
+    await _finished(app, "a")
+    await app.enqueue("j", job_id="warm")  # (the queue checked: the next call is the re-run's)
+    lost = _reply_lost_once(monkeypatch)
+    assert await app.rerun("a") == "a:rerun:1"
+    monkeypatch.undo()
+    assert lost  # its call ran, and its reply was lost
+    jobs = await app.redis.hkeys(app.keys("default").jobs)
+    assert sorted(k.decode() for k in jobs if k.startswith(b"a:")) == ["a:rerun:1"]
+
+
+async def test_a_second_rerun_whose_reply_was_lost_is_the_next_one(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe after a lost reply names the re-run this call made, never
+    an earlier one: with a:rerun:1 there, the next is a:rerun:2, made once."""
+    app = real_app
+    await _finished(app, "a")
+    assert await app.rerun("a") == "a:rerun:1"
+    lost = _reply_lost_once(monkeypatch)
+    assert await app.rerun("a") == "a:rerun:2"
+    monkeypatch.undo()
+    assert lost
+    jobs = await app.redis.hkeys(app.keys("default").jobs)
+    assert sorted(k.decode() for k in jobs if k.startswith(b"a:")) == ["a:rerun:1", "a:rerun:2"]

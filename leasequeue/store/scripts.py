@@ -191,12 +191,14 @@ class Scripts:
             call = self._scripts[name](keys=keys, args=list(args))
         return await translate_errors(self._url, name, call, keys)
 
-    async def run_durable(self, name: str, qk: QueueKeys, args: Sequence[Any]) -> Any:
+    async def run_durable(self, name: str, qk: QueueKeys, args: Sequence[Any],
+                          retry: bool = True) -> Any:
         """run(), then WAIT for the configured replicas; NotDurable when fewer
-        acknowledged in time (the writes are on the master, maybe not beyond)."""
+        acknowledged in time (the writes are on the master, maybe not beyond).
+        ``retry``: run()'s; the WAIT path sends its call once anyway."""
         s = self.settings
         if s.durable_replicas <= 0:
-            return await self.run(name, qk, args)
+            return await self.run(name, qk, args, retry=retry)
         keys = self._keys_of(name, qk)
         reply, acked = await translate_errors(self._url, name, run_and_wait(
             self._redis, self._scripts[name], keys, list(args),
@@ -208,12 +210,15 @@ class Scripts:
     # -- one method per script ------------------------------------------------
 
     async def enqueue(self, qk: QueueKeys, jobs: Sequence[NewJob],
-                      ids: Sequence[str] | None = None) -> list[tuple[bool, str]]:
+                      ids: Sequence[str] | None = None,
+                      retry: bool = True) -> list[tuple[bool, str]]:
         """Enqueue ``jobs`` in one call; (created, state) for each, in order.
         ``ids``: the jobs' ids, in order, drawn by the sender as it sends
         them (the coalescer: App.enqueue's common call makes its job with no
         id, ``""``); None: each job's own. A job left with no id raises
-        ValueError before anything is sent."""
+        ValueError before anything is sent. ``retry``: run()'s (a call sent
+        again after its reply was lost answers "existed" for the jobs its
+        first run created: App.rerun sends its call once)."""
         s = self.settings
         if len(jobs) == 1 and self._lane is not None and s.durable_replicas <= 0:
             # one job a call (the coalescer's lone call, a one-job chunk, a
@@ -224,15 +229,15 @@ class Scripts:
             while call is not None:
                 packed, keys, name = call
                 try:
-                    reply = await self._lane.run(self._scripts[name], keys, (), packed=packed,
-                                                 spin=True)
+                    reply = await self._lane.run(self._scripts[name], keys, (), retry,
+                                                 packed=packed, spin=True)
                 except Exception as exc:  # redis_errors' rule, free when nothing fails
                     reraise(self._url, name, exc, keys)
                 if reply.__class__ is not int or name != "enqueue_one":  # (ends the loop)
                     return enqueue_replies(reply, 1)
                 # enqueue_one.lua found the id: enqueue.lua answers its state
                 call = self._one_job.call(s, qk, job, self._keys_of, line=False)
-        reply = await self.run_durable("enqueue", qk, enqueue_args(s, jobs, ids))
+        reply = await self.run_durable("enqueue", qk, enqueue_args(s, jobs, ids), retry)
         return enqueue_replies(reply, len(jobs))
 
     async def enqueue_in_order(self, qk: QueueKeys, batches: Sequence[Sequence[NewJob]],

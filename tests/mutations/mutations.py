@@ -2963,4 +2963,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_retried_calls.py::test_an_ack_whose_reply_was_lost_is_answered_finished_when_sent_again",
          "tests/test_scripts.py::test_ack_stores_result_and_refuses_stale"),
     ),
+    Mutation(
+        "rerun-sent-again", "leasequeue/app.py",
+        "await self.scripts.enqueue(qk, [job], retry=False)",
+        "await self.scripts.enqueue(qk, [job], retry=True)",
+        "App.rerun's enqueue is sent again after its reply was lost: it answers existed for the "
+        "re-run its first run made, and the next one is made too (the job re-run twice)",
+        ("tests/test_retried_calls.py::test_a_rerun_whose_reply_was_lost_is_made_once",),
+    ),
+    Mutation(
+        "rerun-probe-names-an-earlier-rerun", "leasequeue/app.py",
+        "            if await self._has_record(qk, new_id):  # an earlier re-run's: the next n\n"
+        "                continue\n",
+        "",
+        "App.rerun sends its call for an id an earlier re-run holds: after a lost reply its probe "
+        "finds that re-run and answers it, and no new one is made",
+        ("tests/test_retried_calls.py::test_a_second_rerun_whose_reply_was_lost_is_the_next_one",),
+    ),
 )
