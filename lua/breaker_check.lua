@@ -13,6 +13,9 @@
 -- ARGV[5] events_maxlen    int   cap of the events stream, 0 = no trail
 -- Returns: {code, wait_ms}; code CODE_CLOSED (go), CODE_PROBE (go: this caller
 --          is the half-open probe), CODE_OPEN (wait wait_ms, then ask again)
+-- Sent again: the same answer, nothing written twice. A holder the first run made the probe
+-- finds itself the probe and answers CODE_PROBE again, with no second write or event; closed,
+-- forced open and open answer as before (an open wait counted from the second run's clock).
 local CODE_CLOSED, CODE_PROBE, CODE_OPEN = 0, 1, 2
 local state_key, index_key, events_key = KEYS[1], KEYS[2], KEYS[3]
 local name, holder = ARGV[1], ARGV[2]

@@ -11,6 +11,8 @@
 -- ARGV[4] who              str   recorded in the audit trail
 -- ARGV[5] events_maxlen    int   cap of the events stream, 0 = no trail
 -- Returns: CODE_CHANGED, or CODE_UNCHANGED (it was so already)
+-- Sent again: the breaker is forced so already, so the second run writes nothing (no second
+-- trip, no second event) and answers CODE_UNCHANGED where the first answered CODE_CHANGED.
 local CODE_UNCHANGED, CODE_CHANGED = 0, 1
 local state_key, failures_key, index_key, events_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local name, mode, cooldown_ms, who = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]

@@ -20,6 +20,11 @@
 -- Returns: {code, detail}; code CODE_NOTED (nothing changed state),
 --          CODE_OPENED (tripped; detail: cooldown ms), CODE_REOPENED (the probe
 --          failed; detail: the new cooldown ms), CODE_CLOSED (the probe succeeded)
+-- Sent again: nothing is counted twice. A failure while closed that did not trip is the same
+-- member of the failures set (its instant moved to the second run's clock): CODE_NOTED again.
+-- A trip, a re-open or a close is not repeated (the breaker is open with no probe, or closed;
+-- the cooldown is not doubled twice): the second run answers CODE_NOTED where the first
+-- answered CODE_OPENED, CODE_REOPENED or CODE_CLOSED. A release answers CODE_NOTED both times.
 local CODE_NOTED, CODE_OPENED, CODE_REOPENED, CODE_CLOSED = 0, 1, 2, 3
 local state_key, failures_key, index_key, events_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local name, holder, outcome = ARGV[1], ARGV[2], ARGV[3]

@@ -4,6 +4,8 @@
 -- KEYS[2] failures     ZSET   failure id -> instant (ms, server clock)
 -- ARGV[1] window_ms        int   failures counted within this window
 -- Returns: {now_ms, failures in the window, flat field/value list of state}
+-- Sent again: reads only: the same answer as a first run at that moment (now_ms and the
+-- failures in the window as of the second run).
 local state_key, failures_key = KEYS[1], KEYS[2]
 local window_ms = tonumber(ARGV[1])
 

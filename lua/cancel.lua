@@ -23,6 +23,10 @@
 -- Returns: {status, state}; status CODE_CANCELED | CODE_CANCEL_REQUESTED |
 --          CODE_FINAL (already in a terminal state) | CODE_STALE (token given,
 --          run gone) | CODE_MISSING | CODE_MALFORMED
+-- Sent again: a job the first run canceled has ended, so the second writes nothing (no count
+-- or event twice) and answers CODE_FINAL 'canceled' where the first answered CODE_CANCELED, or
+-- CODE_MISSING when the record is not kept (retention 0). A cancel request answers
+-- CODE_CANCEL_REQUESTED again with no second write; stale, final and missing answer as before.
 local CODE_CANCELED, CODE_CANCEL_REQUESTED, CODE_FINAL = 'canceled', 'cancel-requested', 'final'
 local CODE_STALE, CODE_MISSING, CODE_MALFORMED = 'stale', 'missing', 'malformed'
 local jobs_key, payloads_key, errors_key, results_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -43,6 +43,11 @@
 -- Returns: {now_ms, next_due_in_ms (-1: nothing scheduled), n, then per job 11
 --          values: id, token, attempt, name, payload, max_attempts, max_infra,
 --          work_fail, infra_fail, enq_ms, started (0|1)}
+-- Sent again: the claim key names this claim id, so the second run takes step 0: it answers
+-- the jobs the first leased (those still leased to this worker) with the same tokens,
+-- attempts and payloads, renews their leases and the claim key from its own clock, and leases,
+-- promotes and counts nothing more. A first run that leased nothing wrote no claim key: the
+-- second is a new claim (it may lease jobs that came since).
 local ready_key, scheduled_key, leases_key, jobs_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payloads_key, dead_key, letters_key = KEYS[5], KEYS[6], KEYS[7]
 local stats_key, events_key, token_key, paused_key = KEYS[8], KEYS[9], KEYS[10], KEYS[11]

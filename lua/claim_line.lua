@@ -30,6 +30,10 @@
 -- Returns: claim.lua's reply ({now_ms, next_due_in_ms (-1: nothing scheduled),
 --          n, then per job 11 values}), or CODE_GENERAL when claim.lua must
 --          take the call (nothing written).
+-- Sent again: the claim key names this claim id, so the second run writes nothing and answers
+-- CODE_GENERAL; the client sends the call to claim.lua, whose retry answers the jobs the first
+-- run leased (same tokens, leases renewed). A first run that leased nothing (or answered
+-- CODE_GENERAL) wrote nothing: the second is a new call.
 local CODE_GENERAL = 0
 local claim_id = ARGV[5]
 -- a retry of this claim id (the claim key names the last claim first), or a

@@ -27,6 +27,10 @@
 -- to pack. A run whose jobs all carry the same payload (no payload at all,
 -- the common case: the same few bytes) sends it once in its head and one
 -- value per job, its id.
+-- Sent again: every job the first run created exists, so the second writes nothing but a gap
+-- in seq and answers CODE_EXISTED with each job's state now, where the first answered created
+-- (the caller sees created=False; App.rerun sends its call once for that reason). A job that
+-- ended and was forgotten (retention 0) between the two runs is created again.
 local CODE_EXISTED, CODE_CREATED = 0, 1
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]
 local scheduled_key, stats_key, wake_key, events_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]

@@ -38,6 +38,10 @@
 -- ARGV[14] logs             str   this run's captured log lines ('' = none)
 -- Returns: {code, state, attempt, work_fail, infra_fail}; code CODE_REFUSED
 --          (stale token or not leased), CODE_RETRY, CODE_DEAD, CODE_CANCELED
+-- Sent again: the first run took the job out of leased (retried, dead or canceled), so the
+-- second writes nothing (no error, attempt or counter twice) and answers CODE_REFUSED with the
+-- job's state now ('missing' for a canceled record not kept), where the first answered
+-- CODE_RETRY, CODE_DEAD or CODE_CANCELED: the worker takes the run for lost.
 local CODE_REFUSED, CODE_RETRY, CODE_DEAD, CODE_CANCELED = 0, 1, 2, 3
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]

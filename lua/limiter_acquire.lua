@@ -23,6 +23,11 @@
 -- Returns: {code, evicted, woken waiter entries...}; code CODE_TAKEN (or
 --          already held), CODE_EVICTED (taken by evicting `evicted`),
 --          CODE_NO_SLOT, CODE_WAITING (refused, registered as a waiter)
+-- Sent again: a holder given a slot holds it: CODE_TAKEN again (its lease from the second run's
+-- clock) but no waiter entries: those the first run popped are not answered again (their jobs
+-- come back at their fallback). A replace answers CODE_TAKEN with no evicted holder (one was
+-- evicted, once). A waiter is registered again (its fallback from the second run): CODE_WAITING.
+-- CODE_NO_SLOT answers as before.
 local CODE_NO_SLOT, CODE_TAKEN, CODE_EVICTED, CODE_WAITING = 0, 1, 2, 3
 local limit_key, evicted_key, waiters_key = KEYS[1], KEYS[2], KEYS[3]
 local holder, limit, lease_ms, mode = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]

@@ -8,6 +8,9 @@
 -- KEYS[3] waiters      ZSET   waiter entry -> its fallback instant (ms), oldest first
 -- ARGV[1..] holder ids
 -- Returns: {how many holders were removed from the limit, woken waiter entries...}
+-- Sent again: the holders are gone, so the second run removes nothing and answers {0} with no
+-- waiter entries, where the first answered its count and the entries it popped: those waiters
+-- are not woken by this caller, and their jobs come back at their fallback delay.
 local limit_key, evicted_key, waiters_key = KEYS[1], KEYS[2], KEYS[3]
 
 local removed = 0

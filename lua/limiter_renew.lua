@@ -11,6 +11,8 @@
 -- ARGV[2..] holder ids
 -- Returns: per holder CODE_RENEWED (in the limit), CODE_EVICTED (evicted by a
 --          replace; the marker stays), CODE_LOST (neither: lapsed and pruned)
+-- Sent again: the same answer per holder; a renewed holder's lease is set again from the
+-- second run's clock, and an evicted holder's marker stays (CODE_EVICTED again).
 local CODE_LOST, CODE_RENEWED, CODE_EVICTED = 0, 1, 2
 local limit_key, evicted_key = KEYS[1], KEYS[2]
 local lease_ms = tonumber(ARGV[1])

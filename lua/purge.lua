@@ -10,6 +10,9 @@
 -- KEYS[8] runstate     HASH   c:/s:/p:<id> -> checkpoints, saga, progress
 -- ARGV[1] batch            int   most jobs deleted
 -- Returns: the number of jobs deleted
+-- Sent again: the jobs the first run deleted are gone; the second deletes the next `batch`
+-- oldest dead jobs, if any (up to twice batch in all), counts those once (dead, purged) and
+-- answers its own count, not the first run's.
 local dead_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, stats_key = KEYS[5], KEYS[6]
 local k = {jobs = jobs_key, payloads = payloads_key, errors = errors_key, results = results_key,

@@ -9,6 +9,8 @@
 --                                > 0 = reshard: replace the count only while it is this one;
 --                                -1 = only read the recorded count
 -- Returns: the recorded count (text), nil when none is recorded
+-- Sent again: the same answer, nothing more written: a count the first run recorded (HSETNX)
+-- or replaced (a reshard: the count is no longer `expected`) is read back as it is.
 local config_key = KEYS[1]
 local shards = ARGV[1]
 local expected = tonumber(ARGV[2])

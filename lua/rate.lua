@@ -33,6 +33,11 @@
 --          peek answers CODE_STATE with the wait for a start and no holder;
 --          tokens: starts allowed now; reserved: reservations held; ahead:
 --          the starts granted ahead
+-- Sent again: refund and try never are (ONCE_RATE_MODES): a refund would give each start back
+-- twice, a try spend a second start or answer CODE_DENIED. take: a holder the first run
+-- reserved answers CODE_WAIT again; one it granted a start is granted a second or reserved one
+-- (CODE_WAIT): a start spent twice, and `ahead` starts granted again. push: the pause ends later
+-- by at most the time between the runs; holders keep their reservations. peek: reads only.
 local CODE_DENIED, CODE_TAKEN, CODE_WAIT, CODE_REFUNDED, CODE_STATE = 0, 1, 2, 3, 4
 local state_key, reserved_key = KEYS[1], KEYS[2]
 local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])

@@ -37,6 +37,9 @@
 -- ARGV[11..] per job name, 3 values: name, max_attempts, max_infra
 -- Returns: {requeued, dead, canceled, stale, unstarted} counts; unstarted: how
 --          many of the requeued and dead had never started
+-- Sent again: the leases the first run handed back are out of the leases set; the second reaps
+-- the next batch of expired leases, if any (as any later call would), counts only those, and
+-- answers its own counts, not the first run's.
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local dead_key, letters_key, stats_key, wake_key, events_key = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]

@@ -33,6 +33,10 @@
 -- ARGV[9..] per job, 2 values: id, token
 -- Returns: per job CODE_RELEASED, CODE_CANCELED (cancel was requested),
 --          CODE_REFUSED (stale token or not leased)
+-- Sent again: the first run took the jobs out of leased, so the second writes nothing for them
+-- (no count, event or wake twice) and answers CODE_REFUSED where the first answered
+-- CODE_RELEASED or CODE_CANCELED: the worker takes the run for lost. A park_grp is recorded
+-- again, its next start later by the time between the two runs.
 local CODE_REFUSED, CODE_RELEASED, CODE_CANCELED = 0, 1, 2
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]

@@ -9,6 +9,8 @@
 -- ARGV[3..] per job, 2 values: id, token
 -- Returns: per job CODE_RENEWED, CODE_CANCEL_REQUESTED (renewed, but a cancel
 --          was requested), CODE_LOST (token stale, or the job is no longer leased)
+-- Sent again: the same answer per job; a renewed lease is set again from the second run's
+-- clock, and a job answered CODE_LOST gets a second 'renew-lost' entry in the audit trail.
 local CODE_LOST, CODE_RENEWED, CODE_CANCEL_REQUESTED = 0, 1, 2
 local leases_key, jobs_key, events_key, payloads_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease_ms = tonumber(ARGV[1])

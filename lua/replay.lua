@@ -12,6 +12,9 @@
 -- ARGV[1] events_maxlen    int   cap of the events stream, 0 = no trail
 -- ARGV[2..] job ids
 -- Returns: per id CODE_REPLAYED, CODE_NOT_DEAD (or missing), CODE_MALFORMED record
+-- Sent again: a job the first run replayed is queued (or leased) now, not dead, so the second
+-- writes nothing for it (no counter twice) and answers CODE_NOT_DEAD where the first answered
+-- CODE_REPLAYED; malformed and not-dead ids answer as before.
 local CODE_MALFORMED, CODE_NOT_DEAD, CODE_REPLAYED = -1, 0, 1
 local jobs_key, errors_key, ready_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stats_key, wake_key, events_key, payloads_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]

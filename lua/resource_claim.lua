@@ -12,6 +12,8 @@
 -- Returns: {code, wait_ms}; CODE_CLAIMED (close it, then resource_clear),
 --          CODE_BUSY (another closer holds it for wait_ms), CODE_GONE (the
 --          entry is gone or belongs to another run now: leave it)
+-- Sent again: the same answer: the entry names this closer, so the second run answers
+-- CODE_CLAIMED again and sets its claim again, closing_until from the second run's clock.
 local CODE_GONE, CODE_CLAIMED, CODE_BUSY = 0, 1, 2
 local entry_key = KEYS[1]
 local queue, job, token, closer = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

@@ -10,6 +10,8 @@
 -- ARGV[4] token            int   and fencing token
 -- Returns: CODE_CLEARED, or CODE_GONE (no entry of that owner: nothing removed
 --          but stale index entries)
+-- Sent again: the entry the first run dropped is gone, so the second removes the (already
+-- removed) index entries again and answers CODE_GONE where the first answered CODE_CLEARED.
 local CODE_GONE, CODE_CLEARED = 0, 1
 local entry_key, expiry_key, worker_key = KEYS[1], KEYS[2], KEYS[3]
 local member, queue, job, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

@@ -19,6 +19,8 @@
 -- Returns: {code, ...}; CODE_OPENED (recorded, or already this owner's),
 --          CODE_HELD + {queue, job, token, worker, life} of the holder,
 --          CODE_CLOSING + {wait_ms} (a reconciler is closing the old one)
+-- Sent again: the entry the first run wrote names this owner, so the second writes nothing and
+-- answers CODE_OPENED again (CODE_HELD and CODE_CLOSING answer as before).
 local CODE_OPENED, CODE_HELD, CODE_CLOSING = 1, 2, 3
 local entry_key, expiry_key, worker_key = KEYS[1], KEYS[2], KEYS[3]
 local member, kind, key = ARGV[1], ARGV[2], ARGV[3]

@@ -16,6 +16,9 @@
 -- ARGV[7] detail           str   the event's detail ('' = no event)
 -- Returns: CODE_SAVED, CODE_LOST (stale token, or the job is not leased), or
 --          CODE_TOO_LARGE (nothing written)
+-- Sent again: the run still holds its lease, so the second run writes the same value again (a
+-- progress value stamped with the second run's clock) and answers CODE_SAVED again; with a
+-- detail, the audit trail gets a second entry. CODE_LOST and CODE_TOO_LARGE answer as before.
 local CODE_LOST, CODE_SAVED, CODE_TOO_LARGE = 0, 1, 2
 local jobs_key, runstate_key, events_key = KEYS[1], KEYS[2], KEYS[3]
 local id, token, kind, value = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]

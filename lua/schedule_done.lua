@@ -5,6 +5,8 @@
 -- ARGV[2] fire_ms          int   the fire whose job is enqueued
 -- Returns: CODE_DONE, or CODE_NOT_PENDING (not this fire: already confirmed
 --          by a worker that took it over), CODE_MALFORMED, CODE_MISSING
+-- Sent again: the first run cleared the pending fire, so the second writes nothing and answers
+-- CODE_NOT_PENDING where the first answered CODE_DONE.
 local CODE_MALFORMED, CODE_MISSING, CODE_DONE, CODE_NOT_PENDING = -1, 0, 1, 2
 local state_key = KEYS[1]
 local name = ARGV[1]

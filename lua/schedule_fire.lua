@@ -18,6 +18,10 @@
 --          CODE_NOT_DUE, CODE_MOVED (fired by another worker), CODE_PAUSED,
 --          CODE_BUSY (another worker's fire is pending), CODE_STALE (next_ms is
 --          not after now: recompute), CODE_MISSING, CODE_MALFORMED
+-- Sent again: a fire the first run took (CODE_FIRED) or took over (CODE_RETRY) is pending under
+-- its lease, so the second writes nothing and answers CODE_BUSY: the caller enqueues nothing,
+-- and the fire is enqueued only after its lease lapses (a later CODE_RETRY). A skip answers
+-- CODE_MOVED (next_ms moved on); every other answer writes nothing and comes again.
 local CODE_MALFORMED, CODE_MISSING, CODE_FIRED, CODE_SKIPPED, CODE_RETRY = -1, 0, 1, 2, 3
 local CODE_NOT_DUE, CODE_MOVED, CODE_PAUSED, CODE_BUSY, CODE_STALE = 4, 5, 6, 7, 8
 local state_key = KEYS[1]

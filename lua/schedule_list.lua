@@ -6,6 +6,8 @@
 -- ARGV[1] max_schedules    int   most schedules returned
 -- Returns: {now_ms, n, then per schedule: name, spec, state (false: none)},
 --          names in sorted order
+-- Sent again: reads only: the same answer as a first run at that moment (its now_ms is the
+-- second run's).
 local specs_key, state_key = KEYS[1], KEYS[2]
 local max_schedules = tonumber(ARGV[1])
 

@@ -7,6 +7,8 @@
 -- ARGV[2] paused           0|1   1 = pause, 0 = resume
 -- ARGV[3] next_ms          int   on resume: the next fire (0 = keep the recorded one)
 -- Returns: CODE_CHANGED, CODE_UNCHANGED (already so), CODE_MISSING, CODE_MALFORMED
+-- Sent again: the schedule is paused (or resumed) already, so the second run writes nothing
+-- and answers CODE_UNCHANGED where the first answered CODE_CHANGED.
 local CODE_MALFORMED, CODE_MISSING, CODE_CHANGED, CODE_UNCHANGED = -1, 0, 1, 2
 local state_key = KEYS[1]
 local name = ARGV[1]

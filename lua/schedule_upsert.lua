@@ -8,6 +8,8 @@
 -- ARGV[3] next_ms          int   its first fire, computed from the server clock
 -- ARGV[4] paused           0|1   the paused flag of a new record
 -- Returns: CODE_CREATED, CODE_UPDATED or CODE_UNCHANGED
+-- Sent again: the spec and state the first run wrote are there, so the second writes nothing
+-- and answers CODE_UNCHANGED where the first answered CODE_CREATED or CODE_UPDATED.
 local CODE_UNCHANGED, CODE_CREATED, CODE_UPDATED = 0, 1, 2
 local specs_key, state_key = KEYS[1], KEYS[2]
 local name, spec = ARGV[1], ARGV[2]

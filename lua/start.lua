@@ -6,6 +6,8 @@
 -- ARGV[1..] per job, 2 values: id, token
 -- Returns: per job CODE_STARTED (now or before), CODE_CANCEL_REQUESTED (started,
 --          but a cancel was requested: stop it), CODE_LOST (stale token, not leased)
+-- Sent again: the runs are started already, so no attempt is counted twice: the second writes
+-- nothing and answers as the first (CODE_STARTED, CODE_CANCEL_REQUESTED or CODE_LOST).
 local CODE_LOST, CODE_STARTED, CODE_CANCEL_REQUESTED = 0, 1, 2
 local leases_key, jobs_key = KEYS[1], KEYS[2]
 

@@ -17,6 +17,8 @@
 --           paused (0|1)}; the
 --           old 'token' counter of the stats hash (now the token key) and
 --           'line_stale' (subtracted from ready) are left out
+-- Sent again: reads only: the same answer as a first run at that moment (its now_ms is the
+-- second run's).
 local ready_key, scheduled_key, leases_key, dead_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local done_key, jobs_key, stats_key, paused_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local line_key = KEYS[9]

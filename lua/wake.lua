@@ -30,6 +30,9 @@
 -- ARGV[3..] per job, 2 values: id, token (of the run the slot refused)
 -- Returns: per job CODE_WOKEN (now ready), CODE_MARKED (still leased: its
 --          release makes it ready), CODE_IGNORED (not waiting with that token)
+-- Sent again: a job the first run woke is queued now, so the second writes nothing for it (no
+-- second wake token) and answers CODE_IGNORED where the first answered CODE_WOKEN; a mark
+-- (CODE_MARKED) is written again with the second run's instant; CODE_IGNORED stays so.
 local CODE_IGNORED, CODE_WOKEN, CODE_MARKED = 0, 1, 2
 local WOKEN_TTL_MS = 60000 -- a mark its release never consumed (a crash) goes after this
 local jobs_key, ready_key, scheduled_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

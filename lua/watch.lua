@@ -9,6 +9,8 @@
 -- ARGV[1] id               str
 -- ARGV[2] ttl_ms           int   how long this registration holds
 -- Returns: the job's state, or 'missing' | 'malformed'
+-- Sent again: the same state is answered; a live job's registration is written again only
+-- where it now holds longer (until the second run's now + ttl_ms).
 local jobs_key, waiting_key = KEYS[1], KEYS[2]
 local id, ttl_ms = ARGV[1], tonumber(ARGV[2])
 

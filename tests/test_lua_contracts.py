@@ -77,6 +77,22 @@ def parse(path: Path) -> Header:
     return head
 
 
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_header_says_what_a_second_run_of_the_same_call_does(name: str) -> None:
+    """The lane sends a call again, once, after its reply was lost
+    (store/direct.py): each script's header says what that second run of
+    the same call writes and answers (a ``-- Sent again`` paragraph), so a
+    second run that would break a guarantee is seen where the script is
+    written. A review took every script to be safe so; an audit that read
+    each (2026-12-07) found a rate refund, a rate try, a limiter renew and,
+    through its caller, App.rerun were not. A script that cannot say it
+    must go once (Scripts.run's ``retry``)."""
+    lines = (LUA / f"{name}.lua").read_text().splitlines()
+    n_header = next(i for i, line in enumerate(lines) if not line.startswith("--"))
+    assert any(line.startswith("-- Sent again") for line in lines[:n_header]), (
+        f"{name}.lua: its header does not say what a second run of the same call does")
+
+
 def group_names(text: str) -> tuple[str, ...]:
     """'per job, 2 values: id, token' -> ('id', 'token'); 'job ids' -> ('id',)."""
     text = re.sub(r"\([^)]*\)", "", text).strip()  # drop "(bytes, '' = none)" and the like
