@@ -603,6 +603,18 @@ local function push_error(errors_key, id, meta, kind, now, text)
              ERRORS_KEPT)
 end
 
+-- whether the last entry of a job's error history is of `kind` with `text`
+-- (its attempt and instant aside): fail.lua's own, when its call comes again
+local function last_error_is(errors_key, id, kind, text)
+  local history = redis.call('HGET', errors_key, id)
+  if not history then
+    return false
+  end
+  local last = string.match(history, '([^' .. RS .. ']+)$')
+  return last ~= nil and string.match(last, '^[^' .. US .. ']*' .. US .. '([^' .. US .. ']*)'
+    .. US .. '%d+' .. US) == kind and string.sub(last, -#text - 1) == US .. text
+end
+
 -- the captured logs of a run (ctx.log lines, capped by Python per run and
 -- cut at LOG_RUN_MAX here as a last guard), kept for the last LOG_RUNS_KEPT
 -- runs of the job, in the same shape as the error history

@@ -39,9 +39,10 @@
 -- Returns: {code, state, attempt, work_fail, infra_fail}; code CODE_REFUSED
 --          (stale token or not leased), CODE_RETRY, CODE_DEAD, CODE_CANCELED
 -- Sent again: the first run took the job out of leased (retried, dead or canceled), so the
--- second writes nothing (no error, attempt or counter twice) and answers CODE_REFUSED with the
--- job's state now ('missing' for a canceled record not kept), where the first answered
--- CODE_RETRY, CODE_DEAD or CODE_CANCELED: the worker takes the run for lost.
+-- second writes nothing (no error, attempt or counter twice); finding the job under this token
+-- where a failure leaves it (queued or scheduled, dead, canceled) with this error last in its
+-- history, it answers as the first did (CODE_RETRY, CODE_DEAD, CODE_CANCELED and the record
+-- now). A record not kept (canceled, retention 0; a dead one trimmed) answers CODE_REFUSED.
 local CODE_REFUSED, CODE_RETRY, CODE_DEAD, CODE_CANCELED = 0, 1, 2, 3
 local leases_key, jobs_key, payloads_key, errors_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local results_key, ready_key, scheduled_key, done_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -58,9 +59,18 @@ local k = {done = done_key, jobs = jobs_key, payloads = payloads_key, errors = e
            results = results_key, logs = logs_key,
            runstate = KEYS[16]}
 
+local AGAIN = {queued = CODE_RETRY, scheduled = CODE_RETRY, dead = CODE_DEAD,
+               canceled = CODE_CANCELED}  -- where a failure leaves its job
+
 local now = now_ms()
 local meta = load_meta(jobs_key, id)
 if not meta or meta.state ~= 'leased' or tonumber(meta.token) ~= token then
+  -- this run's failure sent again (its reply lost): the job where it left it, this
+  -- token's, this error last (a reaped lease's is 'lease-expired', a late call refused)
+  local again = meta and tonumber(meta.token) == token and AGAIN[meta.state]
+  if again and last_error_is(errors_key, id, kind, err) then
+    return {again, meta.state, meta.attempt, meta.work_fail, meta.infra_fail}
+  end
   return {CODE_REFUSED, meta and meta.state or 'missing', 0, 0, 0}
 end
 redis.call('ZREM', leases_key, id)

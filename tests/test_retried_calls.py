@@ -23,8 +23,14 @@ from leasequeue import App
 from leasequeue.errors import RedisUnavailable
 from leasequeue.store import direct
 from leasequeue.store.keys import limit_keys, rate_keys
-from leasequeue.store.specs import AckReply, LimiterAcquireReply, LimiterRenewReply, RateReply
-from tests.helpers import new_claim_id
+from leasequeue.store.specs import (
+    AckReply,
+    FailReply,
+    LimiterAcquireReply,
+    LimiterRenewReply,
+    RateReply,
+)
+from tests.helpers import DEFAULT_BUDGET, expire_lease, fail_job, new_claim_id
 
 pytestmark = pytest.mark.anyio
 
@@ -202,3 +208,32 @@ async def test_a_second_rerun_whose_reply_was_lost_is_the_next_one(
     assert lost
     jobs = await app.redis.hkeys(app.keys("default").jobs)
     assert sorted(k.decode() for k in jobs if k.startswith(b"a:")) == ["a:rerun:1", "a:rerun:2"]
+
+
+async def test_a_failure_whose_reply_was_lost_is_answered_as_the_first_run_did(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fail ran (the job retried) and its reply was lost; the lane sends
+    it again, and the second run finds the job where the first left it,
+    under this token, with this error last: RETRY again, not REFUSED (the
+    worker took the run for lost), and nothing written twice."""
+    app = real_app
+    qk = app.keys("default")
+    await app.enqueue("j", job_id="a", max_attempts=3)
+    (job,) = (await app.scripts.claim(qk, 1, 30_000, "w1", 1, new_claim_id())).jobs
+    lost = _reply_lost_once(monkeypatch)
+    answer = await fail_job(app, qk, "a", job.token, "work", "", "boom", 60_000)
+    monkeypatch.undo()
+    assert lost and int(lost[0][0]) == FailReply.RETRY  # the first run's
+    assert answer.code is FailReply.RETRY and answer.state == "scheduled"  # the second's
+    record = await app.get_job("a")
+    assert record.state == "scheduled" and record.work_failures == 1
+    assert [(e.kind, e.text) for e in record.errors] == [("work", "boom")]  # pushed once
+    assert (await app.stats("default")).counters["retried"] == 1
+    # the same failure once more, of a run whose lease was reaped (a late
+    # call, not a second run): refused, as before
+    await app.enqueue("j", job_id="b", max_attempts=3)
+    (late,) = (await app.scripts.claim(qk, 1, 30_000, "w1", 1, new_claim_id())).jobs
+    await expire_lease(app, "default", "b")
+    assert (await app.scripts.reap(qk, 100, 0, 0, {}, DEFAULT_BUDGET)).requeued == 1
+    refused = await fail_job(app, qk, "b", late.token, "work", "", "boom", 60_000)
+    assert refused.code is FailReply.REFUSED

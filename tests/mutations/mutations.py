@@ -2980,4 +2980,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "finds that re-run and answers it, and no new one is made",
         ("tests/test_retried_calls.py::test_a_second_rerun_whose_reply_was_lost_is_the_next_one",),
     ),
+    Mutation(
+        "fail-sent-again-refused", "lua/fail.lua",
+        "  if again and last_error_is(errors_key, id, kind, err) then\n",
+        "  if false then\n",
+        "a failure sent again after its reply was lost is refused: the worker takes for lost a run "
+        "whose failure was recorded (its retry or burial)",
+        ("tests/test_retried_calls.py::test_a_failure_whose_reply_was_lost_is_answered_as_the_first_run_did",),
+    ),
+    Mutation(
+        "fail-answers-a-reaped-lease-s-late-call", "lua/fail.lua",
+        "  if again and last_error_is(errors_key, id, kind, err) then\n",
+        "  if again then\n",
+        "a failure of a run whose lease was reaped, arriving late under the same token, is "
+        "answered as recorded: the worker reports a retry the reaper made, not a lost lease",
+        ("tests/test_retried_calls.py::test_a_failure_whose_reply_was_lost_is_answered_as_the_first_run_did",),
+    ),
 )
