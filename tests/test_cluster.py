@@ -17,6 +17,7 @@ Every test is marked ``cluster``; the servers are session fixtures
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import time
@@ -46,10 +47,12 @@ from tests.harness.cluster_proc import (
     tag_slot,
 )
 from tests.harness.procs import WorkerProcs
+from tests.harness.redis_proc import free_port
 from tests.harness.sentinel_proc import SentinelSetup
 from tests.helpers import (
     START_ALL,
     eventually,
+    in_forked_child,
     new_claim_id,
     ready_ids,
     used_on_two_loops,
@@ -536,6 +539,42 @@ def test_an_app_on_sentinel_used_again_on_a_new_loop_takes_no_connection_of_the_
         ["default"], "queued", False, True)
 
 
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # the old loop's transport, collected
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sentinel_connection_of_an_old_loop_asks_the_sentinels_again(
+        redis_sentinel: SentinelSetup) -> None:
+    """Each master connection of the old loop is given an address nothing
+    listens on (the master moved between the two loops): on the new loop
+    each asks the sentinels for the master again. Sentinel's connect saw
+    the old stream and returned at once, redis-py reconnected to the old
+    address, and the calls failed (found by a review, 2026-12-07)."""
+    import asyncio
+
+    app_ = App(redis_sentinel.url, prefix=fresh_stem("sna"))
+    app_.job(lambda ctx: None, name="j")
+
+    async def first() -> None:
+        await app_.enqueue("j", job_id="a")
+        await asyncio.gather(app_.queues(), app_.get_job("a"), app_.paused("default"))
+
+    async def again() -> tuple[list[str], str]:
+        try:
+            queues, job = await asyncio.wait_for(asyncio.gather(
+                app_.queues(), app_.get_job("a")), 10)
+            return queues, job.state
+        finally:
+            await app_.close()
+
+    asyncio.run(first())
+    pool = app_.redis.connection_pool
+    conns = [*pool._available_connections, *pool._in_use_connections]
+    assert conns
+    for conn in conns:
+        conn.port = free_port()  # (nothing listens there)
+    assert asyncio.run(again()) == (["default"], "queued")
+    gc.collect()
+
+
 async def test_worker_keeps_going_across_a_sentinel_failover(
         redis_sentinel: SentinelSetup) -> None:
     app_ = App(redis_sentinel.url, prefix=fresh_stem("sen"))
@@ -609,6 +648,46 @@ async def test_redis_limiter_counts_across_apps_on_the_cluster(
         await l2.close()
         await a1.close()
         await a2.close()
+
+
+def test_a_child_forked_mid_step_calls_on_node_connections_of_its_own(
+        redis_cluster: RedisCluster) -> None:
+    """A process forks (a pre-forking server) from a task's step, its App on
+    a cluster holding node connections: the child calls on connections of
+    its own, and the parent's stay in step. The child's copy of the loop
+    named the task as current, so the parent's connections looked of the
+    loop running there, and the two processes read each other's replies."""
+    import asyncio
+
+    app_ = App(redis_cluster.url, prefix=fresh_stem("cfk"))
+    app_.job(lambda ctx: None, name="j")
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(app_.enqueue("j", job_id="parent-1"))
+        loop.run_until_complete(app_.get_job("parent-1"))
+
+        def child() -> str:
+            async def main() -> str:
+                job = await asyncio.wait_for(app_.enqueue("j", job_id="child-1"), 10)
+                stats = await asyncio.wait_for(app_.stats(), 10)
+                await asyncio.wait_for(app_.get_job("child-1"), 10)
+                gc.collect()  # (the parent's, kept from the collector)
+                return f"{job.created} {stats.ready}"
+            return asyncio.run(main())
+
+        async def fork() -> str:
+            return in_forked_child(child)
+
+        assert loop.run_until_complete(fork()).split() == ["True", "2"]
+        # the parent's connections answer in step
+        for i in range(5):
+            assert loop.run_until_complete(asyncio.wait_for(app_.stats(), 5)).ready == 2 + i
+            assert loop.run_until_complete(asyncio.wait_for(
+                app_.enqueue("j", job_id=f"parent-{i + 2}"), 5)).created
+        assert loop.run_until_complete(app_.get_job("child-1")).state == "queued"
+        loop.run_until_complete(app_.close())
+    finally:
+        loop.close()
 
 
 # -- calls that go once --------------------------------------------------------

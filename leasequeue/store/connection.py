@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - hiredis is a declared dependency
     _hiredis_pack = None  # type: ignore[assignment]
 
 from ..errors import ConfigError
-from ..loops import task_of
+from ..loops import forget_in_child, task_of
 
 _MEMORY_SERVERS: dict[str, Any] = {}
 SOCKET_TIMEOUT = 5.0
@@ -44,9 +44,10 @@ def connect(url: str, **options: Any) -> Redis:
         return _memory_client(url)
     client_options(url, options)
     if url.startswith("cluster://"):
-        cluster = RedisCluster(startup_nodes=_nodes(url, "cluster://"), decode_responses=False,
-                               **options)
+        cluster = _Cluster(startup_nodes=_nodes(url, "cluster://"), decode_responses=False,
+                           **options)
         _loop_aware_nodes(cluster)
+        forget_in_child(cluster)
         return cast(Redis, cluster)
     if url.startswith("sentinel://"):
         return _sentinel_client(url, options)
@@ -122,6 +123,32 @@ def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
     return client
 
 
+_KEPT_IN_CHILD: list[Any] = []  # a parent's node connections, in a forked child
+
+
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, whose node connections a forked child
+    does not use. No lane sends a cluster's scripts, so no lane's fork hook
+    covered them: a child forked mid-step of a task (where its copy of that
+    loop still names the task as current, so the connections looked of the
+    loop running) wrote on its parent's sockets, and the two read each
+    other's replies (found by a review, 2026-12-07)."""
+
+    def _forget_in_child(self) -> None:
+        """In a forked child: every node's connections, the parent's, are
+        dropped, kept from the collector (a finalizer under the child's
+        loop would take the descriptor out of the epoll set the two share,
+        as direct.Lane's are), and each node connects anew."""
+        manager = self.nodes_manager
+        nodes = {id(node): node for node in (*self.startup_nodes,
+                                             *manager.startup_nodes.values(),
+                                             *manager.nodes_cache.values())}
+        for node in nodes.values():
+            _KEPT_IN_CHILD.extend(node._connections)
+            node._connections = []
+            node._free.clear()
+
+
 def _loop_aware_nodes(cluster: RedisCluster) -> None:
     """The cluster client's node connections loop-aware (_OfTheLoopHere):
     redis-py's async cluster client takes no connection class, and makes
@@ -142,16 +169,38 @@ class _OfTheLoopHere(AbstractConnection):
     a cluster node, connections of the closed loop, and each call failed
     with a bare ``RuntimeError: Event loop is closed`` (its close too).
     Here a connection whose stream is of a loop that closed, or of another
-    loop than the one running here, is not connected: redis-py connects it
-    anew on this loop before its next command (the old stream is left as
-    it is, neither used nor closed: its transport is the old loop's), and
-    its disconnect leaves it alone. The scripts' lane checks its own the
+    loop than the one running here, is not connected: its connect and
+    disconnect forget that stream (neither used nor closed: its transport
+    is the old loop's), and redis-py connects it anew on this loop before
+    its next command. The scripts' lane checks its own the
     same way (direct._here); forking is the lane's (direct.Lane)."""
 
     @property
     def is_connected(self) -> bool:
         reader = self._reader
         return reader is not None and self._writer is not None and not _elsewhere(reader)
+
+    async def connect(self) -> None:
+        self._forget_elsewhere()  # (Sentinel's connect reads _reader, not is_connected)
+        await super().connect()  # type: ignore[no-untyped-call]
+
+    async def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        self._forget_elsewhere()
+        await super().disconnect(*args, **kwargs)
+
+    def _forget_elsewhere(self) -> None:
+        """The stream of another loop forgotten, neither used nor closed:
+        connect() then connects anew (a Sentinel connection asks the
+        sentinels for the master again, where its connect, seeing a stream,
+        returned at once and redis-py reconnected to the old loop's
+        address), and a disconnect after a failed reconnect leaves the
+        connection disconnected (it kept the old stream, and every later
+        call failed on it; found by a review, 2026-12-07)."""
+        reader = self._reader
+        if reader is not None and _elsewhere(reader):
+            self._reader = None
+            self._writer = None
+            self._parser.on_disconnect()  # type: ignore[no-untyped-call]
 
 
 def _elsewhere(reader: object) -> bool:

@@ -2996,4 +2996,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "answered as recorded: the worker reports a retry the reaper made, not a lost lease",
         ("tests/test_retried_calls.py::test_a_failure_whose_reply_was_lost_is_answered_as_the_first_run_did",),
     ),
+    Mutation(
+        "sentinel-connect-keeps-the-old-loop-s-stream", "leasequeue/store/connection.py",
+        "        self._forget_elsewhere()  # (Sentinel's connect reads _reader, not "
+        "is_connected)\n",
+        "",
+        "a connection's connect keeps another loop's stream: Sentinel's connect returns at once, "
+        "and redis-py reconnects to the old loop's master address",
+        ("tests/test_cluster.py::test_a_sentinel_connection_of_an_old_loop_asks_the_sentinels_again",),
+    ),
+    Mutation(
+        "cluster-child-keeps-the-parent-s-node-connections", "leasequeue/store/connection.py",
+        "        forget_in_child(cluster)\n",
+        "",
+        "a child forked mid-step keeps its App's cluster node connections, its parent's: the two "
+        "processes read each other's replies",
+        ("tests/test_cluster.py::test_a_child_forked_mid_step_calls_on_node_connections_of_its_own",),
+    ),
 )
