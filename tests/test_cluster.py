@@ -575,6 +575,48 @@ def test_a_sentinel_connection_of_an_old_loop_asks_the_sentinels_again(
     gc.collect()
 
 
+def test_a_child_forked_mid_step_asks_the_sentinels_on_connections_of_its_own(
+        redis_sentinel: SentinelSetup) -> None:
+    """A process forks from a task's step, its Sentinel App holding
+    connections to the sentinels: the child asks them for the master on
+    connections of its own, and the parent's still answer (its next
+    question, for a new master connection, within 2 s: a finalizer in the
+    child would take the parent's socket out of the epoll set they share,
+    and the parent would wait out its timeout)."""
+    import asyncio
+
+    app_ = App(redis_sentinel.url, prefix=fresh_stem("sfk"))
+    app_.job(lambda ctx: None, name="j")
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(app_.enqueue("j", job_id="parent-1"))
+        pool = app_.redis.connection_pool
+        asked = [s.connection_pool for s in pool.sentinel_manager.sentinels]
+        assert any(p._available_connections for p in asked)  # the sentinels were asked
+
+        def child() -> str:
+            async def main() -> str:
+                job = await asyncio.wait_for(app_.enqueue("j", job_id="child-1"), 10)
+                stats = await asyncio.wait_for(app_.stats(), 10)
+                gc.collect()  # (the parent's, kept from the collector)
+                return f"{job.created} {stats.ready}"
+            return asyncio.run(main())
+
+        async def fork() -> str:
+            return in_forked_child(child)
+
+        assert loop.run_until_complete(fork()).split() == ["True", "2"]
+
+        async def anew() -> int:
+            await pool.disconnect()  # the next call connects anew: it asks the sentinels
+            return (await app_.stats()).ready
+
+        assert loop.run_until_complete(asyncio.wait_for(anew(), 2)) == 2
+        loop.run_until_complete(app_.close())
+    finally:
+        loop.close()
+
+
 async def test_worker_keeps_going_across_a_sentinel_failover(
         redis_sentinel: SentinelSetup) -> None:
     app_ = App(redis_sentinel.url, prefix=fresh_stem("sen"))

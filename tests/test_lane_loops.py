@@ -313,3 +313,4 @@ def test_the_lane_takes_no_connection_of_the_old_loop_from_a_client_of_the_calle
     assert old not in lane._idle and old not in lane._pool._available_connections
     assert old not in lane._pool._in_use_connections
     gc.collect()
+

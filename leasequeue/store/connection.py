@@ -112,8 +112,9 @@ def sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str]:
 
 def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
     hosts, master = sentinel_parts(url)
-    sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
+    sentinel = _Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         hosts, socket_timeout=options["socket_connect_timeout"])
+    forget_in_child(sentinel)
     for asked in sentinel.sentinels:  # (asked for the master's address at each connect)
         pool = asked.connection_pool  # (no connection made yet)
         pool.connection_class = _LOOP_AWARE.get(pool.connection_class, pool.connection_class)
@@ -123,7 +124,11 @@ def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
     return client
 
 
-_KEPT_IN_CHILD: list[Any] = []  # a parent's node connections, in a forked child
+# what serves a loop or a process not this one's: never closed from here, nor
+# finalized (a stream's finalizer closes its transport on its own loop, which
+# takes the descriptor out of that loop's epoll set: a forked child's copy
+# shares it with the parent, a loop stopped for another runs again)
+_KEPT: list[Any] = []
 
 
 class _Cluster(RedisCluster):
@@ -144,9 +149,25 @@ class _Cluster(RedisCluster):
                                              *manager.startup_nodes.values(),
                                              *manager.nodes_cache.values())}
         for node in nodes.values():
-            _KEPT_IN_CHILD.extend(node._connections)
+            _KEPT.extend(node._connections)
             node._connections = []
             node._free.clear()
+
+
+class _Sentinel(Sentinel):
+    """redis-py's Sentinel, whose connections to the sentinels a forked
+    child does not use (the master's are the lane's, which drops them at
+    the fork): a child asked the sentinels for the master on its parent's
+    sockets, and its finalizers took them out of the epoll set the two
+    share (found by a review, 2026-12-07)."""
+
+    def _forget_in_child(self) -> None:
+        for asked in self.sentinels:
+            pool: Any = asked.connection_pool
+            _KEPT.extend(pool._available_connections)
+            _KEPT.extend(pool._in_use_connections)
+            pool._available_connections = []
+            pool._in_use_connections = set()
 
 
 def _loop_aware_nodes(cluster: RedisCluster) -> None:
@@ -195,7 +216,10 @@ class _OfTheLoopHere(AbstractConnection):
         returned at once and redis-py reconnected to the old loop's
         address), and a disconnect after a failed reconnect leaves the
         connection disconnected (it kept the old stream, and every later
-        call failed on it; found by a review, 2026-12-07)."""
+        call failed on it; found by a review, 2026-12-07). Its finalizer
+        closes it on its own loop, in this process: a forked child never
+        holds its parent's (_Cluster, _Sentinel and the lane drop them at
+        the fork)."""
         reader = self._reader
         if reader is not None and _elsewhere(reader):
             self._reader = None

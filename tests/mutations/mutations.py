@@ -3013,4 +3013,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "processes read each other's replies",
         ("tests/test_cluster.py::test_a_child_forked_mid_step_calls_on_node_connections_of_its_own",),
     ),
+    Mutation(
+        "sentinel-child-asks-on-the-parent-s-sockets", "leasequeue/store/connection.py",
+        "    forget_in_child(sentinel)\n",
+        "",
+        "a child forked mid-step keeps its Sentinel App's connections to the sentinels, its "
+        "parent's: its question for the master fails on the parent's stream",
+        ("tests/test_cluster.py::test_a_child_forked_mid_step_asks_the_sentinels_on_connections_of_its_own",),
+    ),
 )
