@@ -696,9 +696,8 @@ class App:
         queues = [queue] if queue is not None else self.known_queues()
         for q in queues:
             qk = self.keys(self.shards.route(q, job_id))
-            with redis_errors(self.url, "locate"):
-                if await self.redis.hexists(qk.jobs, job_id):
-                    return logical(q), qk
+            if await self._has_record(qk, job_id, "locate"):
+                return logical(q), qk
         raise JobNotFound(f"no job {job_id!r} in queue(s) {', '.join(queues)}")
 
     async def wait(self, job_id: str, timeout: float | None = None,  # noqa: ASYNC109
@@ -788,8 +787,8 @@ class App:
                 return new_id
         raise ConfigError(f"job {job_id} was re-run {MAX_RERUNS} times already")
 
-    async def _has_record(self, qk: QueueKeys, job_id: str) -> bool:
-        with redis_errors(self.url, "rerun"):
+    async def _has_record(self, qk: QueueKeys, job_id: str, operation: str = "rerun") -> bool:
+        with redis_errors(self.url, operation):
             return bool(await self.redis.hexists(qk.jobs, job_id))
 
     async def jobs(self, queue: str, state: str, cursor: str | None = None,

@@ -158,13 +158,12 @@ def in_forked_child(report: Callable[[], str]) -> str:
     return said
 
 
-def used_on_two_loops(url: str, prefix: str) -> tuple[list[str], str, bool, bool]:
-    """An App used on one event loop (its pool keeps idle connections of
-    it), then on a new one (``asyncio.run`` twice): its plain commands and
-    an enqueue there, and its close. What the second loop's calls answer:
-    (queues, job a's state, paused, job b created)."""
+def used_on_one_loop(url: str, prefix: str,
+                     run: Callable[[Any], Any] | None = None) -> App:
+    """An App with job "j", used on one event loop that is gone after it
+    (``run``: asyncio.run unless given): job "a" enqueued, then its plain
+    commands at once, so its pool keeps idle connections of that loop."""
     import asyncio
-    import gc
 
     app = App(url, prefix=prefix)
     app.job(lambda ctx: None, name="j")
@@ -172,6 +171,20 @@ def used_on_two_loops(url: str, prefix: str) -> tuple[list[str], str, bool, bool
     async def first() -> None:
         await app.enqueue("j", job_id="a")
         await asyncio.gather(app.queues(), app.get_job("a"), app.paused("default"))
+
+    (run or asyncio.run)(first())
+    return app
+
+
+def used_on_two_loops(url: str, prefix: str) -> tuple[list[str], str, bool, bool]:
+    """An App used on one event loop (used_on_one_loop), then on a new one
+    (``asyncio.run`` twice): its plain commands and an enqueue there, and
+    its close. What the second loop's calls answer: (queues, job a's state,
+    paused, job b created)."""
+    import asyncio
+    import gc
+
+    app = used_on_one_loop(url, prefix)
 
     async def again() -> tuple[list[str], str, bool, bool]:
         try:
@@ -182,7 +195,17 @@ def used_on_two_loops(url: str, prefix: str) -> tuple[list[str], str, bool, bool
             await asyncio.wait_for(app.close(), 5)
         return queues, job.state, paused, made.created
 
-    asyncio.run(first())
     answers = asyncio.run(again())
     gc.collect()  # (the old loop's transports, in the caller's test and its filters)
     return answers
+
+
+def forked_mid_step(loop: Any, child: Callable[[], str]) -> str:
+    """in_forked_child(child), forked from a task's step of ``loop``: in the
+    child that loop is a copy mid-step, whose task the child still sees as
+    current, so only the fork itself tells its connections apart."""
+    async def fork() -> str:
+        return in_forked_child(child)
+
+    result: str = loop.run_until_complete(fork())
+    return result

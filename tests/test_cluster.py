@@ -52,9 +52,10 @@ from tests.harness.sentinel_proc import SentinelSetup
 from tests.helpers import (
     START_ALL,
     eventually,
-    in_forked_child,
+    forked_mid_step,
     new_claim_id,
     ready_ids,
+    used_on_one_loop,
     used_on_two_loops,
     worker_running,
 )
@@ -550,12 +551,7 @@ def test_a_sentinel_connection_of_an_old_loop_asks_the_sentinels_again(
     address, and the calls failed (found by a review, 2026-12-07)."""
     import asyncio
 
-    app_ = App(redis_sentinel.url, prefix=fresh_stem("sna"))
-    app_.job(lambda ctx: None, name="j")
-
-    async def first() -> None:
-        await app_.enqueue("j", job_id="a")
-        await asyncio.gather(app_.queues(), app_.get_job("a"), app_.paused("default"))
+    app_ = used_on_one_loop(redis_sentinel.url, fresh_stem("sna"))
 
     async def again() -> tuple[list[str], str]:
         try:
@@ -565,7 +561,6 @@ def test_a_sentinel_connection_of_an_old_loop_asks_the_sentinels_again(
         finally:
             await app_.close()
 
-    asyncio.run(first())
     pool = app_.redis.connection_pool
     conns = [*pool._available_connections, *pool._in_use_connections]
     assert conns
@@ -602,10 +597,7 @@ def test_a_child_forked_mid_step_asks_the_sentinels_on_connections_of_its_own(
                 return f"{job.created} {stats.ready}"
             return asyncio.run(main())
 
-        async def fork() -> str:
-            return in_forked_child(child)
-
-        assert loop.run_until_complete(fork()).split() == ["True", "2"]
+        assert forked_mid_step(loop, child).split() == ["True", "2"]
 
         async def anew() -> int:
             await pool.disconnect()  # the next call connects anew: it asks the sentinels
@@ -717,10 +709,7 @@ def test_a_child_forked_mid_step_calls_on_node_connections_of_its_own(
                 return f"{job.created} {stats.ready}"
             return asyncio.run(main())
 
-        async def fork() -> str:
-            return in_forked_child(child)
-
-        assert loop.run_until_complete(fork()).split() == ["True", "2"]
+        assert forked_mid_step(loop, child).split() == ["True", "2"]
         # the parent's connections answer in step
         for i in range(5):
             assert loop.run_until_complete(asyncio.wait_for(app_.stats(), 5)).ready == 2 + i

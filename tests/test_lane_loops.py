@@ -23,7 +23,7 @@ import pytest
 from leasequeue import App
 from leasequeue.errors import JobNotFound
 from tests.harness.redis_proc import RedisProcess
-from tests.helpers import in_forked_child
+from tests.helpers import forked_mid_step, used_on_one_loop
 
 
 def _port(conn: object) -> int:
@@ -71,13 +71,7 @@ def test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in
                 return f"{job.created} {stats.ready} {' '.join(map(str, ports))}"
             return asyncio.run(main())  # a loop of its own
 
-        async def fork() -> str:
-            # forked from a task's step of the parent's loop: in the child that
-            # loop is a copy mid-step, whose task the child still sees as
-            # current, so only the fork itself tells its connections apart
-            return in_forked_child(child)
-
-        created, ready, *ports = loop.run_until_complete(fork()).split()
+        created, ready, *ports = forked_mid_step(loop, child).split()
         assert (created, ready) == ("True", "2")
         # connections of its own: none of the parent's, the lane's or the pool's
         assert ports and not parent_ports & set(map(int, ports))
@@ -237,14 +231,7 @@ def test_redis_py_s_own_calls_on_a_new_loop_never_take_a_connection_of_the_old_o
     scripts, first on the new loop: redis-py's pool handed each its idle
     connection of the closed loop, and the call failed with a bare
     ``RuntimeError: Event loop is closed`` (connection._OfTheLoopHere)."""
-    app = App(redis_server.url, prefix=prefix)
-    app.job(lambda ctx: None, name="j")
-
-    async def first() -> None:
-        await app.enqueue("j", job_id="a")
-        await asyncio.gather(app.queues(), app.get_job("a"), app.paused("default"))
-
-    _run(loop, first())
+    app = used_on_one_loop(redis_server.url, prefix, lambda main: _run(loop, main))
     pool = app.redis.connection_pool
     old_loops = _loops_of(pool._available_connections)
     assert old_loops  # redis-py's own, kept idle in its pool
@@ -271,14 +258,7 @@ def test_an_app_closed_on_a_new_loop_leaves_the_old_loop_s_connections_alone(
     """App.close() on a new loop, its pool holding idle connections of the
     closed one: disconnecting those raised ``RuntimeError: Event loop is
     closed``; they are left alone, and the close completes."""
-    app = App(redis_server.url, prefix=prefix)
-    app.job(lambda ctx: None, name="j")
-
-    async def first() -> None:
-        await app.enqueue("j", job_id="a")
-        await asyncio.gather(app.queues(), app.get_job("a"), app.paused("default"))
-
-    _run(loop, first())
+    app = used_on_one_loop(redis_server.url, prefix, lambda main: _run(loop, main))
     pool = app.redis.connection_pool
     assert _loops_of(pool._available_connections)
     _run(loop, asyncio.wait_for(app.close(), 2))  # (raised)

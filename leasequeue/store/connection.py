@@ -124,11 +124,29 @@ def _sentinel_client(url: str, options: dict[str, Any]) -> Redis:
     return client
 
 
-# what serves a loop or a process not this one's: never closed from here, nor
-# finalized (a stream's finalizer closes its transport on its own loop, which
-# takes the descriptor out of that loop's epoll set: a forked child's copy
-# shares it with the parent, a loop stopped for another runs again)
-_KEPT: list[Any] = []
+# a forked child's copy of its parent's connections: never closed there, nor
+# finalized (closing one, or redis-py's finalizer doing it under the child's
+# loop, would take its descriptor out of the epoll set the child shares with
+# the parent, whose loop would no longer hear its replies)
+KEPT_IN_CHILD: list[Any] = []
+
+
+def forget_pool_in_child(pool: Any) -> None:
+    """In a forked child: every connection of ``pool`` is the parent's
+    socket, forgotten, never closed, and kept from the collector
+    (KEPT_IN_CHILD); the child connects anew, on its own loop. The pool's
+    lists are replaced as they are, not by its reset(), which records
+    metrics (a fork hook runs no more than it must). The lanes' pools and
+    Sentinel's pools to the sentinels (_Sentinel)."""
+    available = getattr(pool, "_available_connections", None)
+    in_use = getattr(pool, "_in_use_connections", None)
+    if isinstance(available, list) and in_use is not None:
+        KEPT_IN_CHILD.extend(available)
+        KEPT_IN_CHILD.extend(in_use)
+        pool._available_connections = []
+        pool._in_use_connections = set()
+    else:
+        pool.reset()
 
 
 class _Cluster(RedisCluster):
@@ -141,15 +159,14 @@ class _Cluster(RedisCluster):
 
     def _forget_in_child(self) -> None:
         """In a forked child: every node's connections, the parent's, are
-        dropped, kept from the collector (a finalizer under the child's
-        loop would take the descriptor out of the epoll set the two share,
-        as direct.Lane's are), and each node connects anew."""
+        dropped, kept from the collector (KEPT_IN_CHILD), and each node
+        connects anew."""
         manager = self.nodes_manager
         nodes = {id(node): node for node in (*self.startup_nodes,
                                              *manager.startup_nodes.values(),
                                              *manager.nodes_cache.values())}
         for node in nodes.values():
-            _KEPT.extend(node._connections)
+            KEPT_IN_CHILD.extend(node._connections)
             node._connections = []
             node._free.clear()
 
@@ -163,11 +180,7 @@ class _Sentinel(Sentinel):
 
     def _forget_in_child(self) -> None:
         for asked in self.sentinels:
-            pool: Any = asked.connection_pool
-            _KEPT.extend(pool._available_connections)
-            _KEPT.extend(pool._in_use_connections)
-            pool._available_connections = []
-            pool._in_use_connections = set()
+            forget_pool_in_child(asked.connection_pool)
 
 
 def _loop_aware_nodes(cluster: RedisCluster) -> None:

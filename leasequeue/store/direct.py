@@ -45,7 +45,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError, SlotNotCo
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..loops import forget_in_child, task_of
-from .connection import is_cluster
+from .connection import KEPT_IN_CHILD, forget_pool_in_child, is_cluster
 from .spin import LoopTurn, ReplySpin, reply_spin
 from .translate import TOPOLOGY_ERRORS, closed_transport
 
@@ -80,26 +80,12 @@ class Lane:
 
     def _forget_in_child(self) -> None:
         """In a forked child: the idle connections, and every connection of
-        the pool, are the parent's sockets. Forgotten, never closed, and
-        kept from the collector (_INHERITED): closing one here, or redis-py's
-        finalizer doing it under the child's loop, would take its descriptor
-        out of the epoll set the child shares with the parent, whose loop
-        would no longer hear its replies. The child connects anew, on its
-        own loop. The pool's lists are replaced as they are, not by its
-        reset(), which records metrics (a fork hook runs no more than it
-        must)."""
-        pool = self._pool
-        _INHERITED.extend(self._idle)
+        the pool, are the parent's sockets: forgotten, never closed, kept
+        from the collector (connection.KEPT_IN_CHILD, forget_pool_in_child);
+        the child connects anew, on its own loop."""
+        KEPT_IN_CHILD.extend(self._idle)
         self._idle.clear()
-        available = getattr(pool, "_available_connections", None)
-        in_use = getattr(pool, "_in_use_connections", None)
-        if isinstance(available, list) and in_use is not None:
-            _INHERITED.extend(available)
-            _INHERITED.extend(in_use)
-            pool._available_connections = []
-            pool._in_use_connections = set()
-        else:
-            pool.reset()
+        forget_pool_in_child(self._pool)
 
     def _idle_here(self) -> list[Any]:
         """The idle connections, once those of a loop not running here are
@@ -362,10 +348,6 @@ class Lane:
             await self._pool.release(conn)
 
 
-# in a forked child: the parent's connections, never to be finalized here
-_INHERITED: list[Any] = []
-
-
 def _here(conn: Any) -> bool:
     """Whether a connection serves the event loop running here: the loop
     its lane protocol was installed on (else its stream's: asyncio's
@@ -407,10 +389,13 @@ async def run_once(redis: Redis, script: AsyncScript, keys: Sequence[bytes],
     Sent again only where Redis said it did not run it: NOSCRIPT (loaded,
     then sent), or a slot that moved (the slot map learnt, then sent to
     the new owner)."""
+    def call(conn: Any) -> Awaitable[Any]:
+        return _once(conn, script, keys, args)
+
     try:
-        return await _on_node(redis, keys, lambda conn: _once(conn, script, keys, args))
+        return await _on_node(redis, keys, call)
     except TOPOLOGY_ERRORS:
-        return await _on_node(redis, keys, lambda conn: _once(conn, script, keys, args))
+        return await _on_node(redis, keys, call)
 
 
 async def _on_node(redis: Redis, keys: Sequence[bytes],

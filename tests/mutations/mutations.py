@@ -2761,7 +2761,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lane-keeps-idle-in-a-forked-child", "leasequeue/store/direct.py",
-        "        _INHERITED.extend(self._idle)\n        self._idle.clear()\n",
+        "        KEPT_IN_CHILD.extend(self._idle)\n        self._idle.clear()\n",
         "",
         "a forked child keeps its lane's idle connections: its calls go out on the parent's "
         "sockets",
@@ -2770,10 +2770,10 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{LOOPS}::test_a_child_killed_after_its_write_leaves_the_parent_s_replies_in_step"),
     ),
     Mutation(
-        "lane-keeps-the-pool-in-a-forked-child", "leasequeue/store/direct.py",
-        "            pool._available_connections = []\n"
-        "            pool._in_use_connections = set()\n",
-        "            pass\n",
+        "lane-keeps-the-pool-in-a-forked-child", "leasequeue/store/connection.py",
+        "        pool._available_connections = []\n"
+        "        pool._in_use_connections = set()\n",
+        "        pass\n",
         "a forked child's lane forgets its idle connections but not its pool's: it is handed "
         "one of the parent's sockets next",
         (f"{LOOPS}::test_a_forked_child_calls_on_connections_of_its_own_and_the_parent_s_stay_in_"
@@ -2837,8 +2837,8 @@ MUTATIONS: tuple[Mutation, ...] = (
          "out_and_retries_it",),
     ),
     Mutation(
-        "fork-lets-the-child-finalize-the-parent-s-pool", "leasequeue/store/direct.py",
-        "            _INHERITED.extend(available)\n            _INHERITED.extend(in_use)\n",
+        "fork-lets-the-child-finalize-the-parent-s-pool", "leasequeue/store/connection.py",
+        "        KEPT_IN_CHILD.extend(available)\n        KEPT_IN_CHILD.extend(in_use)\n",
         "",
         "a forked child drops its pool's connections, the parent's, to the collector: "
         "finalized under the child's loop, each closes its transport and takes its descriptor "
