@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from .errors import ConfigError
-from .store.keys import check_job_name, check_queue_name
+from .store.keys import check_job_name, check_queue_name, is_worker_id
 
 MIN_EVERY_MS = 1000  # an interval under 1 s is a busy loop, not a schedule
 MAX_JITTER_S = 3600.0
@@ -234,6 +234,7 @@ class ScheduleRecord:
     problem: str
     raw_spec: str
     raw_state: str | None
+    pending_taker: str = ""  # the worker that took the pending fire ('' = none, or not recorded)
 
     def describe(self, now_ms: int) -> dict[str, Any]:
         """For the boot log and the CLI."""
@@ -248,6 +249,8 @@ class ScheduleRecord:
         out["paused"] = self.paused
         if self.pending_ms:
             out["pending_fire_ms"] = self.pending_ms
+            if self.pending_taker:
+                out["pending_fire_taker"] = self.pending_taker
         if self.problem:
             out["problem"] = self.problem
         return out
@@ -260,13 +263,16 @@ def parse_record(name: str, raw_spec: str, raw_state: str | None) -> ScheduleRec
         spec = ScheduleSpec.from_json(name, raw_spec)
     except ConfigError as exc:
         problem = str(exc)
-    parts = (raw_state or "").split("|")
-    if len(parts) == 4 and all(p.isdigit() for p in parts) and parts[1] in ("0", "1"):
-        next_ms, paused, pending, until = (int(p) for p in parts)
+    # the fifth field, while a fire is pending: the worker that took it
+    parts = (raw_state or "").split("|", 4)
+    numbers, taker = parts[:4], parts[4] if len(parts) == 5 else ""
+    if (len(numbers) == 4 and all(p.isdigit() for p in numbers) and numbers[1] in ("0", "1")
+            and (len(parts) == 4 or is_worker_id(taker))):
+        next_ms, paused, pending, until = (int(p) for p in numbers)
         return ScheduleRecord(name, spec, next_ms, paused == 1, pending, until, problem,
-                              raw_spec, raw_state)
+                              raw_spec, raw_state, taker)
     problem = problem or f"schedule {name!r}: the recorded state {raw_state!r} is not " \
-                         "next_ms|paused|pending_ms|pending_until_ms"
+                         "next_ms|paused|pending_ms|pending_until_ms[|taker]"
     return ScheduleRecord(name, spec, None, False, 0, 0, problem, raw_spec, raw_state)
 
 

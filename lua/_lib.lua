@@ -629,26 +629,37 @@ local function push_log(logs_key, id, meta, outcome, now, lines)
 end
 
 -- A schedule's state ({P}:schedules:state, one field per schedule):
--- `next_ms|paused|pending_ms|pending_until_ms`, all server-clock ms;
+-- `next_ms|paused|pending_ms|pending_until_ms[|taker]`, all server-clock ms;
 -- paused 0|1; pending_ms: a fire taken by a worker that has not confirmed its
 -- enqueue yet (0 = none), which another worker takes over after
--- pending_until_ms. Returns nil for a value that is not one (edited by hand).
+-- pending_until_ms; taker: the worker that took it (schedule_fire's answer
+-- to that worker's call sent again), written only while a fire is pending
+-- (a state written before takers were recorded has none). Returns nil for a
+-- value that is not one (edited by hand).
 local SCHEDULE_PATTERN = '^(%d+)|([01])|(%d+)|(%d+)$'
+local SCHEDULE_TAKEN_PATTERN = '^(%d+)|([01])|(%d+)|(%d+)|([%w_.:-]+)$'
 local function parse_schedule(raw)
   if not raw then
     return nil
   end
   local next_ms, paused, pending, until_ms = string.match(raw, SCHEDULE_PATTERN)
+  local taker = ''
   if not next_ms then
-    return nil
+    next_ms, paused, pending, until_ms, taker = string.match(raw, SCHEDULE_TAKEN_PATTERN)
+    if not next_ms then
+      return nil
+    end
   end
   return {next_ms = tonumber(next_ms), paused = paused, pending = tonumber(pending),
-          until_ms = tonumber(until_ms)}
+          until_ms = tonumber(until_ms), taker = taker}
 end
 
 local function save_schedule(state_key, name, s)
-  redis.call('HSET', state_key, name,
-             table.concat({int(s.next_ms), s.paused, int(s.pending), int(s.until_ms)}, '|'))
+  local fields = {int(s.next_ms), s.paused, int(s.pending), int(s.until_ms)}
+  if s.pending > 0 and s.taker and s.taker ~= '' then
+    fields[5] = s.taker
+  end
+  redis.call('HSET', state_key, name, table.concat(fields, '|'))
 end
 
 -- circuit breakers: a transition to the breakers' capped audit stream

@@ -1,6 +1,6 @@
 -- schedule_done.lua: a worker confirms the enqueue of the fire it took
 -- (schedule_fire): the pending fire is cleared, so the next one may come.
--- KEYS[1] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms
+-- KEYS[1] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms[|taker]
 -- ARGV[1] name             str   the schedule's name
 -- ARGV[2] fire_ms          int   the fire whose job is enqueued
 -- Returns: CODE_DONE, or CODE_NOT_PENDING (not this fire: already confirmed

@@ -2,7 +2,7 @@
 -- the server clock, for the scheduler loop and the CLI. Bounded by the number
 -- of declared schedules (capped by max_schedules).
 -- KEYS[1] specs        HASH   schedule name -> spec JSON
--- KEYS[2] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms
+-- KEYS[2] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms[|taker]
 -- ARGV[1] max_schedules    int   most schedules returned
 -- Returns: {now_ms, n, then per schedule: name, spec, state (false: none)},
 --          names in sorted order

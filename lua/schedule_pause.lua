@@ -2,7 +2,7 @@
 -- fire (a pending fire is still confirmed); resuming moves its next fire to
 -- the one the caller computed from the server clock, so a long pause does
 -- not count as missed fires.
--- KEYS[1] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms
+-- KEYS[1] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms[|taker]
 -- ARGV[1] name             str   the schedule's name
 -- ARGV[2] paused           0|1   1 = pause, 0 = resume
 -- ARGV[3] next_ms          int   on resume: the next fire (0 = keep the recorded one)

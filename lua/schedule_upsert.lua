@@ -2,7 +2,7 @@
 -- changed spec (or a state edited into nonsense) replaces the record's spec
 -- and next fire, keeping its paused flag; the same spec leaves it alone.
 -- KEYS[1] specs        HASH   schedule name -> spec JSON
--- KEYS[2] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms
+-- KEYS[2] state        HASH   schedule name -> next_ms|paused|pending_ms|pending_until_ms[|taker]
 -- ARGV[1] name             str   the schedule's name
 -- ARGV[2] spec             str   its spec JSON (compared as text)
 -- ARGV[3] next_ms          int   its first fire, computed from the server clock

@@ -221,7 +221,7 @@ async def test_wrappers_pass_the_argv_count_the_spec_declares(
             s.limiter_acquire(lk, "h", 1, 1000, False), s.limiter_renew(lk, ["h", "i"], 1000),
             s.limiter_release(lk, ["h", "i"]), s.queue_config(qk, 3), s.watch(qk, "a", 1000),
             s.schedule_upsert(sk, "n", "{}", 1, False), s.schedule_list(sk),
-            s.schedule_fire(sk, "n", 1, 2, 1, 1000), s.schedule_done(sk, "n", 1),
+            s.schedule_fire(sk, "n", 1, 2, 1, 1000, "w"), s.schedule_done(sk, "n", 1),
             s.schedule_pause(sk, "n", True), s.schedule_trigger(sk, "n"),
             s.runstate(qk, "a", 1, "c", b"", 10),
             s.breaker_check(bk, "h", 1000, 1000),

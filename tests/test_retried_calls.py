@@ -11,26 +11,34 @@ review (2026-12-07), where every script was taken to be safe so:
 - a limiter renew of a holder a `replace` evicted answers EVICTED as long
   as the marker stays: taking the marker on the first answer made the
   second LOST, and the replaced run was failed and run again instead of
-  canceled."""
+  canceled.
+
+Since then (each test below names what it holds): an ack, a failure, a
+re-run and a schedule's fire sent again are answered as their first run
+was."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from leasequeue import App
 from leasequeue.errors import RedisUnavailable
+from leasequeue.runtime.scheduler import Scheduler, SchedulerParams
+from leasequeue.schedule_spec import fire_job_id, make_spec
 from leasequeue.store import direct
-from leasequeue.store.keys import limit_keys, rate_keys
+from leasequeue.store.keys import limit_keys, rate_keys, schedules_keys
 from leasequeue.store.specs import (
     AckReply,
     FailReply,
     LimiterAcquireReply,
     LimiterRenewReply,
     RateReply,
+    ScheduleFireReply,
 )
-from tests.helpers import DEFAULT_BUDGET, expire_lease, fail_job, new_claim_id
+from tests.helpers import DEFAULT_BUDGET, expire_lease, fail_job, new_claim_id, server_ms
 
 pytestmark = pytest.mark.anyio
 
@@ -237,3 +245,39 @@ async def test_a_failure_whose_reply_was_lost_is_answered_as_the_first_run_did(
     assert (await app.scripts.reap(qk, 100, 0, 0, {}, DEFAULT_BUDGET)).requeued == 1
     refused = await fail_job(app, qk, "b", late.token, "work", "", "boom", 60_000)
     assert refused.code is FailReply.REFUSED
+
+
+async def test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's scheduler takes a due fire and the reply is lost; the lane
+    sends the call again, and the second run finds the fire pending under
+    this worker's id: answered FIRED as the first run was, so the worker
+    enqueues the fire's job and confirms it in the same look. (Answered
+    BUSY, it enqueued nothing, and the fire waited out its 10 s lease.)
+    Another worker's look meanwhile finds it busy, and takes nothing."""
+    app = real_app
+    sk = schedules_keys(app.prefix)
+    now = await server_ms(app)
+    spec = make_spec("a", "j", every=timedelta(seconds=60), queue="default")
+    await app.redis.hset(sk.specs, "a", spec.to_json())
+    await app.redis.hset(sk.state, "a", f"{now - 10}|0|0|0")
+    await app.enqueue("j", job_id="warm")  # (the queue checked: no other call on the way)
+    takers = [Scheduler(SchedulerParams(app.scripts, sk, app.schedules.enqueue, worker_id))
+              for worker_id in ("w1", "w2")]
+    real_fire, lost = app.scripts.schedule_fire, []
+
+    async def fire_once_lost(*args: Any) -> Any:  # only this call's reply is lost
+        losing = _reply_lost_once(monkeypatch)
+        answer = await real_fire(*args)
+        lost.extend(losing)
+        monkeypatch.undo()
+        await takers[1].tick()  # another worker's look while the fire is pending
+        return answer
+
+    monkeypatch.setattr(app.scripts, "schedule_fire", fire_once_lost)
+    await takers[0].tick()
+    assert lost and int(lost[0][0]) == ScheduleFireReply.FIRED  # the first run's
+    assert takers[0].fired == 1 and takers[1].fired == 0
+    assert (await app.get_job(fire_job_id("a", now - 10))).state == "queued"
+    state = (await app.redis.hget(sk.state, "a") or b"").decode().split("|")
+    assert state[2:] == ["0", "0"]  # confirmed: nothing pending, no taker kept

@@ -164,34 +164,51 @@ async def test_fire_checks_due_on_the_server_clock_and_takes_each_fire_once(
     F = ScheduleFireReply
     now = await server_ms(real_app)
     await r.hset(sk.state, "a", f"{now + 60_000}|0|0|0")
-    code, _, _ = await s.schedule_fire(sk, "a", now + 60_000, now + 61_000, now + 60_000, 5000)
+    code, _, _ = await s.schedule_fire(sk, "a", now + 60_000, now + 61_000, now + 60_000, 5000,
+                                       "w1")
     assert code is F.NOT_DUE  # whatever the client believes the time is
     await r.hset(sk.state, "a", f"{now - 10}|0|0|0")
-    assert (await s.schedule_fire(sk, "a", now - 1000, now + 1000, now - 1000, 5000))[0] is F.MOVED
-    assert (await s.schedule_fire(sk, "a", now - 10, now - 5, now - 10, 5000))[0] is F.STALE
-    code, fire, at = await s.schedule_fire(sk, "a", now - 10, now + 990, now - 10, 5000)
+    assert (await s.schedule_fire(sk, "a", now - 1000, now + 1000, now - 1000, 5000,
+                                  "w1"))[0] is F.MOVED
+    assert (await s.schedule_fire(sk, "a", now - 10, now - 5, now - 10, 5000, "w1"))[0] is F.STALE
+    code, fire, at = await s.schedule_fire(sk, "a", now - 10, now + 990, now - 10, 5000, "w1")
     assert (code, fire) == (F.FIRED, now - 10)
-    assert await r.hget(sk.state, "a") == f"{now + 990}|0|{now - 10}|{at + 5000}".encode()
+    assert await r.hget(sk.state, "a") == f"{now + 990}|0|{now - 10}|{at + 5000}|w1".encode()
     # a second replica with the same read: the fire is taken (pending elsewhere)
-    assert (await s.schedule_fire(sk, "a", now - 10, now + 990, now - 10, 5000))[0] is F.BUSY
+    assert (await s.schedule_fire(sk, "a", now - 10, now + 990, now - 10, 5000, "w2"))[0] is F.BUSY
+    # the taker's own call again (its reply lost): answered as taken, nothing written
+    assert (await s.schedule_fire(sk, "a", now - 10, now + 990, now - 10, 5000, "w1"))[:2] == (
+        F.FIRED, now - 10)
+    assert await r.hget(sk.state, "a") == f"{now + 990}|0|{now - 10}|{at + 5000}|w1".encode()
     assert await s.schedule_done(sk, "a", now - 10) is ScheduleDoneReply.DONE
     assert await s.schedule_done(sk, "a", now - 10) is ScheduleDoneReply.NOT_PENDING
-    assert await r.hget(sk.state, "a") == f"{now + 990}|0|0|0".encode()
+    assert await r.hget(sk.state, "a") == f"{now + 990}|0|0|0".encode()  # (no taker kept)
     # a taker that died before confirming: its fire is handed over after its lease
-    await r.hset(sk.state, "a", f"{now + 990}|0|{now - 10}|{now - 1}")
-    code, fire, at = await s.schedule_fire(sk, "a", now + 990, now + 1990, 0, 5000)
+    await r.hset(sk.state, "a", f"{now + 990}|0|{now - 10}|{now - 1}|w1")
+    code, fire, at = await s.schedule_fire(sk, "a", now + 990, now + 1990, 0, 5000, "w2")
     assert (code, fire) == (F.RETRY, now - 10)
-    assert await r.hget(sk.state, "a") == f"{now + 990}|0|{now - 10}|{at + 5000}".encode()
+    assert await r.hget(sk.state, "a") == f"{now + 990}|0|{now - 10}|{at + 5000}|w2".encode()
+    # the take-over's own call again: RETRY again (the fire it took over is
+    # never the one it asked for); the dead taker's id is not its
+    assert (await s.schedule_fire(sk, "a", now + 990, now + 1990, 0, 5000, "w2"))[:2] == (
+        F.RETRY, now - 10)
+    assert (await s.schedule_fire(sk, "a", now + 990, now + 1990, 0, 5000, "w1"))[0] is F.BUSY
+    # a pending fire recorded with no taker (a state written before takers
+    # were): busy for every worker until its lease lapses
+    await r.hset(sk.state, "a", f"{now + 990}|0|{now - 10}|{now + 60_000}")
+    assert (await s.schedule_fire(sk, "a", now - 10, now + 990, now - 10, 5000, "w1"))[0] is F.BUSY
     # skip: the next fire moves on, nothing pending
     await r.hset(sk.state, "a", f"{now - 5000}|0|0|0")
-    code, _, _ = await s.schedule_fire(sk, "a", now - 5000, now + 1000, 0, 5000)
+    code, _, _ = await s.schedule_fire(sk, "a", now - 5000, now + 1000, 0, 5000, "w1")
     assert code is F.SKIPPED
     assert await r.hget(sk.state, "a") == f"{now + 1000}|0|0|0".encode()
     await r.hset(sk.state, "a", f"{now - 5000}|1|0|0")
-    assert (await s.schedule_fire(sk, "a", now - 5000, now + 1000, 0, 5000))[0] is F.PAUSED
-    await r.hset(sk.state, "a", "5000|x|0")
-    assert (await s.schedule_fire(sk, "a", 5000, now + 1000, 0, 5000))[0] is F.MALFORMED
-    assert (await s.schedule_fire(sk, "b", 5000, now + 1000, 0, 5000))[0] is F.MISSING
+    assert (await s.schedule_fire(sk, "a", now - 5000, now + 1000, 0, 5000, "w1"))[0] is F.PAUSED
+    for malformed in ("5000|x|0", f"{now - 5000}|0|0|0|", f"{now - 5000}|0|0|0|a|b"):
+        await r.hset(sk.state, "a", malformed)
+        assert (await s.schedule_fire(sk, "a", 5000, now + 1000, 0, 5000,
+                                      "w1"))[0] is F.MALFORMED
+    assert (await s.schedule_fire(sk, "b", 5000, now + 1000, 0, 5000, "w1"))[0] is F.MISSING
 
 
 @pytest.mark.anyio
@@ -288,3 +305,22 @@ async def test_a_malformed_record_is_reported_and_skipped_while_others_fire(
 def test_parse_record_names_the_problem() -> None:
     rec = parse_record("x", "{}", "1|0|0|0")
     assert rec.spec is None and "not a version 1 schedule" in rec.problem
+
+
+def test_parse_record_reads_a_pending_fire_s_taker_as_the_scripts_do() -> None:
+    """The state's fifth field, written by schedule_fire while a fire is
+    pending, names the worker that took it (shown by describe()); a state
+    without it (written before takers were recorded) still reads; anything
+    else after the four numbers is a malformed state, as Lua's pattern
+    (_lib.lua SCHEDULE_TAKEN_PATTERN) finds it (test above)."""
+    spec = make_spec("s", "j", every=timedelta(seconds=60), queue="q").to_json()
+    rec = parse_record("s", spec, "9000|0|8000|9500|host:12:ab")
+    assert (rec.next_ms, rec.pending_ms, rec.pending_until_ms, rec.pending_taker) == (
+        9000, 8000, 9500, "host:12:ab")
+    assert not rec.problem and rec.describe(0)["pending_fire_taker"] == "host:12:ab"
+    old = parse_record("s", spec, "9000|0|8000|9500")
+    assert (old.pending_ms, old.pending_taker, old.problem) == (8000, "", "")
+    assert "pending_fire_taker" not in old.describe(0)
+    for bad in ("9000|0|8000|9500|", "9000|0|8000|9500|a|b", "9000|0|8000|9500|a b"):
+        assert "is not next_ms|paused|pending_ms|pending_until_ms[|taker]" in parse_record(
+            "s", spec, bad).problem

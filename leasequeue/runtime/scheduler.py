@@ -97,7 +97,7 @@ class Scheduler:
         code, fire_ms, server_now = await p.scripts.schedule_fire(
             p.keys, rec.name, rec.next_ms,
             decision.next_ms if decision else spec.next_after(now),
-            decision.fire_ms if decision else 0, p.fire_lease_ms)
+            decision.fire_ms if decision else 0, p.fire_lease_ms, p.worker_id)
         if code is ScheduleFireReply.SKIPPED:
             self._log.warning("schedule missed fires (workers down or late): skipped by its "
                               "misfire policy", schedule=rec.name, missed_from_ms=rec.next_ms,

@@ -50,8 +50,13 @@ def check_job_name(name: str) -> str:
     return name
 
 
+def is_worker_id(text: object) -> bool:
+    """Whether ``text`` is a worker id: 1-200 of A-Z a-z 0-9 _ . : -"""
+    return isinstance(text, str) and _TOKEN.fullmatch(text) is not None
+
+
 def check_worker_id(worker_id: str) -> str:
-    if not isinstance(worker_id, str) or not _TOKEN.fullmatch(worker_id):
+    if not is_worker_id(worker_id):
         raise ConfigError(
             f"invalid worker id {worker_id!r}: use 1-200 characters from A-Z a-z 0-9 _ . : -"
         )
@@ -298,7 +303,7 @@ class SchedulesKeys:
     """The schedules of a prefix, under one hash tag ``{prefix}`` (a queue's
     tag is ``{prefix:queue}``, so they never share a key):
     ``specs`` (HASH name -> spec JSON) and ``state`` (HASH name ->
-    ``next_ms|paused|pending_ms|pending_until_ms``)."""
+    ``next_ms|paused|pending_ms|pending_until_ms[|taker]``)."""
 
     prefix: str
 

@@ -129,7 +129,7 @@ SPECS: dict[str, ScriptSpec] = {
         ScriptSpec("schedule_upsert", ("specs", "state"), ("name", "spec", "next_ms", "paused")),
         ScriptSpec("schedule_list", ("specs", "state"), ("max_schedules",)),
         ScriptSpec("schedule_fire", ("state",),
-                   ("name", "expected_ms", "next_ms", "fire_ms", "lease_ms")),
+                   ("name", "expected_ms", "next_ms", "fire_ms", "lease_ms", "taker")),
         ScriptSpec("schedule_done", ("state",), ("name", "fire_ms")),
         ScriptSpec("schedule_pause", ("state",), ("name", "paused", "next_ms")),
         ScriptSpec("schedule_trigger", ("specs",), ("name",)),

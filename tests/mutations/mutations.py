@@ -3021,4 +3021,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         "parent's: its question for the master fails on the parent's stream",
         ("tests/test_cluster.py::test_a_child_forked_mid_step_asks_the_sentinels_on_connections_of_its_own",),
     ),
+    Mutation(
+        "schedule-fire-sent-again-busy", "lua/schedule_fire.lua",
+        "    if s.taker ~= taker or taker == '' then\n",
+        "    if true then\n",
+        "a schedule's fire sent again after its reply was lost finds its own fire pending and "
+        "answers busy: nothing is enqueued until the fire's lease lapses (10 s)",
+        ("tests/test_retried_calls.py::test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once",
+         "tests/test_schedules.py::test_fire_checks_due_on_the_server_clock_and_takes_each_fire_once"),
+    ),
+    Mutation(
+        "schedule-fire-any-taker-is-its-own", "lua/schedule_fire.lua",
+        "    if s.taker ~= taker or taker == '' then\n",
+        "    if taker == '' then\n",
+        "a pending fire is answered as taken to every worker that asks with the same read: "
+        "two workers enqueue the same fire (deduplicated by its id only while the job is kept)",
+        ("tests/test_schedules.py::test_fire_checks_due_on_the_server_clock_and_takes_each_fire_once",),
+    ),
+    Mutation(
+        "schedule-take-over-keeps-the-dead-taker", "lua/schedule_fire.lua",
+        "  s.until_ms = now + lease_ms\n  s.taker = taker\n",
+        "  s.until_ms = now + lease_ms\n",
+        "a fire taken over keeps its dead taker's id: the take-over's call sent again is answered "
+        "busy, and the dead taker's id is answered as if it had taken it",
+        ("tests/test_schedules.py::test_fire_checks_due_on_the_server_clock_and_takes_each_fire_once",),
+    ),
 )
