@@ -15,7 +15,7 @@ review (2026-12-07), where every script was taken to be safe so:
 
 Since then (each test below names what it holds): an ack, a failure, a
 re-run and a schedule's fire sent again are answered as their first run
-was."""
+was (a release is not: it leaves no mark of its own, README)."""
 
 from __future__ import annotations
 
@@ -281,3 +281,4 @@ async def test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once(
     assert (await app.get_job(fire_job_id("a", now - 10))).state == "queued"
     state = (await app.redis.hget(sk.state, "a") or b"").decode().split("|")
     assert state[2:] == ["0", "0"]  # confirmed: nothing pending, no taker kept
+
