@@ -38,6 +38,7 @@ from .producer import (
     WaitClock,
     chunks,
     decode_job,
+    drawn_created,
     not_found,
     queue_job_reads,
     result_of,
@@ -315,8 +316,10 @@ class App:
                 logical_queue, qk, job = common
                 if logical_queue not in self._verified:  # (a plain queue: never "q#k")
                     await self._verify_once(logical_queue)
-                job_id, (created, state) = await self.coalescer.enqueue(qk, job)
-                return _new(EnqueuedJob, (job_id, logical_queue, name, created, state))
+                # its id drawn as it was sent: created, whatever a call sent
+                # again after a lost reply answered (producer.drawn_created)
+                job_id, (_, state) = await self.coalescer.enqueue(qk, job)
+                return _new(EnqueuedJob, (job_id, logical_queue, name, True, state))
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:
@@ -329,9 +332,11 @@ class App:
             # concurrent calls for one queue go as one script call (store/coalesce.py)
             # the common call's job gets its id as it is sent (Producer.one's
             # id_at_send): one os.urandom read for the coalescer's batch
+            given = job_id
             job_id, (created, state) = await self.coalescer.enqueue(qk, job)
             # tuple.__new__: the named tuple's own __new__ is a Python function around it
-            answer = _new(EnqueuedJob, (job_id, logical_queue, job.name, created, state))
+            answer = _new(EnqueuedJob, (job_id, logical_queue, job.name,
+                                        drawn_created(created, given), state))
             return answer
         finally:
             for info in infos or ():
@@ -365,7 +370,7 @@ class App:
             def answer(k: int, replies: list[tuple[bool, str]], physical: str = physical,
                        parts: list[list[int]] = parts,
                        batches: list[list[NewJob]] = batches) -> None:
-                self.producer.answer(answers, batches[k], physical, parts[k], replies)
+                self.producer.answer(answers, batches[k], physical, parts[k], replies, batch)
 
             # in order, pipelined on one connection where it can be (Scripts.enqueue_in_order)
             await self.scripts.enqueue_in_order(self.keys(physical), batches, answer)
@@ -379,7 +384,7 @@ class App:
         queue = plain.queue
 
         def answer(k: int, replies: list[tuple[bool, str]]) -> None:
-            self.producer.answer(answers, plain[k], queue, plain.span(k), replies)
+            self.producer.answer(answers, plain[k], queue, plain.span(k), replies, None)
             plain.forget(k)
 
         await self.scripts.enqueue_in_order(self.keys(queue), plain, answer)

@@ -19,10 +19,13 @@ def new_job_id() -> str:
     48), and a queued job's id is stored twice (its record and its place in
     line; a third time with a payload over 1,024 bytes): 32 bytes a queued
     job less than 32 characters. Two ids collide once in about 2**56 jobs;
-    an id that did would be answered 'existed' (HSETNX), never overwrite a
-    job. 14 characters would save 32 bytes more and are not used: see
-    DESIGN-NOTES.md, "A queued job's footprint" (a collision could not
-    be retried under a new id)."""
+    an id that did would never overwrite a job (HSETNX), and its caller
+    would be told created=True for the job already there: a drawn id found
+    existing is taken for the call's own first run, sent again after a lost
+    reply (producer.drawn_created), by far the likelier. 14 characters
+    would save 32 bytes more and are not used: see DESIGN-NOTES.md, "A
+    queued job's footprint" (a collision could not be retried under a new
+    id)."""
     return os.urandom(ID_BYTES).hex()
 
 

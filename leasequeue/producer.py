@@ -473,11 +473,19 @@ class Producer:
         return by_queue
 
     def answer(self, answers: list[EnqueuedJob | None], jobs: Sequence[NewJob], physical: str,
-               chunk: Sequence[int], replies: list[tuple[bool, str]]) -> None:
+               chunk: Sequence[int], replies: list[tuple[bool, str]],
+               requests: Sequence[JobRequest] | None) -> None:
         """Fill ``answers`` at ``chunk`` (a prepared batch's indexes, in
-        order) for one enqueue call's ``jobs`` and their replies."""
+        order) for one enqueue call's ``jobs`` and their replies.
+        ``requests``: the batch's, by the same indexes, whose job ids say
+        which ids were drawn here (None: every one, a plain batch); a job
+        whose id was drawn here and answers 'existed' was created
+        (drawn_created)."""
         if not len(jobs) == len(replies) == len(chunk):
             raise RuntimeError(f"enqueue answered {len(replies)} replies for {len(jobs)} jobs")
+        if not all(map(_CREATED, replies)):  # (a C loop: the common batch is all created)
+            replies = [(drawn_created(created, None if requests is None else requests[i].job_id),
+                        state) for i, (created, state) in zip(chunk, replies, strict=True)]
         queue = logical(physical)
         # made by C loops (map, zip) and tuple.__new__: the named tuple's own
         # __new__ is a Python function around it, and a Python turn per job
@@ -496,6 +504,16 @@ class Producer:
         if queue is not None:
             return [queue]
         return sorted({self.registry.defaults.queue, *self.registry.queues()})
+
+
+def drawn_created(created: bool, job_id: str | None) -> bool:
+    """An enqueue's ``created`` as its caller is told it: a job whose id was
+    drawn here (the call gave none) and answers 'existed' was created, by
+    this call's own first run, whose reply was lost: the lane sent the call
+    again, and the second run found the id (a drawn id exists nowhere else:
+    112 random bits, ids.new_job_id). A given id that exists answers
+    ``created=False``, as ever."""
+    return created or job_id is None
 
 
 class PlainBatch(Sequence[list[NewJob]]):

@@ -26,6 +26,7 @@ from .producer import (
     WaitClock,
     chunks,
     decode_job,
+    drawn_created,
     not_found,
     queue_job_reads,
     result_of,
@@ -118,19 +119,22 @@ class SyncApp:
             self.verify_queues([logical_queue])
         ((created, state),) = self.scripts.enqueue(keys, [job])
         # tuple.__new__: the named tuple's own __new__ is a Python function around it
-        return _new(EnqueuedJob, (job.id, logical_queue, job.name, created, state))
+        return _new(EnqueuedJob, (job.id, logical_queue, job.name,
+                                  drawn_created(created, job_id), state))
 
     def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.
         Every job is checked before anything is written."""
-        prepared = self.producer.prepare_many(requests)
+        batch = list(requests)
+        prepared = self.producer.prepare_many(batch)
         self.verify_queues({queue for queue, _ in prepared})
         answers: list[EnqueuedJob | None] = [None] * len(prepared)
         for physical, indexes in self.producer.group(prepared).items():
             qk = self.shards.keys(physical)
             for chunk in chunks(indexes):
                 jobs = [prepared[i][1] for i in chunk]
-                self.producer.answer(answers, jobs, physical, chunk, self.scripts.enqueue(qk, jobs))
+                self.producer.answer(answers, jobs, physical, chunk, self.scripts.enqueue(qk, jobs),
+                                     batch)
         return list(filter(None, answers))  # (every one is set: a C loop to retype it)
 
     def verify_queues(self, queues: Iterable[str]) -> None:

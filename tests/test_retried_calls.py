@@ -15,7 +15,8 @@ review (2026-12-07), where every script was taken to be safe so:
 
 Since then (each test below names what it holds): an ack, a failure, a
 re-run and a schedule's fire sent again are answered as their first run
-was (a release is not: it leaves no mark of its own, README)."""
+was (a release is not: it leaves no mark of its own, README), and an
+enqueue of a job whose id this process drew tells its caller created."""
 
 from __future__ import annotations
 
@@ -24,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from leasequeue import App
+from leasequeue import App, JobRequest, SyncApp
 from leasequeue.errors import RedisUnavailable
 from leasequeue.runtime.scheduler import Scheduler, SchedulerParams
 from leasequeue.schedule_spec import fire_job_id, make_spec
-from leasequeue.store import direct
+from leasequeue.store import direct, sync_lane
 from leasequeue.store.keys import limit_keys, rate_keys, schedules_keys
 from leasequeue.store.specs import (
     AckReply,
@@ -282,3 +283,69 @@ async def test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once(
     state = (await app.redis.hget(sk.state, "a") or b"").decode().split("|")
     assert state[2:] == ["0", "0"]  # confirmed: nothing pending, no taker kept
 
+
+
+async def _jobs(app: App) -> set[str]:
+    return {k.decode() for k in await app.redis.hkeys(app.keys("default").jobs)}
+
+
+async def test_an_enqueue_whose_reply_was_lost_tells_its_caller_created(
+        real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The enqueue ran and its reply was lost; the lane sends it again, and
+    the second run finds the id and answers 'existed'. A job whose id this
+    process drew (the call gave none) was created by the first run: its
+    caller is told created=True (it was told False: a duplicate, for a job
+    it had just made). The common call, the longer one (a payload and a
+    priority), and a bulk call of each kind; one job each, written once.
+    A given id that answers 'existed' is still created=False: it may be
+    another caller's."""
+    app = real_app
+    await app.enqueue("j", job_id="warm")  # (the queue checked: the next call is the job's)
+    for call in (lambda: app.enqueue("j"), lambda: app.enqueue("j", {"n": 1}, priority=5)):
+        before = await _jobs(app)
+        lost = _reply_lost_once(monkeypatch)
+        job = await call()
+        monkeypatch.undo()
+        assert lost  # the first run's reply
+        assert (job.created, job.state) == (True, "queued")
+        assert await _jobs(app) - before == {job.id}  # written once
+    lost = _reply_lost_once(monkeypatch)
+    given = await app.enqueue("j", job_id="given")
+    monkeypatch.undo()
+    assert lost and (given.created, given.state) == (False, "queued")  # as documented
+    mixed = [JobRequest("j", {"n": i}) for i in range(3)] + [JobRequest("j", job_id="warm")]
+    for requests in ([JobRequest("j") for _ in range(3)], mixed):  # a plain batch, a mixed one
+        before = await _jobs(app)
+        lost = _reply_lost_once(monkeypatch)
+        jobs = await app.enqueue_many(requests)
+        monkeypatch.undo()
+        assert lost
+        assert [j.created for j in jobs] == [r.job_id is None for r in requests]
+        assert await _jobs(app) - before == {j.id for j in jobs if j.created}
+
+
+def test_a_sync_enqueue_whose_reply_was_lost_tells_its_caller_created(
+        redis_server: Any, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SyncApp's lane sends a call whose reply was lost again, as App's
+    does: a drawn id's job is created=True, a given id's False."""
+    real = sync_lane._send_and_read
+    lost: list[Any] = []
+
+    def losing(conn: Any, packed: bytes, spin: Any = None) -> Any:
+        reply = real(conn, packed, spin)
+        if not lost:
+            lost.append(reply)
+            raise sync_lane.RedisConnectionError("Connection reset by peer")
+        return reply
+
+    with SyncApp(redis_server.url, prefix=prefix) as sync:
+        sync.enqueue("j", job_id="warm")
+        monkeypatch.setattr(sync_lane, "_send_and_read", losing)
+        job = sync.enqueue("j", {"n": 1})
+        assert lost and (job.created, job.state) == (True, "queued")
+        lost.clear()
+        assert not sync.enqueue("j", job_id="warm").created and lost
+        lost.clear()
+        jobs = sync.enqueue_many([JobRequest("j"), JobRequest("j", job_id="warm")])
+        assert lost and [j.created for j in jobs] == [True, False]
+        assert sync.stats().counters["enqueued"] == 3  # warm, job, the batch's first: once each

@@ -3046,4 +3046,42 @@ MUTATIONS: tuple[Mutation, ...] = (
         "busy, and the dead taker's id is answered as if it had taken it",
         ("tests/test_schedules.py::test_fire_checks_due_on_the_server_clock_and_takes_each_fire_once",),
     ),
+    Mutation(
+        "common-enqueue-resent-not-created", "leasequeue/app.py",
+        "                job_id, (_, state) = await self.coalescer.enqueue(qk, job)\n"
+        "                return _new(EnqueuedJob, (job_id, logical_queue, name, True, state))\n",
+        "                job_id, (created, state) = await self.coalescer.enqueue(qk, job)\n"
+        "                return _new(EnqueuedJob, (job_id, logical_queue, name, created, state))\n",
+        "App.enqueue's common call sent again after a lost reply tells its caller created=False "
+        "for the job its first run made (its id drawn here)",
+        ("tests/test_retried_calls.py::test_an_enqueue_whose_reply_was_lost_tells_its_caller_created",),
+    ),
+    Mutation(
+        "enqueue-resent-not-created", "leasequeue/producer.py",
+        "    return created or job_id is None\n",
+        "    return created\n",
+        "an enqueue of a job whose id was drawn here, sent again after a lost reply, tells its "
+        "caller created=False (App's longer call, the bulk calls, SyncApp)",
+        ("tests/test_retried_calls.py::test_an_enqueue_whose_reply_was_lost_tells_its_caller_created",
+         "tests/test_retried_calls.py::test_a_sync_enqueue_whose_reply_was_lost_tells_its_caller_created"),
+    ),
+    Mutation(
+        "enqueue-resent-given-id-created", "leasequeue/producer.py",
+        "    return created or job_id is None\n",
+        "    return True\n",
+        "an enqueue of a given id that exists tells its caller created=True: a duplicate reads as "
+        "a new job",
+        ("tests/test_retried_calls.py::test_an_enqueue_whose_reply_was_lost_tells_its_caller_created",
+         "tests/test_retried_calls.py::test_a_sync_enqueue_whose_reply_was_lost_tells_its_caller_created"),
+    ),
+    Mutation(
+        "bulk-resent-not-created", "leasequeue/producer.py",
+        "        if not all(map(_CREATED, replies)):"
+        "  # (a C loop: the common batch is all created)\n",
+        "        if False:\n",
+        "a bulk enqueue sent again after a lost reply tells its callers created=False for the jobs "
+        "its first run made (their ids drawn here)",
+        ("tests/test_retried_calls.py::test_an_enqueue_whose_reply_was_lost_tells_its_caller_created",
+         "tests/test_retried_calls.py::test_a_sync_enqueue_whose_reply_was_lost_tells_its_caller_created"),
+    ),
 )
