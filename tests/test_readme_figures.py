@@ -71,6 +71,7 @@ def ratio_cell(cell: str) -> float:
 
 
 @pytest.mark.parametrize("opening", ["Latest: three runs of main",
+                                     "Earlier that afternoon: three runs of main",
                                      "Earlier the same day: three runs of main",
                                      "**Placed apart.** The same"])
 def test_each_ratio_of_the_readme_is_its_runs_and_each_standing_holds_in_them(
