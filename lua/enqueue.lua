@@ -29,7 +29,8 @@
 -- value per job, its id.
 -- Sent again: every job the first run created exists, so the second writes nothing but a gap
 -- in seq and answers CODE_EXISTED with each job's state now, where the first answered created
--- (the caller sees created=False; App.rerun sends its call once for that reason). A job that
+-- (the caller is told created=True for an id the client drew, producer.drawn_created, and
+-- created=False for a given id; App.rerun sends its call once for that reason). A job that
 -- ended and was forgotten (retention 0) between the two runs is created again.
 local CODE_EXISTED, CODE_CREATED = 0, 1
 local jobs_key, payloads_key, ready_key = KEYS[1], KEYS[2], KEYS[3]

@@ -21,8 +21,9 @@
 -- which answers the existing job's state).
 -- Sent again: the id exists (the first run created it), so the second writes nothing but a gap
 -- in seq and answers CODE_EXISTED where the first answered 'queued'; the client then asks
--- enqueue.lua, which answers CODE_EXISTED and the state: the caller sees created=False
--- (App.rerun sends its call once for that reason).
+-- enqueue.lua, which answers CODE_EXISTED and the state: the caller is told created=True for
+-- an id the client drew (producer.drawn_created), created=False for a given one (App.rerun
+-- sends its call once for that reason).
 local CODE_EXISTED = 0
 local jobs_key, stats_key, id, payload = KEYS[1], KEYS[2], ARGV[7], ARGV[6]
 if #payload > INLINE_MAX then

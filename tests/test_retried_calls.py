@@ -252,10 +252,11 @@ async def test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once(
         real_app: App, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker's scheduler takes a due fire and the reply is lost; the lane
     sends the call again, and the second run finds the fire pending under
-    this worker's id: answered FIRED as the first run was, so the worker
-    enqueues the fire's job and confirms it in the same look. (Answered
-    BUSY, it enqueued nothing, and the fire waited out its 10 s lease.)
-    Another worker's look meanwhile finds it busy, and takes nothing."""
+    this scheduler's taker id: answered FIRED as the first run was, so the
+    worker enqueues the fire's job and confirms it in the same look.
+    (Answered BUSY, it enqueued nothing, and the fire waited out its 10 s
+    lease.) Meanwhile another scheduler, of a process given the same
+    worker id, is told BUSY for the same call, and its look takes nothing."""
     app = real_app
     sk = schedules_keys(app.prefix)
     now = await server_ms(app)
@@ -263,26 +264,29 @@ async def test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once(
     await app.redis.hset(sk.specs, "a", spec.to_json())
     await app.redis.hset(sk.state, "a", f"{now - 10}|0|0|0")
     await app.enqueue("j", job_id="warm")  # (the queue checked: no other call on the way)
-    takers = [Scheduler(SchedulerParams(app.scripts, sk, app.schedules.enqueue, worker_id))
-              for worker_id in ("w1", "w2")]
-    real_fire, lost = app.scripts.schedule_fire, []
+    takers = [Scheduler(SchedulerParams(app.scripts, sk, app.schedules.enqueue, "w1"))
+              for _ in range(2)]
+    assert takers[0].taker != takers[1].taker and takers[0].taker.startswith("w1.")
+    real_fire, lost, other = app.scripts.schedule_fire, [], []
 
     async def fire_once_lost(*args: Any) -> Any:  # only this call's reply is lost
         losing = _reply_lost_once(monkeypatch)
         answer = await real_fire(*args)
         lost.extend(losing)
         monkeypatch.undo()
-        await takers[1].tick()  # another worker's look while the fire is pending
+        # the other scheduler: the same call, and a look, while the fire is pending
+        other.append(await real_fire(*args[:-1], takers[1].taker))
+        await takers[1].tick()
         return answer
 
     monkeypatch.setattr(app.scripts, "schedule_fire", fire_once_lost)
     await takers[0].tick()
     assert lost and int(lost[0][0]) == ScheduleFireReply.FIRED  # the first run's
+    assert other[0][0] is ScheduleFireReply.BUSY
     assert takers[0].fired == 1 and takers[1].fired == 0
     assert (await app.get_job(fire_job_id("a", now - 10))).state == "queued"
     state = (await app.redis.hget(sk.state, "a") or b"").decode().split("|")
     assert state[2:] == ["0", "0"]  # confirmed: nothing pending, no taker kept
-
 
 
 async def _jobs(app: App) -> set[str]:
@@ -349,3 +353,37 @@ def test_a_sync_enqueue_whose_reply_was_lost_tells_its_caller_created(
         jobs = sync.enqueue_many([JobRequest("j"), JobRequest("j", job_id="warm")])
         assert lost and [j.created for j in jobs] == [True, False]
         assert sync.stats().counters["enqueued"] == 3  # warm, job, the batch's first: once each
+
+
+async def test_a_sharded_bulk_enqueue_whose_second_call_lost_its_reply_answers_each_request(
+        redis_server: Any, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk enqueue over two shards, two pipelined calls of 500 jobs and
+    more per shard, whose second call's reply is lost: that call is sent
+    again, and its jobs answer 'existed'. Each caller's answer is its own
+    request's: created for an id drawn here, not for a given id that
+    existed before. The shards interleave the batch, so each call's jobs
+    are scattered over the request list (a call's place in its own list is
+    not the request's)."""
+    async with App(redis_server.url, prefix=prefix, queue_shards={"hot": 2}) as app:
+        given = [f"g{i}" for i in range(500)]
+        await app.enqueue_many([JobRequest("j", job_id=g, queue="hot") for g in given])
+        requests = [JobRequest("j", job_id=given[i // 3], queue="hot") if i % 3 == 0
+                    else JobRequest("j", queue="hot") for i in range(1500)]
+        real_read, reads, lost = direct._read, [0], []
+
+        async def losing_second(conn: Any, wait: float = 0.0) -> Any:
+            reply = await real_read(conn, wait)
+            reads[0] += 1
+            if reads[0] == 2:  # the first shard's second call: it ran, its reply is lost
+                lost.append(reply)
+                raise direct.RedisConnectionError("Connection reset by peer")
+            return reply
+
+        monkeypatch.setattr(direct, "_read", losing_second)
+        jobs = await app.enqueue_many(requests)
+        monkeypatch.undo()
+        assert lost
+        assert [j.created for j in jobs] == [r.job_id is None for r in requests]
+        assert len({j.id for j in jobs}) == 1000 + 500
+        assert sum([await app.redis.hlen(app.keys(q).jobs)
+                    for q in app.shards.physical("hot")]) == 1000 + 500

@@ -9,6 +9,7 @@ local clock only measures how long to sleep."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import anyio
@@ -48,6 +49,11 @@ class Scheduler:
     def __init__(self, params: SchedulerParams) -> None:
         self.p = params
         self._log = get_log("scheduler", worker_id=params.worker_id)
+        # who takes this scheduler's fires (schedule_fire's taker): its worker's
+        # id and a nonce of its own, so that a call sent again after a lost
+        # reply is recognised as its own, and a second live process with the
+        # same worker id (given by hand) never is (at most 200 characters)
+        self.taker = f"{params.worker_id[:191]}.{os.urandom(4).hex()}"
         self.fired = 0  # fires this worker took (tests and the shutdown line)
         # the problem last reported per malformed schedule (reported again
         # only when its record changes, not at every look)
@@ -97,7 +103,7 @@ class Scheduler:
         code, fire_ms, server_now = await p.scripts.schedule_fire(
             p.keys, rec.name, rec.next_ms,
             decision.next_ms if decision else spec.next_after(now),
-            decision.fire_ms if decision else 0, p.fire_lease_ms, p.worker_id)
+            decision.fire_ms if decision else 0, p.fire_lease_ms, self.taker)
         if code is ScheduleFireReply.SKIPPED:
             self._log.warning("schedule missed fires (workers down or late): skipped by its "
                               "misfire policy", schedule=rec.name, missed_from_ms=rec.next_ms,

@@ -3084,4 +3084,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_retried_calls.py::test_an_enqueue_whose_reply_was_lost_tells_its_caller_created",
          "tests/test_retried_calls.py::test_a_sync_enqueue_whose_reply_was_lost_tells_its_caller_created"),
     ),
+    Mutation(
+        "bulk-resent-reads-the-call-as-one-span", "leasequeue/producer.py",
+        "None if requests is None else requests[i].job_id),\n",
+        "None if requests is None else requests[i - chunk[0]].job_id),\n",
+        "a bulk call sent again after a lost reply answers each of its jobs by the request at its "
+        "place in the call, not the request's own (a sharded batch's calls are scattered over it): "
+        "a given id that existed reads created, a drawn one not",
+        ("tests/test_retried_calls.py::test_a_sharded_bulk_enqueue_whose_second_call_lost_its_reply_answers_each_request",),
+    ),
+    Mutation(
+        "scheduler-takes-fires-as-its-worker-id", "leasequeue/runtime/scheduler.py",
+        "        self.taker = f\"{params.worker_id[:191]}.{os.urandom(4).hex()}\"\n",
+        "        self.taker = params.worker_id\n",
+        "a scheduler takes fires under its worker's id alone: a second live process given the same "
+        "worker id is answered as the taker of a fire the first took, and both enqueue it",
+        ("tests/test_retried_calls.py::test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once",),
+    ),
 )
