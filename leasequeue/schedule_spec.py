@@ -234,7 +234,9 @@ class ScheduleRecord:
     problem: str
     raw_spec: str
     raw_state: str | None
-    pending_taker: str = ""  # the worker that took the pending fire ('' = none, or not recorded)
+    # the scheduler that took the pending fire (its worker's id and a nonce,
+    # Scheduler.taker; '' = none, or a state written before takers were)
+    pending_taker: str = ""
 
     def describe(self, now_ms: int) -> dict[str, Any]:
         """For the boot log and the CLI."""
@@ -263,7 +265,7 @@ def parse_record(name: str, raw_spec: str, raw_state: str | None) -> ScheduleRec
         spec = ScheduleSpec.from_json(name, raw_spec)
     except ConfigError as exc:
         problem = str(exc)
-    # the fifth field, while a fire is pending: the worker that took it
+    # the fifth field, while a fire is pending: the scheduler that took it
     parts = (raw_state or "").split("|", 4)
     numbers, taker = parts[:4], parts[4] if len(parts) == 5 else ""
     if (len(numbers) == 4 and all(p.isdigit() for p in numbers) and numbers[1] in ("0", "1")

@@ -632,10 +632,10 @@ end
 -- `next_ms|paused|pending_ms|pending_until_ms[|taker]`, all server-clock ms;
 -- paused 0|1; pending_ms: a fire taken by a worker that has not confirmed its
 -- enqueue yet (0 = none), which another worker takes over after
--- pending_until_ms; taker: the worker that took it (schedule_fire's answer
--- to that worker's call sent again), written only while a fire is pending
--- (a state written before takers were recorded has none). Returns nil for a
--- value that is not one (edited by hand).
+-- pending_until_ms; taker: the scheduler that took it, its worker's id and a
+-- nonce (schedule_fire's answer to its call sent again), written only while
+-- a fire is pending (a state written before takers were recorded has none).
+-- Returns nil for a value that is not one (edited by hand).
 local SCHEDULE_PATTERN = '^(%d+)|([01])|(%d+)|(%d+)$'
 local SCHEDULE_TAKEN_PATTERN = '^(%d+)|([01])|(%d+)|(%d+)|([%w_.:-]+)$'
 local function parse_schedule(raw)

@@ -12,7 +12,8 @@
 -- ARGV[4] fire_ms          int   the instant to fire, in [expected_ms, now];
 --                                0 = fire nothing (missed fires skipped)
 -- ARGV[5] lease_ms         int   how long the caller has to confirm its enqueue
--- ARGV[6] taker            str   the calling worker's id, recorded with a fire it takes
+-- ARGV[6] taker            str   the calling scheduler's id (its worker's id and a nonce),
+--                                recorded with a fire it takes
 -- Returns: {code, fire_ms, now_ms}; code CODE_FIRED (enqueue fire_ms, then
 --          schedule_done), CODE_SKIPPED (next fire moved, nothing to fire),
 --          CODE_RETRY (enqueue the pending fire_ms of a worker that died),

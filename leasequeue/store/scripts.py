@@ -557,8 +557,8 @@ class Scripts:
     async def schedule_fire(self, sk: SchedulesKeys, name: str, expected_ms: int, next_ms: int,
                             fire_ms: int, lease_ms: int,
                             taker: str) -> tuple[ScheduleFireReply, int, int]:
-        """Take a fire for the worker ``taker``: (code, fire ms, server now
-        ms); see schedule_fire.lua."""
+        """Take a fire for the scheduler ``taker`` (Scheduler.taker): (code,
+        fire ms, server now ms); see schedule_fire.lua."""
         r = await self.run("schedule_fire", sk,
                            [name, expected_ms, next_ms, fire_ms, lease_ms, taker])
         return ScheduleFireReply(int(r[0])), int(r[1]), int(r[2])
