@@ -1675,8 +1675,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "plain-batch-answers-first-span", "leasequeue/app.py",
-        "            self.producer.answer(answers, plain[k], queue, plain.span(k), replies)\n",
-        "            self.producer.answer(answers, plain[k], queue, plain.span(0), replies)\n",
+        "self.producer.answer(answers, plain[k], queue, plain.span(k), replies, None)\n",
+        "self.producer.answer(answers, plain[k], queue, plain.span(0), replies, None)\n",
         "a plain batch answers every call's jobs in the first call's places: the first 500 "
         "answers are the last call's jobs and the rest are missing",
         (f"{SCRIPTS}::test_a_plain_batch_is_written_in_order_and_checked_before_any_write",),
