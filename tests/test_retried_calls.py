@@ -47,14 +47,16 @@ SECOND = 1_000_000  # one start a second, a burst of 3: three starts allowed now
 INTERVAL, TOLERANCE = SECOND, 2 * SECOND
 
 
-def _reply_lost_once(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The next reply the lane reads comes in, and its connection drops
-    with it (the script ran; its caller never learns so)."""
+def _reply_lost_once(monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> list[Any]:
+    """The ``nth`` reply the lane reads from now comes in, and its
+    connection drops with it (the script ran; its caller never learns so)."""
     real_read, real_spinning = direct._read, direct._read_spinning
     lost: list[Any] = []
+    reads = [0]
 
     def losing(reply: Any) -> Any:
-        if not lost:
+        reads[0] += 1
+        if reads[0] == nth:
             lost.append(reply)
             raise direct.RedisConnectionError("Connection reset by peer")
         return reply
@@ -369,17 +371,8 @@ async def test_a_sharded_bulk_enqueue_whose_second_call_lost_its_reply_answers_e
         await app.enqueue_many([JobRequest("j", job_id=g, queue="hot") for g in given])
         requests = [JobRequest("j", job_id=given[i // 3], queue="hot") if i % 3 == 0
                     else JobRequest("j", queue="hot") for i in range(1500)]
-        real_read, reads, lost = direct._read, [0], []
-
-        async def losing_second(conn: Any, wait: float = 0.0) -> Any:
-            reply = await real_read(conn, wait)
-            reads[0] += 1
-            if reads[0] == 2:  # the first shard's second call: it ran, its reply is lost
-                lost.append(reply)
-                raise direct.RedisConnectionError("Connection reset by peer")
-            return reply
-
-        monkeypatch.setattr(direct, "_read", losing_second)
+        # the second reply read: the first shard's second call's (it ran)
+        lost = _reply_lost_once(monkeypatch, nth=2)
         jobs = await app.enqueue_many(requests)
         monkeypatch.undo()
         assert lost
