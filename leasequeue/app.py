@@ -28,10 +28,9 @@ from .models import EnqueuedJob, JobRecord, JobState, NewJob, QueueStats
 from .producer import (
     ENQUEUE_CHUNK,
     MAX_PRIORITY,
-    NO_DELAY,
-    NO_PRIORITY,
     UNSET_BUDGET,
     WAIT_SLICE,
+    EnqueueOptions,
     JobRequest,
     PlainBatch,
     Producer,
@@ -39,6 +38,7 @@ from .producer import (
     chunks,
     decode_job,
     drawn_created,
+    enqueue_options,
     not_found,
     queue_job_reads,
     result_of,
@@ -287,27 +287,15 @@ class App:
 
     # -- enqueue --------------------------------------------------------------
 
-    async def enqueue(
-        self,
-        name: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        job_id: str | None = None,
-        queue: str | None = None,
-        delay: float = NO_DELAY,
-        priority: int = NO_PRIORITY,
-        correlation_id: str | None = None,
-        request_id: str | None = None,
-        max_attempts: int | None = None,
-        max_infra_attempts: int | None = None,
-    ) -> EnqueuedJob:
-        """Enqueue one job. A ``job_id`` that exists already returns that job
-        (``created=False``) instead of adding a second one. The job's budgets
-        come from its handler's definition on the worker unless
-        ``max_attempts`` / ``max_infra_attempts`` are given here."""
-        if (job_id is None and queue is None and delay is NO_DELAY and priority is NO_PRIORITY
-                and correlation_id is None and request_id is None and max_attempts is None
-                and max_infra_attempts is None and not self.hooks.wants_enqueue):
+    async def enqueue(self, name: str, payload: dict[str, Any] | None = None,
+                      **options: Unpack[EnqueueOptions]) -> EnqueuedJob:
+        """Enqueue one job. ``options``: job_id, queue, delay, priority,
+        correlation_id, request_id, max_attempts, max_infra_attempts
+        (producer.EnqueueOptions). A ``job_id`` that exists already returns
+        that job (``created=False``) instead of adding a second one. The
+        job's budgets come from its handler's definition on the worker
+        unless ``max_attempts`` / ``max_infra_attempts`` are given here."""
+        if not options and not self.hooks.wants_enqueue:
             # the common call (a name and a payload; no hook): Producer.common
             # makes its job at once (with no id: the coalescer draws it as it
             # sends), its queue checked once; every other call below
@@ -318,8 +306,10 @@ class App:
                     await self._verify_once(logical_queue)
                 # its id drawn as it was sent: created, whatever a call sent
                 # again after a lost reply answered (producer.drawn_created)
-                job_id, (_, state) = await self.coalescer.enqueue(qk, job)
-                return _new(EnqueuedJob, (job_id, logical_queue, name, True, state))
+                drawn, (_, state) = await self.coalescer.enqueue(qk, job)
+                return _new(EnqueuedJob, (drawn, logical_queue, name, True, state))
+        (job_id, queue, delay, priority, correlation_id, request_id, max_attempts,
+         max_infra_attempts) = enqueue_options(options)
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:

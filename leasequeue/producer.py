@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, overload
+from typing import Any, TypedDict, overload
 
 from . import codec
 from .errors import (
@@ -90,6 +90,47 @@ class JobRequest:
     request_id: str | None = None
     max_attempts: int | None = None
     max_infra_attempts: int | None = None
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """What ``App.enqueue`` and ``SyncApp.enqueue`` take by keyword beside a
+    job's name and payload (JobRequest's fields); each left out takes its
+    default. One mapping, not eight keyword parameters: a call that gives
+    none (the common call) is told by one test (``not options``), where
+    eight parameters were eight defaults filled and eight checks a call
+    (DESIGN-NOTES.md, "An enqueue's options as one mapping")."""
+
+    job_id: str | None  # None: an id drawn here; one that exists returns its job, created=False
+    queue: str | None  # None: the job's own queue (its definition's)
+    delay: float  # seconds before the job may start (0.0: at once)
+    priority: int  # higher starts first, -32767 to 32767 (0: the cheapest)
+    correlation_id: str | None  # ties the job to others (None: the job's own id)
+    request_id: str | None  # the request that asked for it, kept on the job
+    max_attempts: int | None  # None: the handler's definition on the worker decides
+    max_infra_attempts: int | None  # None: the handler's definition decides
+
+
+ENQUEUE_OPTIONS = frozenset(EnqueueOptions.__optional_keys__)
+# enqueue_options()'s answer: EnqueueOptions' values, in Producer.one's order
+Options = tuple[str | None, str | None, float, int, str | None, str | None, int | None,
+                int | None]
+
+
+def enqueue_options(options: EnqueueOptions) -> Options:
+    """The options of one enqueue call with every one left out at its
+    default, in Producer.one's order (job_id, queue, delay, priority,
+    correlation_id, request_id, max_attempts, max_infra_attempts); the very
+    NO_DELAY and NO_PRIORITY objects for a delay and a priority left out, so
+    that one() knows them. An option that is none of these raises
+    TypeError, as a keyword parameter a function does not have would."""
+    if not options.keys() <= ENQUEUE_OPTIONS:
+        unknown = ", ".join(sorted(options.keys() - ENQUEUE_OPTIONS))
+        raise TypeError(f"enqueue() got unexpected keyword argument(s): {unknown} "
+                        f"(it takes {', '.join(sorted(ENQUEUE_OPTIONS))})")
+    return (options.get("job_id"), options.get("queue"), options.get("delay", NO_DELAY),
+            options.get("priority", NO_PRIORITY), options.get("correlation_id"),
+            options.get("request_id"), options.get("max_attempts"),
+            options.get("max_infra_attempts"))
 
 
 class Producer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Unpack
 
 from redis import Redis as SyncRedis
 
@@ -19,14 +19,14 @@ from .app import App
 from .errors import RedisUnavailable
 from .models import EnqueuedJob, JobRecord, QueueStats
 from .producer import (
-    NO_DELAY,
-    NO_PRIORITY,
+    EnqueueOptions,
     JobRequest,
     Producer,
     WaitClock,
     chunks,
     decode_job,
     drawn_created,
+    enqueue_options,
     not_found,
     queue_job_reads,
     result_of,
@@ -96,22 +96,12 @@ class SyncApp:
 
     # -- enqueue --------------------------------------------------------------
 
-    def enqueue(
-        self,
-        name: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        job_id: str | None = None,
-        queue: str | None = None,
-        delay: float = NO_DELAY,
-        priority: int = NO_PRIORITY,
-        correlation_id: str | None = None,
-        request_id: str | None = None,
-        max_attempts: int | None = None,
-        max_infra_attempts: int | None = None,
-    ) -> EnqueuedJob:
-        """Enqueue one job (App.enqueue, synchronously). A ``job_id`` that
-        exists already returns that job with ``created=False``."""
+    def enqueue(self, name: str, payload: dict[str, Any] | None = None,
+                **options: Unpack[EnqueueOptions]) -> EnqueuedJob:
+        """Enqueue one job (App.enqueue, synchronously; the same options). A
+        ``job_id`` that exists already returns that job with ``created=False``."""
+        (job_id, queue, delay, priority, correlation_id, request_id, max_attempts,
+         max_infra_attempts) = enqueue_options(options)
         logical_queue, keys, job = self.producer.one(
             name, payload, job_id, queue, delay, priority, correlation_id, request_id,
             max_attempts, max_infra_attempts, None)

@@ -8,12 +8,22 @@ and the job's id come back as the long way stores them."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
-from leasequeue import App, Context, JobRequest, codec
+from leasequeue import App, Context, JobRequest, SyncApp, codec
 from leasequeue.errors import ConfigError, PayloadNotSerializable, PayloadTooLarge, UnknownJob
-from leasequeue.models import EnqueuedJob
-from leasequeue.producer import CACHED_NAMES, NO_DELAY, NO_PRIORITY, Producer
+from leasequeue.models import EnqueuedJob, JobRecord
+from leasequeue.producer import (
+    CACHED_NAMES,
+    ENQUEUE_OPTIONS,
+    NO_DELAY,
+    NO_PRIORITY,
+    EnqueueOptions,
+    Producer,
+)
 from leasequeue.registry import Defaults, Registry
 from leasequeue.store.shards import Shards
 from tests.harness.redis_proc import RedisProcess
@@ -63,6 +73,55 @@ async def test_every_option_beside_the_name_takes_the_long_way(real_app: App) ->
     assert (await app.get_job(attempts.id)).max_attempts == 3
     infra = await app.enqueue("j", max_infra_attempts=4)
     assert (await app.get_job(infra.id)).max_infra_attempts == 4
+
+
+async def test_an_unknown_option_is_refused_by_name_and_writes_nothing(
+        real_app: App, redis_server: RedisProcess, prefix: str) -> None:
+    """An option that enqueue does not take (a typo of one it does) raises
+    TypeError naming it, from App and SyncApp, alone or beside known ones,
+    and writes nothing, as a keyword parameter it did not have did before
+    the options became one mapping (producer.EnqueueOptions)."""
+    app = real_app
+    await app.enqueue("j")  # the queue checked: a call with no option goes the short way
+    before = await app.redis.dbsize()
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\): dealy \("):
+        await app.enqueue("j", dealy=5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"argument\(s\): dealy, prio \("):
+        await app.enqueue("j", job_id="k", prio=1, dealy=5)  # type: ignore[call-arg]
+    with SyncApp(redis_server.url, prefix=prefix) as sync:
+        with pytest.raises(TypeError, match=r"argument\(s\): dealy \("):
+            sync.enqueue("j", job_id="k", dealy=5)  # type: ignore[call-arg]
+    assert await app.redis.dbsize() == before
+
+
+async def test_every_option_given_at_its_default_makes_the_common_call_s_job(
+        real_app: App, redis_server: RedisProcess, prefix: str) -> None:
+    """Every option given, each at its default value (not the very default
+    objects): the long way stores the job the common call stores, from App
+    and SyncApp; and EnqueueOptions takes JobRequest's fields, no fewer and
+    no more, so that enqueue and enqueue_many take the same options."""
+    app = real_app
+    defaults: EnqueueOptions = {
+        "job_id": None, "queue": None, "delay": 0.0, "priority": 0, "correlation_id": None,
+        "request_id": None, "max_attempts": None, "max_infra_attempts": None}
+    assert set(defaults) == ENQUEUE_OPTIONS == {
+        f.name for f in dataclasses.fields(JobRequest)} - {"name", "payload"}
+    common = await app.enqueue("j", {"n": 1})
+    given = await app.enqueue("j", {"n": 1}, **defaults)
+    with SyncApp(redis_server.url, prefix=prefix) as sync:
+        synced = sync.enqueue("j", {"n": 1}, **defaults)
+    def stored(record: JobRecord) -> dict[str, Any]:  # what is not the job's own id or instant
+        fields = dataclasses.asdict(record)
+        assert fields.pop("id") == fields.pop("correlation_id")
+        for instant in ("enqueued_ms", "ready_ms", "due_ms"):
+            fields.pop(instant)
+        return fields
+
+    expected = stored(await app.get_job(common.id))
+    assert expected["payload"] == {"n": 1} and expected["max_attempts"] is None
+    for answer in (given, synced):
+        assert answer == common._replace(id=answer.id)
+        assert stored(await app.get_job(answer.id)) == expected
 
 
 async def test_a_queue_s_first_common_call_checks_its_recorded_shard_count(

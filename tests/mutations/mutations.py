@@ -792,73 +792,87 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "enqueue-common-ignores-hooks", "leasequeue/app.py",
-        "                and max_infra_attempts is None and not self.hooks.wants_enqueue):",
-        "                and max_infra_attempts is None):",
+        "        if not options and not self.hooks.wants_enqueue:\n",
+        "        if not options:\n",
         "App.enqueue's common call goes its short way with a hook that asks for enqueues: "
         "before_enqueue and after_enqueue never see it",
         ("tests/test_hooks.py::test_enqueue_hooks_see_the_common_call",),
     ),
     Mutation(
-        "enqueue-common-ignores-given-id", "leasequeue/app.py",
-        "        if (job_id is None and queue is None and delay is NO_DELAY",
-        "        if (queue is None and delay is NO_DELAY",
-        "a call that gives its job id goes the common call's short way: the job gets a "
-        "fresh id, and enqueueing it twice makes two jobs",
+        "enqueue-drops-job-id", "leasequeue/producer.py",
+        'options.get("job_id")',
+        "None",
+        "an enqueue call's job_id is dropped: the job gets a fresh id, "
+        "and enqueueing it twice makes two jobs",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-queue", "leasequeue/app.py",
-        "        if (job_id is None and queue is None and delay is NO_DELAY",
-        "        if (job_id is None and delay is NO_DELAY",
-        "a call that names its queue goes the common call's short way: the job lands in "
-        "its name's default queue",
+        "enqueue-drops-queue", "leasequeue/producer.py",
+        'options.get("queue")',
+        "None",
+        "an enqueue call's queue is dropped: the job lands in its name's default queue",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-delay", "leasequeue/app.py",
-        "queue is None and delay is NO_DELAY and priority is NO_PRIORITY\n",
-        "queue is None and priority is NO_PRIORITY\n",
-        "a delayed call goes the common call's short way: the job is ready at once",
+        "enqueue-drops-delay", "leasequeue/producer.py",
+        'options.get("delay", NO_DELAY)',
+        "NO_DELAY",
+        "an enqueue call's delay is dropped: the job is ready at once",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-priority", "leasequeue/app.py",
-        "queue is None and delay is NO_DELAY and priority is NO_PRIORITY\n",
-        "queue is None and delay is NO_DELAY\n",
-        "a call with a priority goes the common call's short way: the job keeps the "
-        "default priority",
+        "enqueue-drops-priority", "leasequeue/producer.py",
+        'options.get("priority", NO_PRIORITY)',
+        "NO_PRIORITY",
+        "an enqueue call's priority is dropped: the job keeps the default priority",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-correlation-id", "leasequeue/app.py",
-        "and correlation_id is None and request_id is None and max_attempts is None\n",
-        "and request_id is None and max_attempts is None\n",
-        "a call with a correlation id goes the common call's short way: the id is never "
-        "stored, the job correlates to itself",
+        "enqueue-drops-correlation-id", "leasequeue/producer.py",
+        'options.get("correlation_id")',
+        "None",
+        "an enqueue call's correlation id is dropped: the id is never stored, "
+        "the job correlates to itself",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-request-id", "leasequeue/app.py",
-        "and correlation_id is None and request_id is None and max_attempts is None\n",
-        "and correlation_id is None and max_attempts is None\n",
-        "a call with a request id goes the common call's short way: the id is never stored",
+        "enqueue-drops-request-id", "leasequeue/producer.py",
+        'options.get("request_id")',
+        "None",
+        "an enqueue call's request id is dropped: the id is never stored",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-max-attempts", "leasequeue/app.py",
-        "and correlation_id is None and request_id is None and max_attempts is None\n",
-        "and correlation_id is None and request_id is None\n",
-        "a call with its own max_attempts goes the common call's short way: the budget is "
-        "never stored, the handler's decides",
+        "enqueue-drops-max-attempts", "leasequeue/producer.py",
+        'options.get("max_attempts")',
+        "None",
+        "an enqueue call's max_attempts is dropped: the budget is never stored, "
+        "the handler's decides",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
-        "enqueue-common-ignores-max-infra-attempts", "leasequeue/app.py",
-        "                and max_infra_attempts is None and not self.hooks.wants_enqueue):",
-        "                and not self.hooks.wants_enqueue):",
-        "a call with its own max_infra_attempts goes the common call's short way: the "
-        "budget is never stored, the handler's decides",
+        "enqueue-drops-max-infra-attempts", "leasequeue/producer.py",
+        'options.get("max_infra_attempts")',
+        "None",
+        "an enqueue call's max_infra_attempts is dropped: the budget is never stored, "
+        "the handler's decides",
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-common-ignores-options", "leasequeue/app.py",
+        "        if not options and not self.hooks.wants_enqueue:\n",
+        "        if not self.hooks.wants_enqueue:\n",
+        "App.enqueue's common call goes its short way whatever options it is given: a job id, "
+        "a queue, a delay... are never stored",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
+    ),
+    Mutation(
+        "enqueue-unknown-option-ignored", "leasequeue/producer.py",
+        "    if not options.keys() <= ENQUEUE_OPTIONS:\n",
+        "    if False:\n",
+        "an enqueue option that is none of EnqueueOptions' (a typo: dealy=5) is ignored, and "
+        "the job is enqueued without it",
+        (f"{COMMON}::test_an_unknown_option_is_refused_by_name_and_writes_nothing",),
     ),
     Mutation(
         "common-empty-under-any-limit", "leasequeue/producer.py",
@@ -3048,10 +3062,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "common-enqueue-resent-not-created", "leasequeue/app.py",
-        "                job_id, (_, state) = await self.coalescer.enqueue(qk, job)\n"
-        "                return _new(EnqueuedJob, (job_id, logical_queue, name, True, state))\n",
-        "                job_id, (created, state) = await self.coalescer.enqueue(qk, job)\n"
-        "                return _new(EnqueuedJob, (job_id, logical_queue, name, created, state))\n",
+        "                drawn, (_, state) = await self.coalescer.enqueue(qk, job)\n"
+        "                return _new(EnqueuedJob, (drawn, logical_queue, name, True, state))\n",
+        "                drawn, (created, state) = await self.coalescer.enqueue(qk, job)\n"
+        "                return _new(EnqueuedJob, (drawn, logical_queue, name, created, state))\n",
         "App.enqueue's common call sent again after a lost reply tells its caller created=False "
         "for the job its first run made (its id drawn here)",
         ("tests/test_retried_calls.py::test_an_enqueue_whose_reply_was_lost_tells_its_caller_created",),
