@@ -215,11 +215,9 @@ class EnqueueCoalescer:
         if lane.calls or lane.jobs:  # (on this loop)
             lane.forks = _FORKS[0]
             return await self._park(qk, lane, loop, job)
-        # idle: send at once, alone, from this task; the common call's job
-        # gets its id now, in the job itself (before the lane is taken: a
-        # failed read fails this caller alone)
-        if not job.id:
-            job = _new(NewJob, (new_job_id(), *job[1:]))
+        # idle: send at once, alone, from this task (its id drawn before the
+        # lane is taken: a failed read fails this caller alone)
+        job = _with_id(job)
         lane.calls, lane.sent, lane.loop, lane.forks = 1, 1, loop, _FORKS[0]
         epoch = lane.epoch
         try:
@@ -236,8 +234,7 @@ class EnqueueCoalescer:
         so for good, never closed, leaves its queue's calls from other loops
         each sent alone, uncoalesced, until it is closed (then the next
         call resets the lane): slower, never wrong."""
-        if not job.id:
-            job = _new(NewJob, (new_job_id(), *job[1:]))
+        job = _with_id(job)
         replies = await self._send(qk, (job,), None)
         return job.id, replies[0]
 
@@ -364,6 +361,12 @@ class EnqueueCoalescer:
                 except asyncio.InvalidStateError:  # a caller cancelled after it was sent
                     pass
         self._returned(qk, lane, len(batch), epoch)
+
+
+def _with_id(job: NewJob) -> NewJob:
+    """A job sent alone, with its id: its own, or, for the common call's
+    job (no id, ``""``), one drawn now into the job itself (one read)."""
+    return job if job.id else _new(NewJob, (new_job_id(), *job[1:]))
 
 
 def _reset(lane: _Lane) -> None:
