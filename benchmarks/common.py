@@ -440,6 +440,30 @@ async def measure_e2s_async(send: Callable[[], Awaitable[Any]], url: str, count:
 CONC_TASKS = 100  # concurrent producers, as the tasks of a web service
 
 
+def stubbed_app(prefix: str) -> Any:
+    """A leasequeue App whose enqueues never reach Redis (never connected):
+    its queue "default" taken as checked, its coalescer's script call
+    answering every job "queued" after one turn of the loop. What
+    concurrent_instructions.py and process_spread.py measure: the client's
+    own work of App.enqueue (the call, the job, the coalescer's batch, ids
+    and answers, parking and waking the caller), with no arguments
+    formatted and no I/O. Imports leasequeue only when called (the peers'
+    bench processes import this module too)."""
+    import asyncio
+
+    from leasequeue import App
+
+    app = App("redis://127.0.0.1:1/0", prefix=prefix)
+    app._verified.add("default")
+
+    async def stub(qk: Any, jobs: Sequence[Any], ids: Any) -> list[tuple[bool, str]]:
+        await asyncio.sleep(0)
+        return [(True, "queued")] * len(jobs)
+
+    app.coalescer._send = stub
+    return app
+
+
 async def concurrent_enqueue(enqueue: Callable[[], Awaitable[Any]], n: int,
                              budget: float, tasks: int = CONC_TASKS) -> dict[str, Any]:
     """``tasks`` asyncio tasks, each awaiting one enqueue call at a time in a

@@ -33,15 +33,11 @@ from instructions import _callgrind, _total
 
 CLIENT = """
 import asyncio, sys
-from leasequeue import App
+sys.path.insert(0, sys.argv[3])  # this benchmarks/ (the tree's leasequeue is on PYTHONPATH)
+import common
 
 async def main(n):
-    app = App("redis://127.0.0.1:1/0", prefix="ci")  # never connected
-    app._verified.add("default")  # the queue taken as checked: no Redis
-    async def stub(qk, jobs, ids):  # the script call: every job queued, a turn later
-        await asyncio.sleep(0)
-        return [(True, "queued")] * len(jobs)
-    app.coalescer._send = stub
+    app = common.stubbed_app("ci")  # no Redis: the script call answers a turn later
     done = 0
     async def loop():  # common.concurrent_enqueue's loop
         nonlocal done
@@ -66,7 +62,8 @@ def total(tree: Path, n: int, loop: str) -> int:
     try:
         out = Path(work) / "callgrind.out"
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        subprocess.run([*_callgrind(out), sys.executable, "-c", CLIENT, str(n), loop],
+        subprocess.run([*_callgrind(out), sys.executable, "-c", CLIENT, str(n), loop,
+                        os.path.dirname(os.path.abspath(__file__))],
                        env=env, cwd=tree, check=True, capture_output=True)
         return _total(out)
     finally:

@@ -1,6 +1,7 @@
 """How far one host moves the client's own speed from one process to the
 next: App.enqueue from 100 tasks with the script call stubbed (no Redis,
-no I/O: client_ceiling.py's "the ceiling" row), three reps in each of
+no I/O, no arguments formatted: common.stubbed_app, the call
+concurrent_instructions.py counts), three reps in each of
 ``--processes`` fresh processes started one after the other, each with
 the same hash seed; optionally with address-space randomisation off
 (``setarch -R``) or pinned to one CPU (``taskset``), alternating CPUs 0
@@ -31,15 +32,9 @@ CLIENT = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[2])
 import common
-from leasequeue import App
 
 async def main(n):
-    app = App("redis://127.0.0.1:1/0", prefix="spread")  # never connected
-    app._verified.add("default")  # the queue taken as checked: no Redis
-    async def stub(qk, jobs, ids):  # the script call: every job queued, a turn later
-        await asyncio.sleep(0)
-        return [(True, "queued")] * len(jobs)
-    app.coalescer._send = stub
+    app = common.stubbed_app("spread")  # no Redis: the script call answers a turn later
     rates = []
     for _ in range(3):
         result = await common.concurrent_enqueue(lambda: app.enqueue("noop"), n, budget=60.0)

@@ -308,25 +308,21 @@ class App:
                 # again after a lost reply answered (producer.drawn_created)
                 drawn, (_, state) = await self.coalescer.enqueue(qk, job)
                 return _new(EnqueuedJob, (drawn, logical_queue, name, True, state))
-        (job_id, queue, delay, priority, correlation_id, request_id, max_attempts,
-         max_infra_attempts) = enqueue_options(options)
+        values = enqueue_options(options)  # (every option, in Producer.one's order)
         infos: list[EnqueueInfo] | None = [] if self.hooks.wants_enqueue else None
         answer: EnqueuedJob | None = None
         try:
-            logical_queue, qk, job = self.producer.one(
-                name, payload, job_id, queue, delay, priority, correlation_id, request_id,
-                max_attempts, max_infra_attempts, infos, True)
+            logical_queue, qk, job = self.producer.one(name, payload, *values, infos, True)
             if (logical_queue not in self._verified  # (already logical, but for "q#k")
                     and logical(logical_queue) not in self._verified):
                 await self._verify_once(logical_queue)
             # concurrent calls for one queue go as one script call (store/coalesce.py)
             # the common call's job gets its id as it is sent (Producer.one's
             # id_at_send): one os.urandom read for the coalescer's batch
-            given = job_id
             job_id, (created, state) = await self.coalescer.enqueue(qk, job)
             # tuple.__new__: the named tuple's own __new__ is a Python function around it
             answer = _new(EnqueuedJob, (job_id, logical_queue, job.name,
-                                        drawn_created(created, given), state))
+                                        drawn_created(created, options.get("job_id")), state))
             return answer
         finally:
             for info in infos or ():

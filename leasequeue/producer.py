@@ -55,8 +55,9 @@ Plain = tuple[str, QueueKeys, int, int, int, int]
 Route = tuple[str, "JobDefinition | None", bool]
 MAX_PRIORITY = 32767
 # the defaults of one enqueue call's delay and priority (App.enqueue,
-# SyncApp.enqueue): a call that passes these very objects (and no budgets)
-# has the default shape of its (name, queue), cached (Producer.default_shape)
+# SyncApp.enqueue): a call that leaves them out (enqueue_options fills in
+# these very objects) and both budgets has the default shape of its (name,
+# queue), cached (Producer.default_shape)
 NO_DELAY: float = 0.0
 NO_PRIORITY: int = 0
 ENQUEUE_CHUNK = 500
@@ -122,7 +123,8 @@ def enqueue_options(options: EnqueueOptions) -> Options:
     correlation_id, request_id, max_attempts, max_infra_attempts); the very
     NO_DELAY and NO_PRIORITY objects for a delay and a priority left out, so
     that one() knows them. An option that is none of these raises
-    TypeError, as a keyword parameter a function does not have would."""
+    TypeError naming it (App.enqueue's when its coroutine is awaited:
+    CPython refused an unknown keyword parameter at the call itself)."""
     if not options.keys() <= ENQUEUE_OPTIONS:
         unknown = ", ".join(sorted(options.keys() - ENQUEUE_OPTIONS))
         raise TypeError(f"enqueue() got unexpected keyword argument(s): {unknown} "

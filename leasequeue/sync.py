@@ -100,17 +100,14 @@ class SyncApp:
                 **options: Unpack[EnqueueOptions]) -> EnqueuedJob:
         """Enqueue one job (App.enqueue, synchronously; the same options). A
         ``job_id`` that exists already returns that job with ``created=False``."""
-        (job_id, queue, delay, priority, correlation_id, request_id, max_attempts,
-         max_infra_attempts) = enqueue_options(options)
-        logical_queue, keys, job = self.producer.one(
-            name, payload, job_id, queue, delay, priority, correlation_id, request_id,
-            max_attempts, max_infra_attempts, None)
+        values = enqueue_options(options)  # (every option, in Producer.one's order)
+        logical_queue, keys, job = self.producer.one(name, payload, *values, None)
         if logical_queue not in self._verified:
             self.verify_queues([logical_queue])
         ((created, state),) = self.scripts.enqueue(keys, [job])
         # tuple.__new__: the named tuple's own __new__ is a Python function around it
         return _new(EnqueuedJob, (job.id, logical_queue, job.name,
-                                  drawn_created(created, job_id), state))
+                                  drawn_created(created, options.get("job_id")), state))
 
     def enqueue_many(self, requests: Iterable[JobRequest]) -> list[EnqueuedJob]:
         """Enqueue a batch: one script call per queue and chunk of 500 jobs.

@@ -9,6 +9,7 @@ and the job's id come back as the long way stores them."""
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from leasequeue.producer import (
     NO_PRIORITY,
     EnqueueOptions,
     Producer,
+    enqueue_options,
 )
 from leasequeue.registry import Defaults, Registry
 from leasequeue.store.shards import Shards
@@ -50,37 +52,69 @@ async def test_the_common_call_stores_what_the_long_way_stores(real_app: App) ->
     assert (await app.stats("default")).ready == 3
 
 
+def stored(record: JobRecord, *differs: str) -> dict[str, Any]:
+    """A job's record as stored, but for its own id and instants and the
+    fields named (those the call gave)."""
+    fields = dataclasses.asdict(record)
+    for name in ("id", "correlation_id", "enqueued_ms", "ready_ms", "due_ms", *differs):
+        fields.pop(name)
+    return fields
+
+
 async def test_every_option_beside_the_name_takes_the_long_way(real_app: App) -> None:
     """Each option given alone, on a queue the common call has checked
-    already: the job is what the option asks for."""
+    already: the job is what the option asks for, and in every other
+    field what the common call stores (an option left out is its
+    default on the long way too)."""
     app = real_app
-    await app.enqueue("j")  # the queue is checked: the next common calls go the short way
+    common = await app.get_job((await app.enqueue("j")).id)  # the queue checked too
+
+    async def alike(answer: EnqueuedJob, *differs: str) -> JobRecord:
+        record = await app.get_job(answer.id, queue=answer.queue)
+        assert stored(record, *differs) == stored(common, *differs)
+        return record
+
     mine = await app.enqueue("j", job_id="mine")
     assert mine == EnqueuedJob("mine", "default", "j", True, "queued")
+    await alike(mine)
     assert await app.enqueue("j", job_id="mine") == mine._replace(created=False)
     delayed = await app.enqueue("j", delay=60)
     assert delayed.state == "scheduled"
+    await alike(delayed, "state")
     high = await app.enqueue("j", priority=5)
-    assert (await app.get_job(high.id)).priority == 5
+    assert (await alike(high, "priority")).priority == 5
     elsewhere = await app.enqueue("j", queue="other")
     assert elsewhere.queue == "other"
-    assert (await app.get_job(elsewhere.id, queue="other")).queue == "other"
+    assert (await alike(elsewhere, "queue")).queue == "other"
     correlated = await app.enqueue("j", correlation_id="c1")
-    assert (await app.get_job(correlated.id)).correlation_id == "c1"
+    assert (await alike(correlated)).correlation_id == "c1"
     requested = await app.enqueue("j", request_id="r1")
-    assert (await app.get_job(requested.id)).request_id == "r1"
+    assert (await alike(requested, "request_id")).request_id == "r1"
     attempts = await app.enqueue("j", max_attempts=3)
-    assert (await app.get_job(attempts.id)).max_attempts == 3
+    assert (await alike(attempts, "max_attempts")).max_attempts == 3
     infra = await app.enqueue("j", max_infra_attempts=4)
-    assert (await app.get_job(infra.id)).max_infra_attempts == 4
+    assert (await alike(infra, "max_infra_attempts")).max_infra_attempts == 4
+
+
+def test_an_option_left_out_is_its_default_the_very_default_objects() -> None:
+    """enqueue_options fills every option left out with its default, the
+    delay and the priority with the very NO_DELAY and NO_PRIORITY objects
+    (Producer.one takes the cached default shape only for those), and
+    EnqueueOptions' fields are JobRequest's, with their types."""
+    values = enqueue_options({})
+    assert values == (None, None, NO_DELAY, NO_PRIORITY, None, None, None, None)
+    assert values[2] is NO_DELAY and values[3] is NO_PRIORITY
+    assert typing.get_type_hints(EnqueueOptions) == {
+        name: hint for name, hint in typing.get_type_hints(JobRequest).items()
+        if name not in ("name", "payload")}
 
 
 async def test_an_unknown_option_is_refused_by_name_and_writes_nothing(
         real_app: App, redis_server: RedisProcess, prefix: str) -> None:
     """An option that enqueue does not take (a typo of one it does) raises
-    TypeError naming it, from App and SyncApp, alone or beside known ones,
-    and writes nothing, as a keyword parameter it did not have did before
-    the options became one mapping (producer.EnqueueOptions)."""
+    TypeError naming it, from App (when the call is awaited) and SyncApp,
+    alone or beside known ones, and writes nothing
+    (producer.EnqueueOptions)."""
     app = real_app
     await app.enqueue("j")  # the queue checked: a call with no option goes the short way
     before = await app.redis.dbsize()
@@ -96,10 +130,11 @@ async def test_an_unknown_option_is_refused_by_name_and_writes_nothing(
 
 async def test_every_option_given_at_its_default_makes_the_common_call_s_job(
         real_app: App, redis_server: RedisProcess, prefix: str) -> None:
-    """Every option given, each at its default value (not the very default
-    objects): the long way stores the job the common call stores, from App
-    and SyncApp; and EnqueueOptions takes JobRequest's fields, no fewer and
-    no more, so that enqueue and enqueue_many take the same options."""
+    """Every option given, each at its default value (the delay a float of
+    the caller's, not NO_DELAY): the long way stores the job the common
+    call stores, from App and SyncApp; and EnqueueOptions takes
+    JobRequest's fields, no fewer and no more, so that enqueue and
+    enqueue_many take the same options."""
     app = real_app
     defaults: EnqueueOptions = {
         "job_id": None, "queue": None, "delay": 0.0, "priority": 0, "correlation_id": None,
@@ -110,13 +145,6 @@ async def test_every_option_given_at_its_default_makes_the_common_call_s_job(
     given = await app.enqueue("j", {"n": 1}, **defaults)
     with SyncApp(redis_server.url, prefix=prefix) as sync:
         synced = sync.enqueue("j", {"n": 1}, **defaults)
-    def stored(record: JobRecord) -> dict[str, Any]:  # what is not the job's own id or instant
-        fields = dataclasses.asdict(record)
-        assert fields.pop("id") == fields.pop("correlation_id")
-        for instant in ("enqueued_ms", "ready_ms", "due_ms"):
-            fields.pop(instant)
-        return fields
-
     expected = stored(await app.get_job(common.id))
     assert expected["payload"] == {"n": 1} and expected["max_attempts"] is None
     for answer in (given, synced):

@@ -859,6 +859,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",),
     ),
     Mutation(
+        "enqueue-delay-default-not-the-marker", "leasequeue/producer.py",
+        'options.get("delay", NO_DELAY)',
+        'options.get("delay", 0)',
+        "an enqueue call's delay left out is the int 0, not NO_DELAY: Producer.one "
+        "checks a shape for every such call instead of taking the cached default one",
+        (f"{COMMON}::test_an_option_left_out_is_its_default_the_very_default_objects",),
+    ),
+    Mutation(
+        "enqueue-priority-default-wrong", "leasequeue/producer.py",
+        'options.get("priority", NO_PRIORITY)',
+        'options.get("priority", 1)',
+        "an enqueue call that gives an option but no priority stores priority 1, not the "
+        "default 0",
+        (f"{COMMON}::test_every_option_beside_the_name_takes_the_long_way",
+         f"{COMMON}::test_an_option_left_out_is_its_default_the_very_default_objects"),
+    ),
+    Mutation(
         "enqueue-common-ignores-options", "leasequeue/app.py",
         "        if not options and not self.hooks.wants_enqueue:\n",
         "        if not self.hooks.wants_enqueue:\n",
