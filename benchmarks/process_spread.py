@@ -6,7 +6,7 @@ concurrent_instructions.py counts), three reps in each of
 the same hash seed; optionally with address-space randomisation off
 (``setarch -R``) or pinned to one CPU (``taskset``), alternating CPUs 0
 and 1. Same code, same minute: what is left between processes is the
-host's (its CPUs' speed for that process), not ours.
+host's, not the code's (what in the host sets it, this does not say).
 
   python benchmarks/process_spread.py [--processes 8] [--n 100000] [--no-aslr] [--pin]
 
