@@ -69,11 +69,6 @@ async def layers(url: str, n: int, reps: int) -> dict[str, list[tuple[float, flo
         real = coalescer._send
         settings = app.scripts.settings
 
-        async def bare(qk: QueueKeys, jobs: Sequence[NewJob],
-                       ids: Sequence[str] | None) -> Reply:
-            await asyncio.sleep(0)
-            return [(True, "queued")] * len(jobs)
-
         async def formatted(qk: QueueKeys, jobs: Sequence[NewJob],
                             ids: Sequence[str] | None) -> Reply:
             enqueue_args(settings, jobs, ids)
@@ -98,7 +93,7 @@ async def layers(url: str, n: int, reps: int) -> dict[str, list[tuple[float, flo
             result = await floor(n, None)
             out.setdefault("park and wake alone", []).append(
                 (float(result["value"]), float(result["client_us_per_call"])))
-            coalescer._send = bare
+            coalescer._send = common.answer_queued
             out.setdefault("the coalescer alone", []).append(
                 await rate(lambda: coalescer.enqueue(qk, job), n))
             coalescer._send = formatted

@@ -449,19 +449,22 @@ def stubbed_app(prefix: str) -> Any:
     and answers, parking and waking the caller), with no arguments
     formatted and no I/O. Imports leasequeue only when called (the peers'
     bench processes import this module too)."""
-    import asyncio
-
     from leasequeue import App
 
     app = App("redis://127.0.0.1:1/0", prefix=prefix)
     app._verified.add("default")
-
-    async def stub(qk: Any, jobs: Sequence[Any], ids: Any) -> list[tuple[bool, str]]:
-        await asyncio.sleep(0)
-        return [(True, "queued")] * len(jobs)
-
-    app.coalescer._send = stub
+    app.coalescer._send = answer_queued
     return app
+
+
+async def answer_queued(qk: Any, jobs: Sequence[Any], ids: Any) -> list[tuple[bool, str]]:
+    """A stubbed enqueue script call (a coalescer's send): every job
+    "queued", after one turn of the loop, with no arguments formatted and
+    no I/O."""
+    import asyncio
+
+    await asyncio.sleep(0)
+    return [(True, "queued")] * len(jobs)
 
 
 async def concurrent_enqueue(enqueue: Callable[[], Awaitable[Any]], n: int,

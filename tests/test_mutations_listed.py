@@ -25,6 +25,13 @@ def test_every_planted_bug_has_its_row_and_every_row_its_bug() -> None:
             assert f"`{selection.removeprefix('tests/')}`" in tests, (m.name, selection)
 
 
+def test_the_count_reliability_gives_is_the_catalogue_s() -> None:
+    """RELIABILITY.md's "(2026-12-06; N since)": N is how many planted bugs
+    the catalogue holds now."""
+    found = re.search(r"\(2026-12-06; (\d+) since\)", RELIABILITY.read_text())
+    assert found is not None and int(found.group(1)) == len(MUTATIONS)
+
+
 def test_every_planted_bug_s_text_occurs_once_in_its_file() -> None:
     """What the runner checks before it plants anything, here in the fast
     suite: a change that repeats a planted bug's text (or drops it) is seen
