@@ -298,8 +298,17 @@ class App:
         if not options and not self.hooks.wants_enqueue:
             # the common call (a name and a payload; no hook): Producer.common
             # makes its job at once (with no id: the coalescer draws it as it
-            # sends), its queue checked once; every other call below
-            common = self.producer.common(name, payload, True)
+            # sends), its queue checked once; every other call below. With no
+            # payload, its job is read here from the producer's cache of them
+            # (Producer.empty_jobs: a Python call less a job, 2% of the
+            # instructions of a call from 100 tasks), else common() makes it
+            common = None
+            if payload is None and name.__class__ is str:
+                version, empties = self.producer.empty_jobs
+                if version == self.registry.version:
+                    common = empties.get(name)
+            if common is None:
+                common = self.producer.common(name, payload, True)
             if common is not None:
                 logical_queue, qk, job = common
                 if logical_queue not in self._verified:  # (a plain queue: never "q#k")

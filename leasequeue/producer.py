@@ -156,8 +156,10 @@ class Producer:
         # made from default_shape's and dropped with them (the same reasons)
         self._plains: tuple[int, dict[str, Plain | None]] = (registry.version, {})
         # common()'s answers of the commonest call, no payload and the id drawn
-        # at the send, by name: one job a name, made once (the same reasons)
-        self._empties: tuple[int, dict[str, tuple[str, QueueKeys, NewJob]]] = (
+        # at the send, by name: one job a name, made once (the same reasons).
+        # Public: App.enqueue reads it inline, as common() does, before it
+        # calls common() (a Python call less a job of its commonest call)
+        self.empty_jobs: tuple[int, dict[str, tuple[str, QueueKeys, NewJob]]] = (
             registry.version, {})
 
     @property
@@ -187,12 +189,16 @@ class Producer:
         made from changed (the shards, the queues' rates)."""
         self._shapes = (self.registry.version, {})
         self._plains = (self.registry.version, {})
-        self._empties = (self.registry.version, {})
+        self.empty_jobs = (self.registry.version, {})
 
     def route(self, name: str, queue: str | None) -> Route:
         """Where a job of ``name`` goes (``queue`` when given): (logical queue,
         its definition or None, whether it has limit keys to render from
-        each payload). UnknownJob as queue_for."""
+        each payload). UnknownJob as queue_for; ConfigError for a name that
+        is not a str (checked first: one that cannot be hashed, a list, would
+        raise TypeError from the registry's lookup)."""
+        if name.__class__ is not str:
+            check_job_name(name)
         definition = self.registry.find(name)
         logical_queue = self.queue_for(name, queue, definition.queue if definition else None)
         limited = definition is not None and has_limit_keys(definition, self.queue_rates)
@@ -277,7 +283,7 @@ class Producer:
         change), so one made once serves every call, dropped with _plain's
         entries (the same reasons)."""
         if payload is None and id_at_send and name.__class__ is str:
-            version, empties = self._empties
+            version, empties = self.empty_jobs
             if version == self.registry.version:
                 answer = empties.get(name)
                 if answer is not None:
@@ -301,9 +307,9 @@ class Producer:
         drawn at the send, made and cached under the registry's version (a
         thread that made it before a change stores it in the cache it
         started with, which nobody reads again)."""
-        version, empties = self._empties
+        version, empties = self.empty_jobs
         if version != self.registry.version:
-            version, empties = self._empties = (self.registry.version, {})
+            version, empties = self.empty_jobs = (self.registry.version, {})
         logical_queue, keys, delay_ms, prio, attempts, infra = known
         if len(empties) >= CACHED_NAMES:  # ever new names: start again
             empties.clear()
@@ -335,8 +341,11 @@ class Producer:
         """What a request shares with every request alike (name, queue,
         priority, delay, budgets), checked: a typed error (ConfigError,
         UnknownJob) before anything is written. ``routes``: route()'s answers
-        of a batch so far, by (name, queue), filled as it goes."""
-        if routes is None:
+        of a batch so far, by (name, queue), filled as it goes (a name or
+        queue that is not a plain str never: route() raises its typed error,
+        where one that cannot be hashed would raise TypeError here)."""
+        if routes is None or r.name.__class__ is not str or not (
+                r.queue is None or r.queue.__class__ is str):
             queue, definition, limited = self.route(r.name, r.queue)
         else:
             key = (r.name, r.queue)

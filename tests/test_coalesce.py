@@ -750,6 +750,56 @@ def test_a_lone_call_on_its_lane_s_loop_does_not_ask_for_the_running_loop(
     assert asyncio.run(on_a_new_loop())[1] == (True, "queued") and asked == [1]
 
 
+class _OwnFuture(asyncio.Future):  # type: ignore[type-arg]
+    pass
+
+
+class _OwnFutureLoop(asyncio.SelectorEventLoop):
+    """A loop that gives futures of its own kind (as uvloop does)."""
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return _OwnFuture(loop=self)
+
+
+def test_a_parked_caller_s_future_is_its_loop_s_kind_on_each_loop_in_turn() -> None:
+    """A parked caller's future is made without BaseEventLoop.create_future's
+    Python frame on asyncio's own loop (coalesce.future_maker: a C partial
+    of Future(loop=)), by the loop's own create_future on any other (a
+    loop that gives futures of its own kind gets them). One coalescer on
+    asyncio's loop, then on a loop of its own kind, then on asyncio's
+    again: each loop's 99 parked callers get futures of that loop, of its
+    kind, and every one of the 100 callers is answered with an id of its
+    own."""
+    coalescer = EnqueueCoalescer(lambda qk, jobs, ids: send(qk, jobs, ids), max_jobs=50)
+    qk = queue_keys("kind", "default")
+    release: list[asyncio.Event] = []
+
+    async def send(qk: QueueKeys, jobs: Sequence[NewJob],
+                   ids: Sequence[str] | None) -> list[tuple[bool, str]]:
+        await release[-1].wait()  # every call held until the callers parked
+        return [(True, "queued")] * len(jobs)
+
+    async def hundred(kind: type[asyncio.Future[Any]]) -> list[Answer]:
+        loop = asyncio.get_running_loop()
+        release.append(asyncio.Event())
+        first = asyncio.ensure_future(coalescer.enqueue(qk, _job()))
+        await asyncio.sleep(0)  # alone, in flight (held): the lane's loop is this one
+        parked = [coalescer.enqueue(qk, _job()) for _ in range(99)]
+        assert all(type(f) is kind and f.get_loop() is loop for f in parked)
+        release[-1].set()
+        return list(await asyncio.wait_for(asyncio.gather(first, *parked), 5))
+
+    for new_loop, kind in ((asyncio.new_event_loop, asyncio.Future), (_OwnFutureLoop, _OwnFuture),
+                           (asyncio.new_event_loop, asyncio.Future)):
+        loop = new_loop()
+        try:
+            answers = loop.run_until_complete(hundred(kind))
+        finally:
+            loop.close()
+        assert len({job_id for job_id, _ in answers}) == 100
+        assert {reply for _, reply in answers} == {(True, "queued")}
+
+
 def test_a_busy_lane_of_a_loop_that_lives_is_left_to_it_while_another_loop_enqueues() -> None:
     """Loop A stops (run_until_complete returns) with two calls in flight
     and two callers parked; loop B, in the same thread, enqueues on the

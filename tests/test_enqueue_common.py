@@ -186,6 +186,71 @@ async def test_an_unknown_name_is_refused_on_a_checked_queue(real_app: App) -> N
     assert (await app.stats("default")).ready == 2
 
 
+async def test_a_registration_after_the_first_calls_moves_the_commonest_call_s_jobs(
+        real_app: App) -> None:
+    """App.enqueue reads the commonest call's job (no payload) from the
+    producer's cache itself (Producer.empty_jobs): a registration that
+    moves the name to another queue, after calls that cached its job,
+    takes its next calls there, not to the queue of the cached job."""
+    app = real_app
+    before = [await app.enqueue("j") for _ in range(3)]  # cached, its queue checked
+    assert {answer.queue for answer in before} == {"default"}
+    app.job(_handler, name="j", queue="elsewhere")
+    moved = [await app.enqueue("j") for _ in range(2)]
+    assert [answer.queue for answer in moved] == ["elsewhere", "elsewhere"]
+    assert [(await app.get_job(a.id)).queue for a in moved] == ["elsewhere", "elsewhere"]
+    assert ((await app.stats("default")).ready, (await app.stats("elsewhere")).ready) == (3, 2)
+
+
+class _Name(str):
+    pass
+
+
+async def test_a_name_or_queue_that_is_not_a_str_gets_its_typed_error_and_writes_nothing(
+        real_app: App, redis_server: RedisProcess, prefix: str) -> None:
+    """A job name or a queue name that is not a str, one that cannot be
+    hashed (a list) among them, raises ConfigError naming it, from every
+    enqueue call of App and SyncApp, after calls that cached the name's job
+    too, and writes nothing (a list raised TypeError from a cache's lookup
+    before 2026-12-08). A str subclass of a good name is a good name: its
+    call takes the long way and stores the job as the common call does."""
+    app = real_app
+    await app.enqueue("j")
+    await app.enqueue("j")  # the commonest call's job cached, its queue checked
+    before = await app.redis.dbsize()
+    bad_names: list[Any] = [["j"], {"j"}, 5, None]
+    for bad in bad_names:
+        with pytest.raises(ConfigError, match="invalid job name"):
+            await app.enqueue(bad)
+        with pytest.raises(ConfigError, match="invalid job name"):
+            await app.enqueue(bad, {"n": 1})
+        with pytest.raises(ConfigError, match="invalid job name"):
+            await app.enqueue(bad, job_id="a")
+        with pytest.raises(ConfigError, match="invalid job name"):
+            await app.enqueue_many([JobRequest(bad)])
+    for bad in (["q"], {"q"}):
+        with pytest.raises(ConfigError, match="invalid queue name"):
+            await app.enqueue("j", queue=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="invalid queue name"):
+            await app.enqueue_many([JobRequest("j", queue=bad)])  # type: ignore[arg-type]
+    with SyncApp(redis_server.url, prefix=prefix) as sync:
+        sync.enqueue("j")
+        after_sync = await app.redis.dbsize()
+        for bad in bad_names:
+            with pytest.raises(ConfigError, match="invalid job name"):
+                sync.enqueue(bad)
+            with pytest.raises(ConfigError, match="invalid job name"):
+                sync.enqueue_many([JobRequest(bad)])
+        with pytest.raises(ConfigError, match="invalid queue name"):
+            sync.enqueue("j", queue=["q"])  # type: ignore[arg-type]
+    assert await app.redis.dbsize() == after_sync
+    assert after_sync >= before and (await app.stats("default")).ready == 3
+    subclassed = await app.enqueue(_Name("j"))
+    assert (subclassed.queue, subclassed.name, subclassed.created) == ("default", "j", True)
+    assert stored(await app.get_job(subclassed.id)) == stored(
+        await app.get_job((await app.enqueue("j")).id))
+
+
 async def test_no_payload_under_a_limit_below_one_byte_is_refused_as_before() -> None:
     """Producer.common stores no payload as codec.EMPTY_ENVELOPE, the bytes
     encode_envelope gives it under any limit of a byte or more; under a
@@ -259,13 +324,13 @@ def test_ever_new_names_keep_each_cache_by_name_within_its_bound() -> None:
                                      None, None, None, None, None)
         assert (queue, job.name) == ("other", f"n{i}")
     caches = {"names checked": producer._names_ok, "shapes": producer._shapes[1],
-              "common entries": producer._plains[1], "commonest jobs": producer._empties[1]}
+              "common entries": producer._plains[1], "commonest jobs": producer.empty_jobs[1]}
     for cache, entries in caches.items():
         assert 0 < len(entries) <= CACHED_NAMES, (cache, len(entries))
     last = f"n{CACHED_NAMES + extra - 1}"  # the newest name kept, under the current version
     assert {last, "n0"} & set(producer._plains[1]) == {last}
-    assert last in producer._empties[1] and last in producer._shapes[1]
-    assert producer._shapes[0] == producer._plains[0] == producer._empties[0] == (
+    assert last in producer.empty_jobs[1] and last in producer._shapes[1]
+    assert producer._shapes[0] == producer._plains[0] == producer.empty_jobs[0] == (
         producer.registry.version)
     again = producer.common("n0", None, True)  # dropped with the rest: made again
     assert again is not None and (again[0], again[2].name, again[2].id) == ("default", "n0", "")

@@ -64,7 +64,11 @@ class Shards:
         return self.keys(self.route(queue, job_id))
 
     def keys(self, name: str) -> QueueKeys:
-        """Keys of a physical queue: a plain queue name or ``queue#k``."""
+        """Keys of a physical queue: a plain queue name or ``queue#k``
+        (ConfigError for a name that is not a str: checked first, as one
+        that cannot be hashed, a list, would raise TypeError from the cache)."""
+        if name.__class__ is not str:
+            check_queue_name(name)
         known = self._keys.get(name)
         if known is None:
             known = self._build(name)

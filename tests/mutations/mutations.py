@@ -775,8 +775,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-ids-drawn-per-call", "leasequeue/app.py",
-        "            common = self.producer.common(name, payload, True)\n",
-        "            common = self.producer.common(name, payload, False)\n",
+        "                common = self.producer.common(name, payload, True)\n",
+        "                common = self.producer.common(name, payload, False)\n",
         "App.enqueue's common call draws its job's id itself, one os.urandom read a job, "
         "instead of its batch's one read at the send",
         ("tests/test_coalesce.py::test_common_calls_get_ids_drawn_as_their_batch_is_sent",),
@@ -920,7 +920,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "common-empty-kept-on-new-shards", "leasequeue/producer.py",
         "        self._plains = (self.registry.version, {})\n"
-        "        self._empties = (self.registry.version, {})\n",
+        "        self.empty_jobs = (self.registry.version, {})\n",
         "        self._plains = (self.registry.version, {})\n",
         "Producer.common's cached job of a name outlives shards set for its queue: its "
         "calls go on to the unsharded queue's keys, which no worker of the sharded one reads",
@@ -1048,8 +1048,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-waits-for-the-reply", "leasequeue/store/coalesce.py",
-        "        if not lane.due and lane.calls < CALLS_IN_FLIGHT:\n",
-        "        if not lane.due and lane.calls < 1:\n",
+        "                if not lane.due and lane.calls < CALLS_IN_FLIGHT:\n",
+        "                if not lane.due and lane.calls < 1:\n",
         "a caller that finds one call in flight waits for its reply instead of going "
         "beside it at the end of the turn (one call in flight at a time)",
         ("tests/test_coalesce.py::"
@@ -3131,5 +3131,91 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a scheduler takes fires under its worker's id alone: a second live process given the same "
         "worker id is answered as the taker of a fire the first took, and both enqueue it",
         ("tests/test_retried_calls.py::test_a_schedule_fire_whose_reply_was_lost_is_enqueued_at_once",),
+    ),
+    Mutation(
+        "coalesce-future-any-loop", "leasequeue/store/coalesce.py",
+        "    if type(loop).create_future is _BASE_CREATE_FUTURE:\n",
+        "    if True:\n",
+        "a parked caller's future is asyncio's Future on every loop: a loop that gives futures of "
+        "its own kind (uvloop's, a subclass's) gets asyncio's instead",
+        ("tests/test_coalesce.py::test_a_parked_caller_s_future_is_its_loop_s_kind_on_each_loop_in_turn",),
+    ),
+    Mutation(
+        "coalesce-future-of-the-first-loop", "leasequeue/store/coalesce.py",
+        "        if lane.loop is not loop:\n"
+        "            lane.loop, lane.future = loop, future_maker(loop)\n",
+        "        if lane.future is _no_loop:\n"
+        "            lane.future = future_maker(loop)\n"
+        "        lane.loop = loop\n",
+        "a lane's futures are made for the first loop it ran on: on a later loop its parked "
+        "callers get futures of a closed loop, never answered there",
+        ("tests/test_coalesce.py::test_a_parked_caller_s_future_is_its_loop_s_kind_on_each_loop_in_turn",),
+    ),
+    Mutation(
+        "coalesce-inline-park-sends-nothing", "leasequeue/store/coalesce.py",
+        "                if not lane.due and lane.calls < CALLS_IN_FLIGHT:\n"
+        "                    lane.due = True\n"
+        "                    loop.call_soon(self._send_due, qk, lane)\n"
+        "                return future\n",
+        "                return future\n",
+        "callers parked behind a call in flight (EnqueueCoalescer.enqueue's inline park) ask for "
+        "no call at the end of the turn: they wait for the call in flight to return instead of "
+        "going beside it",
+        ("tests/test_coalesce.py::test_callers_of_one_turn_go_beside_the_call_in_flight_and_the_rest_wait",),
+    ),
+    Mutation(
+        "app-empty-any-version", "leasequeue/app.py",
+        "                if version == self.registry.version:\n"
+        "                    common = empties.get(name)\n",
+        "                if True:\n"
+        "                    common = empties.get(name)\n",
+        "App.enqueue takes the commonest call's cached job whatever the registry's version: a "
+        "registration that moves the name leaves its calls going to the old queue",
+        (f"{COMMON}::test_a_registration_after_the_first_calls_moves_the_commonest_call_s_jobs",),
+    ),
+    Mutation(
+        "app-empty-any-name", "leasequeue/app.py",
+        "            if payload is None and name.__class__ is str:\n",
+        "            if payload is None:\n",
+        "App.enqueue looks any name up in the commonest call's cache: a name that cannot be "
+        "hashed (a list) raises TypeError, not ConfigError",
+        (f"{COMMON}::test_a_name_or_queue_that_is_not_a_str_gets_its_typed_error_and_writes_nothing",),
+    ),
+    Mutation(
+        "app-empty-for-a-payload", "leasequeue/app.py",
+        "            if payload is None and name.__class__ is str:\n",
+        "            if name.__class__ is str:\n",
+        "App.enqueue gives a call with a payload the name's cached job of no payload: its handler "
+        "gets none of its arguments",
+        (f"{COMMON}::test_the_common_call_stores_what_the_long_way_stores",),
+    ),
+    Mutation(
+        "route-hashes-any-name", "leasequeue/producer.py",
+        "        if name.__class__ is not str:\n"
+        "            check_job_name(name)\n"
+        "        definition = self.registry.find(name)\n",
+        "        definition = self.registry.find(name)\n",
+        "a job name that cannot be hashed (a list) raises TypeError from the registry's lookup, "
+        "not ConfigError",
+        (f"{COMMON}::test_a_name_or_queue_that_is_not_a_str_gets_its_typed_error_and_writes_nothing",),
+    ),
+    Mutation(
+        "shape-routes-hash-any-name", "leasequeue/producer.py",
+        "        if routes is None or r.name.__class__ is not str or not (\n"
+        "                r.queue is None or r.queue.__class__ is str):\n",
+        "        if routes is None:\n",
+        "a batch's request whose job name or queue cannot be hashed (a list) raises TypeError "
+        "from the batch's routes, not ConfigError",
+        (f"{COMMON}::test_a_name_or_queue_that_is_not_a_str_gets_its_typed_error_and_writes_nothing",),
+    ),
+    Mutation(
+        "shards-hash-any-queue", "leasequeue/store/shards.py",
+        "        if name.__class__ is not str:\n"
+        "            check_queue_name(name)\n"
+        "        known = self._keys.get(name)\n",
+        "        known = self._keys.get(name)\n",
+        "a queue name that cannot be hashed (a list) raises TypeError from the keys' cache, not "
+        "ConfigError",
+        (f"{COMMON}::test_a_name_or_queue_that_is_not_a_str_gets_its_typed_error_and_writes_nothing",),
     ),
 )
