@@ -747,13 +747,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "coalesced-cancelled-caller-stops-the-answers", "leasequeue/store/coalesce.py",
-        "                try:\n                    future.set_result(answer)\n"
-        "                except asyncio.InvalidStateError:  # a caller cancelled after it was "
-        "sent\n                    pass\n",
-        "                future.set_result(answer)\n",
-        "a caller cancelled once its batch was sent stops the batch's answers at it: the "
-        "callers after it in the batch wait forever",
-        ("tests/test_coalesce.py::test_a_cancelled_caller_takes_nothing_from_the_others",),
+        "            if future.done():\n"
+        "                continue\n"
+        "            callbacks = future._callbacks",
+        "            callbacks = future._callbacks",
+        "a caller cancelled once its batch was sent stops the batch's answers at it "
+        "(InvalidStateError ends answer_all's handle, reported to the loop): the callers after "
+        "it are answered only by its last resort",
+        ("tests/test_coalesce.py::"
+         "test_answer_all_runs_a_lone_callback_in_its_context_and_leaves_the_rest_to_the_loop",),
     ),
     Mutation(
         "coalesced-lone-call-wrong-id", "leasequeue/store/coalesce.py",
@@ -3217,5 +3219,62 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a queue name that cannot be hashed (a list) raises TypeError from the keys' cache, not "
         "ConfigError",
         (f"{COMMON}::test_a_name_or_queue_that_is_not_a_str_gets_its_typed_error_and_writes_nothing",),
+    ),
+    Mutation(
+        "answer-all-never", "leasequeue/store/coalesce.py",
+        "            if loop.get_debug():  # (asyncio's own way: a handle a callback, "
+        "each timed)\n",
+        "            if True:\n",
+        "a batch's callers are answered the usual way, each future scheduling its caller's "
+        "wake-up through call_soon (a handle a caller: a quarter of the instructions of a call "
+        "from 100 tasks on asyncio's loop), in debug mode or not",
+        ("tests/test_coalesce.py::test_a_batch_s_callers_are_woken_in_one_handle_of_the_loop",),
+    ),
+    Mutation(
+        "answer-all-in-debug-mode", "leasequeue/store/coalesce.py",
+        "            if loop.get_debug():  # (asyncio's own way: a handle a callback, "
+        "each timed)\n",
+        "            if False:\n",
+        "in debug mode a batch's callers are woken in one handle too: the loop's slow-callback "
+        "check times the batch, not each caller's step",
+        ("tests/test_coalesce.py::test_a_batch_s_callers_are_woken_in_one_handle_of_the_loop",),
+    ),
+    Mutation(
+        "answer-all-runs-a-callback-in-its-adder-s-stead", "leasequeue/store/coalesce.py",
+        "                context.run(callback, future)\n",
+        "                callback(future)\n",
+        "answer_all runs a future's lone callback in the context of the handle, not the one the "
+        "callback was added in: a context variable the callback reads is not its caller's",
+        ("tests/test_coalesce.py::"
+         "test_answer_all_runs_a_lone_callback_in_its_context_and_leaves_the_rest_to_the_loop",),
+    ),
+    Mutation(
+        "answer-all-hides-a-callback-s-error", "leasequeue/store/coalesce.py",
+        "                loop.call_exception_handler({\n",
+        "                (lambda context: None)({\n",
+        "answer_all swallows an exception a callback raised: nothing reports it to the loop's "
+        "exception handler, as asyncio reports a callback's error",
+        ("tests/test_coalesce.py::"
+         "test_answer_all_runs_a_lone_callback_in_its_context_and_leaves_the_rest_to_the_loop",),
+    ),
+    Mutation(
+        "answer-all-strands-the-rest-on-interrupt", "leasequeue/store/coalesce.py",
+        "        for future, answer in pairs:  # (left by SystemExit or KeyboardInterrupt)\n"
+        "            if not future.done():\n"
+        "                future.set_result(answer)\n",
+        "        pass\n",
+        "a callback that raises KeyboardInterrupt inside answer_all leaves the batch's later "
+        "callers waiting for ever",
+        ("tests/test_coalesce.py::"
+         "test_answer_all_interrupted_by_a_callback_answers_the_rest_the_usual_way",),
+    ),
+    Mutation(
+        "answer-all-takes-one-of-two-callbacks", "leasequeue/store/coalesce.py",
+        "            if callbacks is None or len(callbacks) != 1:\n",
+        "            if callbacks is None:\n",
+        "answer_all runs the first of a future's two callbacks itself, in the handle, and leaves "
+        "the second to the loop: the two run apart, the first before the loop's turn",
+        ("tests/test_coalesce.py::"
+         "test_answer_all_runs_a_lone_callback_in_its_context_and_leaves_the_rest_to_the_loop",),
     ),
 )
