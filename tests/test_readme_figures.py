@@ -71,6 +71,7 @@ def ratio_cell(cell: str) -> float:
 
 
 @pytest.mark.parametrize("opening", ["Latest: three runs of main",
+                                     "Half an hour before: three runs of main",
                                      "The evening before: three runs of main",
                                      "Earlier that evening: three runs of main",
                                      "Earlier that afternoon: three runs of main",
