@@ -418,12 +418,13 @@ def answer_all(loop: asyncio.AbstractEventLoop, futures: list[asyncio.Future[Ans
     Why: on asyncio's own event loop a resolved future schedules each of
     its callbacks through BaseEventLoop.call_soon, Python code (call_soon,
     _call_soon, Handle.__init__, get_debug, then Handle._run): about 6,000
-    of the 23,900 instructions of one App.enqueue call from 100 tasks
-    (callgrind, 2026-12-08); one handle a batch, whose callbacks run in a
-    C loop of their own, leaves 17,800 (0.75x); on uvloop, whose call_soon
-    is C, 16,676 -> 16,421. The callbacks run where the loop would have run
-    them: in its next turn (this handle is scheduled as the futures would
-    have scheduled theirs), in their own context, in order."""
+    of the 24,070 instructions of one App.enqueue call from 100 tasks
+    (callgrind, 2026-12-08); one handle a batch leaves 17,892 (0.743x); on
+    uvloop, whose call_soon is C, level (benchmarks/results/answer_all.txt).
+    The callbacks run where the loop would have run them: in its next turn
+    (this handle is scheduled as the futures would have scheduled theirs),
+    in their own context, in order. Never called inside a task's step (a
+    task's wake-up cannot run there): _flush schedules it as a handle."""
     pairs = zip(futures, answers, strict=True)
     try:
         for future, answer in pairs:
