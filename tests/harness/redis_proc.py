@@ -43,6 +43,7 @@ class RedisProcess:
     proc: subprocess.Popen[bytes] | None = None
     password: str | None = None  # requirepass (the default user's password)
     tls: TlsFiles | None = None  # TLS only (no plain port) with this certificate
+    _started: bool = False  # started once: a restart keeps its port
 
     @property
     def url(self) -> str:
@@ -63,6 +64,27 @@ class RedisProcess:
         return redis.Redis.from_url(self.url, **options)
 
     def start(self, timeout: float = 10.0) -> None:
+        """Start the server and wait until it answers. Its first start takes
+        another free port when the one drawn was taken meanwhile (free_port
+        closes its socket before redis-server binds it: a process beside,
+        such as the planted-bug runner's second test run, may bind it
+        first); a start after stop() keeps its port. The wait asks with a
+        read timeout, and only this process's server counts: a silent
+        listener on the port (a test's proxy) once hung the wait for good,
+        and another process's Redis would answer for it (found 2026-12-08:
+        a planted bug's run that hung 120 s in CI with no test run)."""
+        for _ in range(5):
+            if self._launch(timeout) or self._started:
+                break
+            self.port = free_port()
+        else:
+            raise RuntimeError(f"redis-server found no free port (see {self.dir / 'redis.log'})")
+        self._started = True
+
+    def _launch(self, timeout: float) -> bool:
+        """One try: True once this process's server answers; False when it
+        exited without answering (its port taken); RuntimeError when it
+        neither answers nor exits within ``timeout``."""
         args = [
             redis_server_binary(), *self._listen_args(), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
@@ -71,18 +93,31 @@ class RedisProcess:
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
-        client = self.client(socket_connect_timeout=0.2)
-        while True:
-            try:
-                if client.ping():
-                    client.close()
-                    return
-            except redis.exceptions.RedisError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start "
-                                   f"(see {self.dir / 'redis.log'})")
-            time.sleep(0.02)
+        client = self.client(socket_connect_timeout=0.2, socket_timeout=0.5)
+        try:
+            while True:
+                try:
+                    if client.ping() and self._answered_by_its_process(client):
+                        return True
+                except redis.exceptions.RedisError:
+                    pass
+                if self.proc.poll() is not None:
+                    return False
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {self.port} did not start "
+                                       f"(see {self.dir / 'redis.log'})")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def _answered_by_its_process(self, client: redis.Redis) -> bool:
+        """Whether the server that answered is this one's process (INFO's
+        process_id; a server whose default user may not run INFO is taken
+        as its own: its ping came with this one's password)."""
+        try:
+            return int(client.info("server")["process_id"]) == getattr(self.proc, "pid", None)
+        except redis.exceptions.ResponseError:
+            return True
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
