@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
 import redis
 
 from tests.harness.redis_proc import RedisProcess
@@ -33,3 +34,17 @@ def test_a_first_start_on_a_taken_port_takes_another_and_a_restart_keeps_it() ->
                 assert client.ping()
         finally:
             server.stop()
+
+
+def test_a_restart_whose_port_was_taken_raises_and_keeps_its_port() -> None:
+    """A restart after stop() whose port another listener took meanwhile
+    does not move (its URL is the tests'): it raises, naming the port."""
+    server = RedisProcess()
+    server.start()
+    server.stop()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", server.port))
+        squatter.listen()
+        with pytest.raises(RuntimeError, match=f"port {server.port} did not start"):
+            server.start(timeout=5)
+    server.stop()

@@ -74,12 +74,14 @@ class RedisProcess:
         and another process's Redis would answer for it (found 2026-12-08:
         a planted bug's run that hung 120 s in CI with no test run)."""
         for _ in range(5):
-            if self._launch(timeout) or self._started:
-                break
+            if self._launch(timeout):
+                self._started = True
+                return
+            if self._started:
+                break  # (a restart keeps its port: its exit is an error)
             self.port = free_port()
-        else:
-            raise RuntimeError(f"redis-server found no free port (see {self.dir / 'redis.log'})")
-        self._started = True
+        raise RuntimeError(f"redis-server on port {self.port} did not start "
+                           f"(see {self.dir / 'redis.log'})")
 
     def _launch(self, timeout: float) -> bool:
         """One try: True once this process's server answers; False when it
